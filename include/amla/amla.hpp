@@ -1,0 +1,10 @@
+// amla/amla.hpp: the umbrella header. Every CPU header of amla, never a device backend.
+#pragma once
+
+#include "amla/config.hpp"
+
+#include "amla/numeric/bf16.hpp"
+#include "amla/numeric/bits.hpp"
+#include "amla/numeric/gemm.hpp"
+#include "amla/numeric/one_plus_eps.hpp"
+#include "amla/numeric/pow2.hpp"

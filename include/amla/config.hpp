@@ -1,0 +1,80 @@
+// amla/config.hpp: version, error macros, host/device qualifiers, feature macros.
+//
+// Every amla header includes this one first. It has no dependencies beyond the standard library.
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+#define AMLA_VERSION_MAJOR 0
+#define AMLA_VERSION_MINOR 1
+#define AMLA_VERSION_PATCH 0
+#define AMLA_VERSION_STRING "0.1.0"
+
+// AMLA_HOST_DEVICE marks functions usable from both host code and CUDA device code. Under a
+// compiler that is not nvcc (or clang-cuda) it expands to nothing.
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define AMLA_HOST_DEVICE __host__ __device__
+#define AMLA_DEVICE_COMPILE 1
+#else
+#define AMLA_HOST_DEVICE
+#define AMLA_DEVICE_COMPILE 0
+#endif
+
+// AMLA_ASSERT checks internal invariants (never user input: host entry points validate and throw
+// instead). A user may define AMLA_ASSERT before including amla to route failures elsewhere.
+#ifndef AMLA_ASSERT
+#if defined(__CUDA_ARCH__)
+#include <cassert>
+#define AMLA_ASSERT(cond) assert(cond)
+#else
+#include <cstdio>
+#include <cstdlib>
+#define AMLA_ASSERT(cond)                                                                     \
+  do {                                                                                        \
+    if (!(cond)) {                                                                            \
+      std::fprintf(stderr, "%s:%d: amla internal invariant failed: %s\n", __FILE__, __LINE__, \
+                   #cond);                                                                    \
+      std::abort();                                                                           \
+    }                                                                                         \
+  } while (0)
+#endif
+#endif
+
+namespace amla {
+
+/// Thrown by host entry points when an argument breaks a rule. The message names the argument,
+/// the value it had and the rule it broke. Derives from std::invalid_argument so callers that do
+/// not know amla can still catch it.
+class invalid_argument : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+namespace detail {
+
+template <class T>
+std::string to_text(const T& value) {
+  std::ostringstream os;
+  os << value;
+  return os.str();
+}
+
+[[noreturn]] inline void throw_invalid(const char* function, const char* argument,
+                                       const std::string& value, const std::string& rule) {
+  throw amla::invalid_argument(std::string(function) + ": argument '" + argument + "' = " + value +
+                               " violates: " + rule);
+}
+
+}  // namespace detail
+}  // namespace amla
+
+// AMLA_THROW(arg, value, rule) throws amla::invalid_argument naming the enclosing function, the
+// argument, its value and the rule. AMLA_REQUIRE(cond, arg, value, rule) throws when cond is false.
+#define AMLA_THROW(arg, value, rule) \
+  ::amla::detail::throw_invalid(__func__, arg, ::amla::detail::to_text(value), rule)
+#define AMLA_REQUIRE(cond, arg, value, rule)   \
+  do {                                         \
+    if (!(cond)) AMLA_THROW(arg, value, rule); \
+  } while (0)
