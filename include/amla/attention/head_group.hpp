@@ -1,0 +1,47 @@
+// amla/attention/head_group.hpp: the dense unit of work every recurrence computes.
+//
+// A decode kernel sees, for one request b and one KV head g, a block of query rows that share the
+// same keys: the h_q / h_kv query heads of that KV head for each of the s_q query tokens. amla
+// orders those rows token-major, row r = t * heads_per_group + j (token t, j-th head of the
+// group), as FlashMLA does when it folds [s_q, h_q] into one M dimension. The paged-cache driver
+// (attention/decode_problem.hpp) gathers the group's keys and values into dense matrices and hands
+// each recurrence a HeadGroup; the recurrences never see pages.
+#pragma once
+
+#include <Eigen/Core>
+#include <limits>
+#include <span>
+
+#include "amla/config.hpp"
+#include "amla/numeric/gemm.hpp"
+
+namespace amla::attention {
+
+/// One head group's dense inputs. Values are as the kernel sees them: in BF16-emulating modes the
+/// caller passes BF16-exact floats (the driver guarantees it for bf16 storage).
+struct HeadGroup {
+  Eigen::Ref<const MatrixF> q;  ///< [rows, d_qk]
+  Eigen::Ref<const MatrixF> k;  ///< [n_keys, d_qk]
+  Eigen::Ref<const MatrixF> v;  ///< [n_keys, d_v]
+  /// [rows] or empty. Row r attends keys [0, visible[r]); empty means every row sees all n_keys.
+  /// A causal mask aligned to the end gives token t of s_q the count n_keys - s_q + t + 1,
+  /// clamped to [0, n_keys]. A row with 0 visible keys is fully masked.
+  std::span<const int> visible;
+  float scale;  ///< softmax scale, finite and > 0 (validated by the driver)
+
+  Eigen::Index rows() const { return q.rows(); }
+  Eigen::Index n_keys() const { return k.rows(); }
+  Eigen::Index d_qk() const { return q.cols(); }
+  Eigen::Index d_v() const { return v.cols(); }
+  /// Keys row r may attend.
+  Eigen::Index visible_keys(Eigen::Index r) const {
+    return visible.empty() ? n_keys()
+                           : static_cast<Eigen::Index>(visible[static_cast<std::size_t>(r)]);
+  }
+};
+
+/// The value of lse for a row that attends no key: the log of an empty sum. (FlashMLA reports
+/// +inf there instead; amla follows the mathematics, see attention/decode_problem.hpp.)
+inline constexpr float empty_row_lse = -std::numeric_limits<float>::infinity();
+
+}  // namespace amla::attention
