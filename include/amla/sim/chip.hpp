@@ -38,6 +38,12 @@ inline constexpr double fixp_bytes_per_cycle = 128;
 // hide it except at the start of a dependency chain.
 inline constexpr std::int64_t hbm_latency_cycles = 1000;
 inline constexpr std::int64_t l2_latency_cycles = 400;
+// Spread of the HBM latency from one access to the next (row hit or miss, refresh, bank
+// conflicts; about +-100 ns): each HBM transfer adds a deterministic pseudo-random 0..this many
+// cycles. Besides realism it breaks the symmetry of identical cores: lock-step is an unstable
+// equilibrium of a fairly shared HBM, and this is the noise that lets cores drift apart as they
+// do on hardware (see sim/decode.hpp).
+inline constexpr std::int64_t hbm_latency_jitter_cycles = 200;
 // Cube <-> Vector hand-over through GM: the producer's last write becomes visible and the
 // consumer's cross-core flag wait returns. About 0.5 us.
 inline constexpr std::int64_t handoff_latency_cycles = 900;
@@ -55,8 +61,9 @@ inline constexpr double base_v1_ops_per_element = 8;
 inline constexpr double base_v2_ops_per_element = 2;
 inline constexpr double final_v_ops_per_element = 2;
 // UB chunking of a Vector stage: loads, compute and stores overlap over double-buffered chunks of
-// this many bytes of input (a quarter of the 192 KB UB, leaving room for outputs and scratch).
-inline constexpr double vector_chunk_bytes = 48.0 * 1024;
+// this many bytes of input: 8 rows of a 512-wide FP32 S. With P, AMLA's O-rescale tile and a
+// scratch row per input row, double-buffered, [V1]'s working set is 112 KB of the 192 KB UB.
+inline constexpr double vector_chunk_bytes = 16.0 * 1024;
 
 }  // namespace davinci_defaults
 
@@ -68,6 +75,12 @@ namespace calibrated {
 // Fraction of the HBM's peak bandwidth that 24 cores streaming the KV cache through MTE2 achieve
 // (refresh, bank conflicts, read/write turnarounds). Applied to each die's 1.6 TB/s.
 inline constexpr double ascend910_hbm_efficiency = 0.92;
+// The cores do not start in step: core i of a die begins i times this many cycles after core 0
+// (block dispatch by the task scheduler, plus the phase spread that noise builds up early on).
+// It matters because lock-step cores are an unstable equilibrium of a fairly shared HBM (a core
+// that leads gets the HBM to itself while the others compute): how fast the cores spread out
+// sets how early the kernel reaches its desynchronised, HBM-smoothed steady state.
+inline constexpr std::int64_t ascend910_core_start_stagger_cycles = 600;
 // Kernel time the cycle model does not produce: launch, tiling-data load, core start-up and the
 // end-of-kernel synchronisation. Table 5's durations extrapolate to about 42 us at S_k = 0 (and
 // the GPU row of the same table to about 40 us), far more than the model's own fill and drain.
@@ -105,6 +118,7 @@ struct Chip {
   BytesPerCycle fixp{davinci_defaults::fixp_bytes_per_cycle};
   Cycles hbm_latency{davinci_defaults::hbm_latency_cycles};
   Cycles l2_latency{davinci_defaults::l2_latency_cycles};
+  Cycles hbm_latency_jitter{davinci_defaults::hbm_latency_jitter_cycles};
   Cycles handoff_latency{davinci_defaults::handoff_latency_cycles};
 
   // Vector core.
@@ -116,8 +130,10 @@ struct Chip {
   double final_v_ops_per_element = davinci_defaults::final_v_ops_per_element;
   Bytes vector_chunk{davinci_defaults::vector_chunk_bytes};
 
-  // Whole-kernel time outside the cycle model (launch, set-up, final synchronisation).
+  // Whole-kernel time outside the cycle model (launch, set-up, final synchronisation), and the
+  // start offset between consecutive Cube cores of a die (see calibrated:: above).
   Seconds fixed_overhead{0};
+  Cycles core_start_stagger{0};
 
   int cube_cores() const { return dies * cube_cores_per_die; }
   int vector_cores() const { return cube_cores() * vector_per_cube; }
@@ -151,7 +167,8 @@ struct Chip {
                  "in (0, 1]");
     AMLA_REQUIRE(mte2.count > 0 && mte1.count > 0 && fixp.count > 0 && vector_gm.count > 0,
                  "pipe rates", mte2.count, "every pipe moves a positive number of bytes per cycle");
-    AMLA_REQUIRE(hbm_latency.count >= 0 && l2_latency.count >= 0 && handoff_latency.count >= 0,
+    AMLA_REQUIRE(hbm_latency.count >= 0 && l2_latency.count >= 0 && handoff_latency.count >= 0 &&
+                     hbm_latency_jitter.count >= 0,
                  "latencies", hbm_latency.count, "non-negative");
     AMLA_REQUIRE(vector_fp32_lanes >= 1, "vector_fp32_lanes", vector_fp32_lanes, ">= 1");
     AMLA_REQUIRE(amla_v1_ops_per_element > 0 && base_v1_ops_per_element > 0 &&
@@ -184,6 +201,7 @@ inline Chip ascend910() {
   c.l2_per_die = Bytes{a::l2_bytes_per_die};
   c.hbm_efficiency = calibrated::ascend910_hbm_efficiency;
   c.fixed_overhead = Seconds{calibrated::ascend910_fixed_overhead_us * 1e-6};
+  c.core_start_stagger = Cycles{calibrated::ascend910_core_start_stagger_cycles};
   return c;
 }
 

@@ -28,7 +28,24 @@ struct CubeCore {
   PoolId l0a, l0b, l0c;
   LinkId hbm;  ///< the die's HBM (shared with the other cores of the die)
   std::string name;
+  std::uint64_t jitter_state = 0;  ///< seeds the HBM latency jitter of this core's loads
 };
+
+namespace detail {
+/// FNV-1a of a name: a platform-independent seed.
+inline std::uint64_t fnv1a(const std::string& s) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (const char ch : s) h = (h ^ static_cast<unsigned char>(ch)) * 0x100000001b3ull;
+  return h;
+}
+/// splitmix64: a tiny, fixed, platform-independent pseudo-random step (deterministic jitter).
+inline std::uint64_t splitmix64(std::uint64_t& state) {
+  std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+}  // namespace detail
 
 /// Adds a Cube core's four pipes and its buffer pools. The pools are sized from `t` (its b_slots,
 /// l0_buffers and L0C tile); every stage later emitted on this core must agree (Remark 4.1: [C1]
@@ -48,6 +65,7 @@ inline CubeCore add_cube_core(Engine& e, const Chip& chip, const Tiling& t, Link
   c.l0c =
       e.add_pool(name + " L0C", static_cast<int>(std::max<std::int64_t>(1, l0c_tiles(t, chip))));
   c.hbm = hbm;
+  c.jitter_state = detail::fnv1a(name);
   return c;
 }
 
@@ -75,15 +93,16 @@ struct CubeStageOps {
   std::vector<OpId> a_loads;              ///< per A stripe (m stripe major, k stripe minor)
   std::vector<OpId> a_last_reads;         ///< per A stripe: the last MTE1 that read it
   std::vector<OpId> fixps;                ///< FixP writes, in order (the stage's output)
+  std::vector<OpId> loads;                ///< every MTE2 load (A and B), in order
+  OpId first_mmad, last_mmad;             ///< the stage's span on the MMAD pipe
   double flops = 0;
   Bytes hbm_bytes{0}, l2_bytes{0};
 };
 
 /// Appends one Cube stage with tiling `t` to `core`. `label` names it ("C1[b3,k5]") and gives its
 /// colour category ("C1") and phase. `t` must fit the chip (check_fit) and agree with the pools.
-inline CubeStageOps emit_cube_stage(Engine& e, const CubeCore& core, const Chip& chip,
-                                    const Tiling& t, const AOperand& a, const BOperand& b,
-                                    const Label& label) {
+inline CubeStageOps emit_cube_stage(Engine& e, CubeCore& core, const Chip& chip, const Tiling& t,
+                                    const AOperand& a, const BOperand& b, const Label& label) {
   using I = std::int64_t;
   const I n_blocks = Tiling::ceil_div(t.N, t.base_n);
   const I k_stripes = Tiling::ceil_div(t.K, t.single_k);
@@ -93,24 +112,25 @@ inline CubeStageOps emit_cube_stage(Engine& e, const CubeCore& core, const Chip&
   AMLA_REQUIRE(a.load || a.resident.size() == n_a, "a.resident", a.resident.size(),
                "one producing load per A stripe when A is already in L1");
   const bool rec = e.recording();
-  const std::string& stage = label.name;
-  auto lab = [&](const char* what, I i0, I i1, I i2) {
-    Label l;
-    l.category = label.category;
-    l.phase = label.phase;
-    if (rec) {
-      l.name = stage + " " + what + " " + std::to_string(i0) + "." + std::to_string(i1) + "." +
-               std::to_string(i2);
-    }
-    return l;
+  const CategoryId cat = e.category(label.category);
+  auto add = [&](UnitId unit, const Work& work, const char* what, I i0, I i1, I i2) {
+    std::string name;
+    if (rec)
+      name = label.name + " " + what + " " + std::to_string(i0) + "." + std::to_string(i1) + "." +
+             std::to_string(i2);
+    return e.add_op(unit, work, cat, label.phase, std::move(name));
   };
   auto cycles_of = [&](I bm, I bn, I bk) {
     return Cycles{Tiling::ceil_div(bm, chip.cube_m) * Tiling::ceil_div(bn, chip.cube_n) *
                   Tiling::ceil_div(bk, chip.cube_k)};
   };
   auto mte2_work = [&](double bytes, bool hbm) {
-    return Work::transfer(Bytes{bytes}, chip.mte2, hbm ? chip.hbm_latency : chip.l2_latency,
-                          hbm ? core.hbm : LinkId{});
+    Cycles lat = hbm ? chip.hbm_latency : chip.l2_latency;
+    if (hbm && chip.hbm_latency_jitter.count > 0)
+      lat += Cycles{
+          static_cast<std::int64_t>(detail::splitmix64(core.jitter_state) %
+                                    static_cast<std::uint64_t>(chip.hbm_latency_jitter.count + 1))};
+    return Work::transfer(Bytes{bytes}, chip.mte2, lat, hbm ? core.hbm : LinkId{});
   };
 
   CubeStageOps out;
@@ -129,19 +149,20 @@ inline CubeStageOps emit_cube_stage(Engine& e, const CubeCore& core, const Chip&
         for (I am = 0; am < a_m_stripes; ++am) {
           const I sm = std::min(t.single_m, t.M - am * t.single_m);
           const double bytes = static_cast<double>(sm * sk) * t.in_bytes;
-          const OpId ld =
-              e.add_op(core.mte2, mte2_work(bytes, a.from_hbm), lab("MTE2 A", am, k, 0));
+          const OpId ld = add(core.mte2, mte2_work(bytes, a.from_hbm), "MTE2 A", am, k, 0);
           e.acquire(ld, a.pool);
           for (const OpId p : a.after) e.depend(ld, p, a.after_delay);
           out.a_loads[a_index(am, k)] = ld;
+          out.loads.push_back(ld);
           Bytes& moved = a.from_hbm ? out.hbm_bytes : out.l2_bytes;
           moved = moved + Bytes{bytes};
         }
       }
       const double b_bytes = static_cast<double>(bn * sk) * t.in_bytes;
-      const OpId bld = e.add_op(core.mte2, mte2_work(b_bytes, b.from_hbm), lab("MTE2 B", n, k, 0));
+      const OpId bld = add(core.mte2, mte2_work(b_bytes, b.from_hbm), "MTE2 B", n, k, 0);
       e.acquire(bld, core.b_ring);
       for (const OpId p : b.after) e.depend(bld, p, b.after_delay);
+      out.loads.push_back(bld);
       Bytes& moved = b.from_hbm ? out.hbm_bytes : out.l2_bytes;
       moved = moved + Bytes{b_bytes};
       OpId last_b_read{};
@@ -152,24 +173,26 @@ inline CubeStageOps emit_cube_stage(Engine& e, const CubeCore& core, const Chip&
         for (I kb = 0; kb < kbs; ++kb) {
           const I bk = std::min(t.base_k, sk - kb * t.base_k);
           const double l0_bytes = static_cast<double>((bm + bn) * bk) * t.in_bytes;
-          const OpId mv = e.add_op(core.mte1, Work::transfer(Bytes{l0_bytes}, chip.mte1),
-                                   lab("MTE1", m, n, k * kbs + kb));
+          const OpId mv = add(core.mte1, Work::transfer(Bytes{l0_bytes}, chip.mte1), "MTE1", m, n,
+                              k * kbs + kb);
           e.acquire(mv, core.l0a);
           e.acquire(mv, core.l0b);
           e.depend(mv, out.a_loads[a_index(am, k)]);
           e.depend(mv, bld);
           out.a_last_reads[a_index(am, k)] = mv;
           last_b_read = mv;
-          const OpId mm = e.add_op(core.mmad, Work::compute(cycles_of(bm, bn, bk)),
-                                   lab("MMAD", m, n, k * kbs + kb));
+          const OpId mm =
+              add(core.mmad, Work::compute(cycles_of(bm, bn, bk)), "MMAD", m, n, k * kbs + kb);
           e.depend(mm, mv);
+          if (!out.first_mmad.valid()) out.first_mmad = mm;
+          out.last_mmad = mm;
           e.release(mm, core.l0a);
           e.release(mm, core.l0b);
           if (k == 0 && kb == 0) e.acquire(mm, core.l0c);
           if (k == k_stripes - 1 && kb == kbs - 1) {
             const double out_bytes = static_cast<double>(bm * bn) * t.acc_bytes;
-            const OpId fx = e.add_op(core.fixp, Work::transfer(Bytes{out_bytes}, chip.fixp),
-                                     lab("FixP", m, n, 0));
+            const OpId fx =
+                add(core.fixp, Work::transfer(Bytes{out_bytes}, chip.fixp), "FixP", m, n, 0);
             e.depend(fx, mm);
             e.release(fx, core.l0c);
             out.fixps.push_back(fx);
@@ -219,7 +242,7 @@ inline CubeStageResult simulate_cube_stage(const Chip& chip, const Tiling& t,
   const int cores = opt.concurrent_cores == 0 ? chip.cube_cores_per_die : opt.concurrent_cores;
   Engine e(opt.record);
   const LinkId hbm = e.add_link("HBM die 0", chip.hbm_per_die());
-  const CubeCore core = add_cube_core(e, chip, t, hbm, "cube0", cores);
+  CubeCore core = add_cube_core(e, chip, t, hbm, "cube0", cores);
   AOperand a;
   a.from_hbm = opt.a_from_hbm;
   a.pool = e.add_pool("cube0 L1 Q/P buffers", t.a_slots);

@@ -57,6 +57,10 @@ struct LinkId {
   std::int32_t index = -1;
   constexpr bool valid() const { return index >= 0; }
 };
+/// An interned Timeline category ("C1", "MTE2", ...), for building many operations cheaply.
+struct CategoryId {
+  std::uint16_t index = 0;
+};
 
 /// What an operation costs on its unit: a fixed number of cycles, or bytes moved at `rate`
 /// (optionally across a shared link). `latency` delays when consumers see the operation's result
@@ -128,7 +132,7 @@ class Engine {
  public:
   /// With `record` false, labels' names are dropped (only categories kept) to save memory in big
   /// runs; timelines then name intervals by category.
-  explicit Engine(bool record = true) : record_(record) {}
+  explicit Engine(bool record = true) : record_(record) { categories_.emplace_back(); }
 
   bool recording() const { return record_; }
 
@@ -141,6 +145,14 @@ class Engine {
     u.multiplicity = multiplicity;
     units_.push_back(std::move(u));
     return UnitId{static_cast<std::int32_t>(units_.size() - 1)};
+  }
+
+  /// `unit` starts nothing before cycle `start` (counted as idle, not as a stall).
+  void set_start(UnitId unit, Cycles start) {
+    AMLA_REQUIRE(unit.index >= 0 && unit.index < static_cast<std::int32_t>(units_.size()), "unit",
+                 unit.index, "an id returned by add_unit");
+    AMLA_REQUIRE(start.count >= 0, "start", start.count, "non-negative cycles");
+    units_[static_cast<std::size_t>(unit.index)].start_at = start.count;
   }
 
   PoolId add_pool(std::string name, int capacity) {
@@ -163,8 +175,25 @@ class Engine {
     return LinkId{static_cast<std::int32_t>(links_.size() - 1)};
   }
 
+  /// Interns a category name (the same name always gives the same id).
+  CategoryId category(std::string_view name) { return CategoryId{intern_category(name)}; }
+
+  /// Reserves room for `ops` operations and `edges` dependencies (a speed hint only).
+  void reserve(std::size_t ops, std::size_t edges) {
+    ops_.reserve(ops);
+    if (record_) names_.reserve(ops);
+    edges_.reserve(edges);
+    acquires_.reserve(ops);
+    releases_.reserve(ops);
+  }
+
   /// Appends an operation to `unit`'s program (program order = call order).
   OpId add_op(UnitId unit, const Work& work, Label label = {}) {
+    return add_op(unit, work, category(label.category), label.phase, std::move(label.name));
+  }
+
+  /// The same with a pre-interned category; `name` is dropped unless recording.
+  OpId add_op(UnitId unit, const Work& work, CategoryId cat, Phase phase, std::string name = {}) {
     AMLA_REQUIRE(unit.index >= 0 && unit.index < static_cast<std::int32_t>(units_.size()), "unit",
                  unit.index, "an id returned by add_unit");
     AMLA_REQUIRE(!ran_, "ran", ran_, "an Engine runs once; build everything before run()");
@@ -185,10 +214,12 @@ class Engine {
     o.latency = work.latency.count;
     o.unit = unit.index;
     o.link = work.link.index;
-    o.category = intern_category(label.category);
-    o.phase = label.phase;
+    AMLA_REQUIRE(cat.index < categories_.size(), "category", cat.index,
+                 "an id returned by category()");
+    o.category = cat.index;
+    o.phase = phase;
     ops_.push_back(o);
-    names_.push_back(record_ ? std::move(label.name) : std::string{});
+    if (record_) names_.push_back(std::move(name));
     units_[static_cast<std::size_t>(unit.index)].program.push_back(
         static_cast<std::int32_t>(ops_.size() - 1));
     return OpId{static_cast<std::int32_t>(ops_.size() - 1)};
@@ -229,6 +260,13 @@ class Engine {
     AMLA_REQUIRE(!ran_, "ran", ran_, "an Engine runs once");
     ran_ = true;
     finalize();
+    for (auto& u : units_) {
+      u.free_since = u.start_at;
+      for (const std::int32_t op : u.program) {
+        auto& o = ops_[static_cast<std::size_t>(op)];
+        o.ready_at = std::max(o.ready_at, u.start_at);
+      }
+    }
     for (std::size_t u = 0; u < units_.size(); ++u) try_start(static_cast<std::int32_t>(u));
     while (!queue_.empty()) {
       const Event ev = queue_.top();
@@ -262,6 +300,7 @@ class Engine {
     }
     for (auto& u : units_) {
       const std::int64_t accounted = u.busy_cycles + u.stall_data + u.stall_buffer;
+      // Before start_at the unit is idle (free_since began there, so no stall was counted).
       u.idle = std::max<std::int64_t>(0, makespan_ - accounted);
     }
     return r;
@@ -315,9 +354,9 @@ class Engine {
         iv.start = Cycles{o.start};
         iv.end = Cycles{o.end};
         iv.category = categories_[o.category];
-        iv.name = names_[static_cast<std::size_t>(op)].empty()
-                      ? iv.category
-                      : names_[static_cast<std::size_t>(op)];
+        iv.name = record_ && !names_[static_cast<std::size_t>(op)].empty()
+                      ? names_[static_cast<std::size_t>(op)]
+                      : iv.category;
         iv.phase = o.phase;
         lane.intervals.push_back(std::move(iv));
       }
@@ -366,6 +405,7 @@ class Engine {
     std::vector<std::int32_t> program;
     std::size_t next = 0;
     bool running = false;
+    std::int64_t start_at = 0;
     std::int64_t free_since = 0;
     std::int64_t try_at = -1;
     std::int32_t waiting_pool = -1;
@@ -564,13 +604,24 @@ class Engine {
 
   // Max-min fair rates (water filling), each flow standing for `weight` identical flows.
   void link_rates(LinkState& l) {
-    order_.resize(l.flows.size());
-    for (std::size_t i = 0; i < order_.size(); ++i) order_[i] = i;
-    std::stable_sort(order_.begin(), order_.end(),
-                     [&](std::size_t a, std::size_t b) { return l.flows[a].cap < l.flows[b].cap; });
     double cap_left = l.capacity;
     double weight_left = 0;
-    for (const auto& f : l.flows) weight_left += f.weight;
+    bool same_cap = true;
+    for (const auto& f : l.flows) {
+      weight_left += f.weight;
+      same_cap = same_cap && f.cap == l.flows.front().cap;
+    }
+    if (same_cap) {  // the common case: one kind of port
+      const double r = std::min(l.flows.front().cap, cap_left / weight_left);
+      for (auto& f : l.flows) f.rate = r;
+      return;
+    }
+    order_.resize(l.flows.size());
+    for (std::size_t i = 0; i < order_.size(); ++i) order_[i] = i;
+    // Insertion sort by cap (stable, no allocation; a link carries few flows).
+    for (std::size_t i = 1; i < order_.size(); ++i)
+      for (std::size_t j = i; j > 0 && l.flows[order_[j]].cap < l.flows[order_[j - 1]].cap; --j)
+        std::swap(order_[j], order_[j - 1]);
     std::size_t i = 0;
     for (; i < order_.size(); ++i) {
       auto& f = l.flows[order_[i]];
@@ -615,7 +666,7 @@ class Engine {
 
   std::string op_text(std::int32_t oi) const {
     const auto& o = ops_[static_cast<std::size_t>(oi)];
-    const auto& n = names_[static_cast<std::size_t>(oi)];
+    const std::string n = record_ ? names_[static_cast<std::size_t>(oi)] : std::string{};
     return (n.empty() ? categories_[o.category] + "#" + std::to_string(oi) : n) + " on " +
            units_[static_cast<std::size_t>(o.unit)].name;
   }
