@@ -12,4 +12,5 @@
 #include "amla/attention/decode_problem.hpp"
 #include "amla/attention/golden.hpp"
 #include "amla/attention/head_group.hpp"
+#include "amla/attention/online_softmax.hpp"
 #include "amla/attention/problem_builder.hpp"

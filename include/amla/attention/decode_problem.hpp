@@ -177,9 +177,20 @@ inline float resolved_scale(const DecodeOptions& options, const DecodeShape& sha
              : static_cast<float>(1.0 / std::sqrt(static_cast<double>(shape.d_qk)));
 }
 
+/// The arithmetic a recurrence emulates. bf16: what the kernel does (BF16 operands of every
+/// matrix product, including P, with FP32 accumulation and FP32 vector math). float32: the same
+/// recurrence with no BF16 cast anywhere (operands used as given, P kept in FP32), which agrees
+/// with the float64 golden to about 1e-6 relative and isolates the error the BF16 casts cause.
+enum class precision : std::uint8_t { bf16, float32 };
+
 /// Whether the recurrence wants its operands rounded to BF16 when gathered (BF16-emulating
 /// modes) or as stored (float32 modes). bf16 caches are exact either way.
 enum class operand_gather : std::uint8_t { as_stored, round_bf16 };
+
+/// The gather a recurrence running in `mode` needs.
+constexpr operand_gather gather_for(precision mode) noexcept {
+  return mode == precision::bf16 ? operand_gather::round_bf16 : operand_gather::as_stored;
+}
 
 /// Where a dense chunk handed to a core sits in the problem.
 struct GroupLocation {
