@@ -14,3 +14,13 @@
 #include "amla/attention/head_group.hpp"
 #include "amla/attention/online_softmax.hpp"
 #include "amla/attention/problem_builder.hpp"
+
+#include "amla/sim/calibration.hpp"
+#include "amla/sim/chip.hpp"
+#include "amla/sim/cube_stage.hpp"
+#include "amla/sim/decode.hpp"
+#include "amla/sim/engine.hpp"
+#include "amla/sim/pipeline.hpp"
+#include "amla/sim/tiling.hpp"
+#include "amla/sim/timeline.hpp"
+#include "amla/sim/units.hpp"
