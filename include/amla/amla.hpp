@@ -14,3 +14,4 @@
 #include "amla/attention/head_group.hpp"
 #include "amla/attention/online_softmax.hpp"
 #include "amla/attention/problem_builder.hpp"
+#include "amla/attention/split_kv.hpp"
