@@ -8,3 +8,6 @@
 #include "amla/numeric/gemm.hpp"
 #include "amla/numeric/one_plus_eps.hpp"
 #include "amla/numeric/pow2.hpp"
+
+#include "amla/sim/preload_theory.hpp"
+#include "amla/sim/trace.hpp"
