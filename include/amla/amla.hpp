@@ -14,6 +14,7 @@
 #include "amla/attention/head_group.hpp"
 #include "amla/attention/online_softmax.hpp"
 #include "amla/attention/problem_builder.hpp"
+#include "amla/attention/split_kv.hpp"
 
 #include "amla/sim/calibration.hpp"
 #include "amla/sim/chip.hpp"
@@ -21,6 +22,8 @@
 #include "amla/sim/decode.hpp"
 #include "amla/sim/engine.hpp"
 #include "amla/sim/pipeline.hpp"
+#include "amla/sim/preload_theory.hpp"
 #include "amla/sim/tiling.hpp"
 #include "amla/sim/timeline.hpp"
+#include "amla/sim/trace.hpp"
 #include "amla/sim/units.hpp"
