@@ -50,6 +50,9 @@ TEST_CASE("Chip::validate names the field that makes no sense", "[sim][chip]") {
   c.core_start_stagger = amla::sim::Cycles{-1};
   CHECK_THROWS_WITH(c.validate(), Catch::Contains("core_start_stagger"));
   c = amla::sim::ascend910();
+  c.mmad_overhead = amla::sim::Cycles{-5};
+  CHECK_THROWS_WITH(c.validate(), Catch::Contains("mmad_overhead"));
+  c = amla::sim::ascend910();
   c.clock = amla::sim::Hertz{0};
   CHECK_THROWS_WITH(c.validate(), Catch::Contains("clock"));
 }

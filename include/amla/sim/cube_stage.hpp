@@ -120,9 +120,10 @@ inline CubeStageOps emit_cube_stage(Engine& e, CubeCore& core, const Chip& chip,
              std::to_string(i2);
     return e.add_op(unit, work, cat, label.phase, std::move(name));
   };
-  auto cycles_of = [&](I bm, I bn, I bk) {
+  auto cycles_of = [&](I bm, I bn, I bk) {  // fractal steps plus the per-instruction cost
     return Cycles{Tiling::ceil_div(bm, chip.cube_m) * Tiling::ceil_div(bn, chip.cube_n) *
-                  Tiling::ceil_div(bk, chip.cube_k)};
+                  Tiling::ceil_div(bk, chip.cube_k)} +
+           chip.mmad_overhead;
   };
   auto mte2_work = [&](double bytes, bool hbm) {
     Cycles lat = hbm ? chip.hbm_latency : chip.l2_latency;
