@@ -54,7 +54,8 @@ Options:
   --vector-order LIST  ... and one for the Vector (both needed; placed as well as possible)
   --draw WHICH         arrangement to draw: optimum (default; theorem when n > 6), theorem,
                        natural, user
-  --clock-ghz F        clock for microsecond times, 0 < F <= 10 (default 1.8, Ascend 910)
+  --clock-ghz F        clock for microsecond times, 0 <= F <= 10 (default 1.8, Ascend 910;
+                       0: cycles only)
   --out NAME           output stem: NAME.svg and NAME.trace.json (default preload_explorer)
   --demo               the paper's AMLA case (C1, V1, C2, V2 = 0) and a Lemma B.2 adversarial
                        case, writing preload_amla.* and preload_adversarial.*
@@ -280,9 +281,10 @@ int explore(const Options& o) {
                           static_cast<double>(makespan.count);
     const double busy_v = static_cast<double>((d.vector_total() * o.blocks).count) /
                           static_cast<double>(makespan.count);
-    std::printf("  %-30s %14lld %12.3f %9.1f%% %9.1f%%\n", name,
-                static_cast<long long>(makespan.count), clock.to_seconds(makespan).us(),
-                100 * busy_c, 100 * busy_v);
+    char us[32] = "-";
+    if (hz > 0) std::snprintf(us, sizeof us, "%.3f", clock.to_seconds(makespan).us());
+    std::printf("  %-30s %14lld %12s %9.1f%% %9.1f%%\n", name,
+                static_cast<long long>(makespan.count), us, 100 * busy_c, 100 * busy_v);
   };
   std::printf("\nT = %d KV blocks (%s timing):\n", o.blocks,
               o.timing == pl::Timing::asap ? "asap" : "slot");
@@ -370,8 +372,8 @@ Options parse(int argc, char** argv, bool& demo, bool& help) {
       const std::string v = value();
       char* end = nullptr;
       o.clock_ghz = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end != '\0' || !(o.clock_ghz > 0 && o.clock_ghz <= 10))
-        throw UsageError{"--clock-ghz must be a number in (0, 10], got '" + v + "'"};
+      if (v.empty() || *end != '\0' || !(o.clock_ghz >= 0 && o.clock_ghz <= 10))
+        throw UsageError{"--clock-ghz must be a number in [0, 10], got '" + v + "'"};
     } else if (arg == "--out") {
       o.out = value();
       if (o.out.empty()) throw UsageError{"--out must not be empty"};
