@@ -78,6 +78,7 @@ struct Options {
   double clock_ghz = 1.8;
   std::string out = "preload_explorer";
   std::string title;
+  std::string user_label = "your order";  ///< what the --cube-order/--vector-order Cycle is called
 };
 
 std::vector<std::int64_t> parse_list(const std::string& option, const std::string& text,
@@ -204,7 +205,7 @@ int explore(const Options& o) {
   }
   if (!o.cube_order.empty())
     cands.push_back(
-        {"your order", pl::best_placement(d, o.cube_order, o.vector_order).arrangement});
+        {o.user_label, pl::best_placement(d, o.cube_order, o.vector_order).arrangement});
 
   std::printf("\nArrangements (preload count = (2n - 1) - internal edges = %d - s):\n", 2 * n - 1);
   const int ow = std::max(14, 3 * n + 2);  // width of an order column
@@ -236,13 +237,12 @@ int explore(const Options& o) {
   const std::string wanted = which == "optimum"   ? "exhaustive optimum"
                              : which == "theorem" ? "Theorem B.1"
                              : which == "natural" ? "natural order"
-                                                  : "your order";
+                                                  : o.user_label;
   const auto chosen = std::find_if(cands.begin(), cands.end(),
                                    [&](const Candidate& c) { return c.name == wanted; });
   const pl::Arrangement& a = chosen->arrangement;
   const auto r = pl::analyze(d, a);
-  std::printf("\nCycle of %s (P = %lld cycles), preload count %d:\n",
-              (wanted == "your order" ? wanted : "the " + wanted).c_str(),
+  std::printf("\nChosen Cycle: %s (P = %lld cycles), preload count %d:\n", wanted.c_str(),
               static_cast<long long>(a.period.count), r.preload_count);
   std::printf("  %-6s %-7s %9s %9s %5s  %s\n", "stage", "unit", "offset", "end", "lag", "input");
   for (int p = 0; p < 2 * n; ++p) {
@@ -422,6 +422,7 @@ int demo() {
   amla_case.cube_order = {1, 2};
   amla_case.vector_order = {1, 2};
   amla_case.draw = "user";
+  amla_case.user_label = "Figure 7 (paper)";
   int rc = explore(amla_case);
   {
     pl::CvDurations shorter = amla_case.durations;
