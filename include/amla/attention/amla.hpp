@@ -1,0 +1,398 @@
+// amla/attention/amla.hpp: the AMLA recurrence (AMLA paper, Algorithm 2 with Appendix A), as an
+// Ascend kernel computes it: the output O is rescaled in place by ONE integer AtomicAdd on its
+// FP32 bit pattern per KV block, instead of an FP32 multiply.
+//
+// ---- The recurrence, per query row (all scalars FP32 unless said) ----------------------------
+//   S_i   = scale * (Q K_i^T)                        (BF16 operands, FP32 accumulation)
+//   m_i   = max(m_{i-1}, rowmax S_i)                 (m_0 = -inf)
+//   n_i   = round(-m_i / ln2)                        rounded to nearest, ties to even (rint)
+//   P_i   = exp(S_i - m_i),  l_i = l_{i-1} exp(m_{i-1} - m_i) + rowsum P_i
+//   S32_i = exp(ln2 (n_i + m_i / ln2))               (= 1/r_i of eq. 4, in [2^-1/2, 2^1/2])
+//   S16_i = BF16(S32_i)                              (round to nearest even, widened back)
+//   c_i   = S16_i / S32_i                            (default reading, see below; c_0 = 1)
+//   eps   = 1.5 (c_i / c_{i-1} - 1)
+//   N     = max(n_i - n_{i-1}, -30) + eps + 1e-6     (evaluated left to right in FP32)
+//   k_i   = Cast_to_int32(N * 2^23)                  truncation toward zero, see below
+//   O    <- AS_FP32(AS_INT32(O) + k_i)               one integer add per element (i > 1)
+//   O    <- O + BF16(P_i * S16_i) V_i                (BF16 operands, FP32 accumulation)
+//   out   = O / (l_N * S16_N),   lse = m_N + ln(l_N)
+// The rounding of n_i is immaterial to the invariant (any integer works, the paper's bound
+// 2^-1/2 <= S32 <= 2^1/2 needs round to nearest; ties occur only when -m/ln2 is exactly k + 1/2).
+//
+// ---- Which c_i cancels the BF16 rounding of S16 (Algorithm 2 line 11 vs Appendix A) ----------
+// Let O_i* = sum_{j<=i} exp(S_j - m_i) V_j be the unnormalised output at the running max (what
+// Base holds). Block i adds S16_i * exp(S_i - m_i) V_i, so the accumulator stays consistent iff
+// it holds O_i = S16_i O_i* after every block. Given O_{i-1} = S16_{i-1} O_{i-1}*, the rescale
+// must multiply by
+//   F_i = (S16_i / S16_{i-1}) exp(m_{i-1} - m_i).
+// From S32_i = exp(n_i ln2 + m_i), exp(m_i) = S32_i 2^-n_i, hence
+//   exp(m_{i-1} - m_i) = 2^(n_i - n_{i-1}) S32_{i-1} / S32_i   and
+//   F_i = 2^(n_i - n_{i-1}) * (S16_i / S32_i) / (S16_{i-1} / S32_{i-1}).
+// So the factor next to the power of two is c_i / c_{i-1} with c = S16 / S32: Appendix A's
+// c_i = r_i / r'_i, since r_i = 1/S32 and r'_i = 1/S16. With it, eps (ideally) removes the
+// whole effect of rounding S16 and the final division by S16_N is exact bookkeeping.
+// Algorithm 2 as printed, c_i = S32/S16, multiplies by the reciprocal (1 + e)^-1 ~ 1 - e of the
+// needed 1 + e: it does not cancel the rounding error, it doubles it (to first order).
+// `amla_compensation::none` (eps = 0) leaves it once. Only the ratio c_i / c_{i-1} matters, so an
+// error appears only where m (hence S32) changes from block to block; the 1.5 = 1 + 1/2 factor is
+// Appendix A's linearisation of a multiply by (1 + e) as an add on the mantissa with the mantissa
+// taken at mid-range (numeric/one_plus_eps.hpp derives its error, |e|/2 worst case).
+//
+// ---- The cast of N and the +1e-6 --------------------------------------------------------------
+// N * 2^23 is exact in FP32 (a power-of-two scaling). A float N with |N| >= 1 is a multiple of
+// 2^-23, so N * 2^23 is then already an integer and the cast cannot round; the cast's rounding
+// only matters when |N| < 1 (dn = 0, or dn = -1 with eps + nudge > 0), and by less than one unit
+// (a relative 1.2e-7). The +1e-6 is the classic guard of a TRUNCATING float -> int cast,
+// (int)(x + 1e-6): it lifts a value meant to be an integer but computed a hair below it over the
+// integer before the truncation; a round-to-nearest cast would need no guard. We therefore model
+// Cast_to_int32 as truncation toward zero (Ascend's CAST_TRUNC, C's static_cast), selectable via
+// `amla_options::n_cast`. Note the side effect the paper does not mention: after the 2^23 scaling
+// the guard is 1e-6 * 2^23 = 8.39 units, so every block adds 8 to every mantissa of O (the FP32
+// sum dn + 1e-6 makes it 8 for |dn| < 16, 16 for 16 <= |dn| < 32): a drift of 8 / (2^23 + M),
+// about +6.4e-7 relative per block (at most 9.5e-7). It is part of the kernel, so it is
+// reproduced in bf16 precision; `amla_options::nudge` can set it to 0 to measure it.
+//
+// ---- Lemma 3.1 inside the recurrence ------------------------------------------------------------
+// The add is a multiplication only while the O element and the result are normal FP32 numbers
+// (0 < E < 255 before and after, numeric/pow2.hpp). An element that is exactly 0 (a zero column
+// of V, or P V cancelling exactly), subnormal, or tiny enough that E + (n_i - n_{i-1}) <= 0,
+// becomes garbage: +0 with k = -2^24 + 8 becomes the pattern 0xFF000008 (-1.7e38), a tiny element
+// can become a NaN pattern or flip its sign. The modes (`amla_options::rescale`, amla::pow2_mode):
+//   hardware  the raw add everywhere (what the NPU computes); violations are counted (cheap: one
+//             branch-free flag per row, a second pass only over flagged rows), not located.
+//   checked   the same values, and every violation is located in the report: block, row,
+//             column, the add k, the value before, after, and the intended value.
+//   safe      the add where it is exact, and the intended value elsewhere: the same add carried
+//             out with an unbounded exponent, rounded once to FP32 (zeros stay zeros, tiny results
+//             round to subnormals, Inf/NaN pass through). Violations are counted and located.
+// Lemma 3.1's precondition is checked for the combined add k (exponent part and mantissa part):
+// a carry out of the mantissa into the exponent is fine, a result or source outside the normal
+// range is not. The first block of a row never adds (Algorithm 2 line 15, per row: a row whose
+// first visible key lies in a later block starts there).
+//
+// ---- Masks, empty rows and lse ------------------------------------------------------------------
+// A row attends keys [0, visible) (attention/head_group.hpp). Masked keys get P = 0 and take no
+// part in the max; a block with no visible key for a started row still performs the add (the
+// kernel adds for every row): dn = 0, eps = 0, so k = Cast(1e-6 * 2^23) = 8. A row that sees no key
+// gives out = 0 and lse = -inf. lse is natural-log, from m and l exactly as Base computes it: the
+// integer exponents n_i only re-scale O (exp(m_N) = S32_N 2^-n_N links the two bookkeepings; a
+// base-2 consumer uses lse / ln 2).
+//
+// ---- float32-only mode --------------------------------------------------------------------------
+// No BF16 rounding anywhere: S16 = S32 (so c == 1 and eps == 0 in every reading), P is not
+// rounded, the inputs are used as given, and the nudge defaults to 0. The rescale is then an
+// exact multiply by 2^(n_i - n_{i-1}) wherever Lemma 3.1 holds: more exact than Base's FP32
+// factor exp(m_{i-1} - m_i).
+//
+// Exponentials: P = exp(S - m) uses Eigen's vectorised exp (<= 2 ulp; values below e^-87.3 flush
+// to 0); the per-row scalars (S32, exp(m_{i-1} - m_i)) use std::exp.
+#pragma once
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "amla/attention/head_group.hpp"
+#include "amla/config.hpp"
+#include "amla/numeric/bf16.hpp"
+#include "amla/numeric/bits.hpp"
+#include "amla/numeric/gemm.hpp"
+#include "amla/numeric/one_plus_eps.hpp"
+#include "amla/numeric/pow2.hpp"
+
+namespace amla::attention {
+
+/// Which c_i the (1 + eps) compensation uses (see the file comment for the derivation).
+enum class amla_compensation : std::uint8_t {
+  appendix_a,  ///< c_i = S16 / S32 = r_i / r'_i: cancels the BF16 rounding of S16 (default)
+  as_printed,  ///< c_i = S32 / S16, Algorithm 2 line 11 as printed: doubles that error
+  none,        ///< eps = 0: no compensation
+};
+
+/// Arithmetic of the recurrence.
+enum class amla_precision : std::uint8_t {
+  bf16,     ///< the kernel: BF16 operands and P, BF16 S16, FP32 accumulation (default)
+  float32,  ///< no BF16 rounding anywhere (S16 = S32, eps = 0)
+};
+
+/// Options of the AMLA recurrence. Defaults are the paper's kernel.
+struct amla_options {
+  Eigen::Index block_keys = 512;  ///< KV block size (keys per block), >= 1
+  amla_precision precision = amla_precision::bf16;
+  bool bf16_output = false;  ///< round the normalised output to BF16
+  amla_compensation compensation = amla_compensation::appendix_a;
+  pow2_mode rescale = pow2_mode::hardware;  ///< hardware / checked / safe (file comment)
+  int exponent_clamp = -30;  ///< the clamp of max(n_i - n_{i-1}, clamp), in [-126, 0]
+  /// The +1e-6 of line 13, finite, in [0, 2^-10]. Unset: 1e-6 in bf16 precision, 0 in float32
+  /// precision (there eps == 0 and dn is an exact integer, so N * 2^23 is an exact integer and
+  /// the guard has nothing to guard; keeping it would add its 6.4e-7-per-block drift).
+  std::optional<float> nudge;
+  eps_rounding n_cast = eps_rounding::toward_zero;  ///< Cast_to_int32 of N * 2^23
+};
+
+/// One element where the integer add broke Lemma 3.1's preconditions.
+struct amla_violation {
+  Eigen::Index block;  ///< KV block index (0-based)
+  Eigen::Index row;    ///< row of the head group
+  Eigen::Index col;    ///< column of O (0 .. d_v - 1)
+  std::int32_t add;    ///< the integer k added to the pattern
+  float before;        ///< the O element before the add
+  float after;         ///< the raw hardware result AS_FP32(AS_INT32(before) + k)
+  float intended;      ///< the value of the add with an unbounded exponent (what safe mode keeps)
+};
+
+/// What the rescales did. `violations` counts every failing element in every mode; `located`
+/// lists them in checked and safe modes (block-major, then row, then column) and is empty in
+/// hardware mode.
+struct amla_report {
+  std::size_t violations = 0;
+  std::vector<amla_violation> located;
+  std::size_t rescaled_elements =
+      0;  ///< element adds performed (rows x d_v x blocks after the first)
+};
+
+/// Output of one head group.
+struct amla_result {
+  MatrixF out;             ///< [rows, d_v]
+  std::vector<float> lse;  ///< [rows], natural log; -inf for a row that sees no key
+  amla_report report;
+};
+
+namespace detail {
+
+/// Cast_to_int32 of an FP32 value with the given rounding; NaN and values outside the int32 range
+/// give INT32_MIN, as x86's cvttss2si does (the recurrence never produces them from finite input).
+inline std::int32_t amla_cast_int32(float x, eps_rounding mode) noexcept {
+  const float r = mode == eps_rounding::toward_zero ? std::trunc(x) : std::nearbyint(x);
+  if (!(r >= -2147483648.0f && r < 2147483648.0f)) return std::numeric_limits<std::int32_t>::min();
+  return static_cast<std::int32_t>(r);
+}
+
+/// The value AS_FP32(AS_INT32(f) + k) is meant to have: the same add on (sign, exponent, mantissa)
+/// with an unbounded exponent, rounded once to FP32. Equals the raw add bit for bit whenever f and
+/// the result are normal. Zeros stay zeros (the multiply of 0), Inf and NaN pass through.
+inline float amla_intended_add(float f, std::int32_t k) noexcept {
+  if (f == 0.0f || !std::isfinite(f)) return f;
+  const std::uint32_t u = as_uint32(f);
+  const std::uint32_t sign = u & fp32::sign_mask;
+  std::int64_t e = static_cast<std::int64_t>((u & fp32::exponent_mask) >> fp32::mantissa_bits);
+  std::int64_t m = static_cast<std::int64_t>(u & fp32::mantissa_mask);
+  if (e == 0) {  // subnormal: normalise so that the implicit leading bit is explicit
+    e = 1;
+    while (m < (std::int64_t{1} << fp32::mantissa_bits)) {
+      m <<= 1;
+      --e;
+    }
+    m -= std::int64_t{1} << fp32::mantissa_bits;
+  }
+  const std::int64_t one = std::int64_t{1} << fp32::mantissa_bits;
+  const std::int64_t r = e * one + m + k;
+  // Floor division by 2^23 (r may be negative).
+  const std::int64_t e2 = r >= 0 ? r / one : -((-r + one - 1) / one);
+  const std::int64_t m2 = r - e2 * one;
+  // (1 + m2 / 2^23) 2^(e2 - 127) is exact in double for every e2 reachable here; the conversion
+  // to float rounds once (to a subnormal, or to Inf on overflow).
+  const double mag = std::ldexp(static_cast<double>(one + m2),
+                                static_cast<int>(e2) - fp32::exponent_bias - fp32::mantissa_bits);
+  const float v = static_cast<float>(mag);
+  return sign != 0u ? -v : v;
+}
+
+/// Round every element of [p, p + n) to BF16 (nearest even), in place; NaN stays a quiet NaN.
+/// Written on the bit patterns so that it vectorises.
+inline void amla_round_bf16_inplace(float* p, Eigen::Index n) noexcept {
+  for (Eigen::Index j = 0; j < n; ++j) {
+    const std::uint32_t u = as_uint32(p[j]);
+    const std::uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+    const std::uint32_t nan = (u | 0x00400000u) & 0xFFFF0000u;
+    p[j] = as_fp32((u & 0x7FFFFFFFu) > 0x7F800000u ? nan : rounded);
+  }
+}
+
+/// Adds k to the pattern of every element of o[0, n). Returns whether some element broke Lemma
+/// 3.1's preconditions (the source or the result outside the normal range). Branch-free.
+inline bool amla_add_bits(float* o, Eigen::Index n, std::int32_t k) noexcept {
+  const auto ku = static_cast<std::uint32_t>(k);
+  constexpr std::uint32_t lo = 0x00800000u;         // smallest normal magnitude pattern
+  constexpr std::uint32_t span = 0x7F800000u - lo;  // normal magnitudes: [lo, lo + span)
+  std::uint32_t bad = 0;
+  for (Eigen::Index j = 0; j < n; ++j) {
+    const std::uint32_t u = as_uint32(o[j]);
+    const std::uint32_t mag = u & 0x7FFFFFFFu;
+    // With |k| < 2^31 the unsigned sum lands in the normal window only if the true sum does.
+    const std::uint32_t res = mag + ku;
+    bad |=
+        static_cast<std::uint32_t>(mag - lo >= span) | static_cast<std::uint32_t>(res - lo >= span);
+    o[j] = as_fp32(u + ku);
+  }
+  return bad != 0u;
+}
+
+/// Whether the add of k to the (pre-add) value `before` breaks Lemma 3.1's preconditions.
+inline bool amla_add_violates(float before, std::int32_t k) noexcept {
+  const std::uint32_t mag = as_uint32(before) & 0x7FFFFFFFu;
+  const std::uint32_t res = mag + static_cast<std::uint32_t>(k);
+  return mag - 0x00800000u >= 0x7F000000u || res - 0x00800000u >= 0x7F000000u;
+}
+
+inline void amla_validate(const HeadGroup& g, const amla_options& o) {
+  AMLA_REQUIRE(o.block_keys >= 1, "options.block_keys", o.block_keys, "must be >= 1");
+  AMLA_REQUIRE(o.precision == amla_precision::bf16 || o.precision == amla_precision::float32,
+               "options.precision", static_cast<int>(o.precision),
+               "must be amla_precision::bf16 or amla_precision::float32");
+  AMLA_REQUIRE(o.compensation == amla_compensation::appendix_a ||
+                   o.compensation == amla_compensation::as_printed ||
+                   o.compensation == amla_compensation::none,
+               "options.compensation", static_cast<int>(o.compensation),
+               "must be appendix_a, as_printed or none");
+  AMLA_REQUIRE(o.rescale == pow2_mode::hardware || o.rescale == pow2_mode::checked ||
+                   o.rescale == pow2_mode::safe,
+               "options.rescale", static_cast<int>(o.rescale),
+               "must be pow2_mode::hardware, checked or safe");
+  AMLA_REQUIRE(o.n_cast == eps_rounding::toward_zero || o.n_cast == eps_rounding::nearest_even,
+               "options.n_cast", static_cast<int>(o.n_cast),
+               "must be eps_rounding::toward_zero or nearest_even");
+  AMLA_REQUIRE(o.exponent_clamp <= 0 && o.exponent_clamp >= -126, "options.exponent_clamp",
+               o.exponent_clamp, "must lie in [-126, 0]");
+  if (o.nudge) {
+    AMLA_REQUIRE(std::isfinite(*o.nudge) && *o.nudge >= 0.0f && *o.nudge <= 0x1p-10f,
+                 "options.nudge", *o.nudge, "must be finite and in [0, 2^-10]");
+  }
+  AMLA_REQUIRE(g.k.cols() == g.q.cols(), "group.k",
+               "[" + std::to_string(g.k.rows()) + " x " + std::to_string(g.k.cols()) + "]",
+               "k.cols() must equal q.cols() = " + std::to_string(g.q.cols()));
+  AMLA_REQUIRE(g.v.rows() == g.k.rows(), "group.v",
+               "[" + std::to_string(g.v.rows()) + " x " + std::to_string(g.v.cols()) + "]",
+               "v.rows() must equal k.rows() = " + std::to_string(g.k.rows()));
+  AMLA_REQUIRE(std::isfinite(g.scale) && g.scale > 0.0f, "group.scale", g.scale,
+               "must be finite and > 0");
+  AMLA_REQUIRE(g.visible.empty() || static_cast<Eigen::Index>(g.visible.size()) == g.rows(),
+               "group.visible", "size " + std::to_string(g.visible.size()),
+               "must be empty or have one entry per row (" + std::to_string(g.rows()) + ")");
+  for (std::size_t r = 0; r < g.visible.size(); ++r) {
+    AMLA_REQUIRE(g.visible[r] >= 0 && g.visible[r] <= g.n_keys(),
+                 ("group.visible[" + std::to_string(r) + "]").c_str(), g.visible[r],
+                 "must lie in [0, n_keys = " + std::to_string(g.n_keys()) + "]");
+  }
+}
+
+}  // namespace detail
+
+/// The AMLA recurrence over one dense head group (attention/head_group.hpp). Throws
+/// amla::invalid_argument for bad options or inconsistent shapes. In bf16 precision the inputs
+/// must already be BF16-exact (they are used as given).
+inline amla_result amla_head_group(const HeadGroup& g, const amla_options& opt = {}) {
+  detail::amla_validate(g, opt);
+  const Eigen::Index rows = g.rows();
+  const Eigen::Index dv = g.d_v();
+  const bool bf16 = opt.precision == amla_precision::bf16;
+  const bool locate = opt.rescale != pow2_mode::hardware;
+  const float nudge = opt.nudge.value_or(bf16 ? 1e-6f : 0.0f);
+  constexpr float ln2 = 0.693147180559945309f;
+  constexpr float neg_inf = -std::numeric_limits<float>::infinity();
+
+  amla_result res;
+  res.out = MatrixF::Zero(rows, dv);  // the accumulator O, normalised at the end
+  res.lse.assign(static_cast<std::size_t>(rows), empty_row_lse);
+
+  // Keys nobody sees are never touched: they need not even be finite.
+  Eigen::Index keys_used = 0;
+  for (Eigen::Index r = 0; r < rows; ++r) keys_used = std::max(keys_used, g.visible_keys(r));
+  if (rows == 0 || keys_used == 0) return res;
+
+  // Per-row state.
+  std::vector<float> m(static_cast<std::size_t>(rows), neg_inf);
+  std::vector<float> l(static_cast<std::size_t>(rows), 0.0f);
+  std::vector<float> n(static_cast<std::size_t>(rows), 0.0f);
+  std::vector<float> c_prev(static_cast<std::size_t>(rows), 1.0f);
+  std::vector<float> s16_last(static_cast<std::size_t>(rows), 1.0f);
+
+  const Eigen::Index bk = std::min(opt.block_keys, std::max<Eigen::Index>(keys_used, 1));
+  MatrixF s(rows, bk);   // scores, then P
+  MatrixF pv(rows, dv);  // P_i V_i
+  MatrixF& o = res.out;
+
+  for (Eigen::Index k0 = 0, blk = 0; k0 < keys_used; k0 += bk, ++blk) {
+    const Eigen::Index nb = std::min(bk, keys_used - k0);
+    auto sb = s.leftCols(nb);
+    sb.noalias() = g.q * g.k.middleRows(k0, nb).transpose();
+    sb *= g.scale;
+
+    for (Eigen::Index r = 0; r < rows; ++r) {
+      const auto ru = static_cast<std::size_t>(r);
+      const Eigen::Index vis = std::clamp<Eigen::Index>(g.visible_keys(r) - k0, 0, nb);
+      auto srow = sb.row(r);
+      const bool started = m[ru] != neg_inf;
+      if (vis == 0 && !started) {
+        srow.setZero();
+        continue;
+      }
+      // Online softmax statistics (m, l exactly as Base).
+      const float m_old = m[ru];
+      const float m_new = vis > 0 ? std::max(m_old, srow.head(vis).maxCoeff()) : m_old;
+      if (vis > 0) srow.head(vis) = (srow.head(vis).array() - m_new).exp();
+      srow.tail(nb - vis).setZero();
+      const float up = started ? std::exp(m_old - m_new) : 0.0f;
+      l[ru] = l[ru] * up + srow.head(vis).sum();
+      m[ru] = m_new;
+      // AMLA scalars.
+      const float n_new = std::nearbyint(-m_new / ln2);
+      const float s32 = std::exp(ln2 * (n_new + m_new / ln2));
+      const float s16 = bf16 ? round_bf16(s32) : s32;
+      float c = 1.0f;
+      if (opt.compensation == amla_compensation::appendix_a) c = s16 / s32;
+      if (opt.compensation == amla_compensation::as_printed) c = s32 / s16;
+      const float eps = 1.5f * (c / c_prev[ru] - 1.0f);
+      // P scaled by S16, then cast to BF16.
+      srow *= s16;
+      if (bf16) detail::amla_round_bf16_inplace(srow.data(), nb);
+      if (started) {
+        const float dn = std::max(n_new - n[ru], static_cast<float>(opt.exponent_clamp));
+        const float big_n = dn + eps + nudge;
+        const std::int32_t k = detail::amla_cast_int32(big_n * 0x1p23f, opt.n_cast);
+        float* orow = o.row(r).data();
+        res.report.rescaled_elements += static_cast<std::size_t>(dv);
+        if (detail::amla_add_bits(orow, dv, k)) {
+          // Rare path: the pattern before the add is the one after it minus k (mod 2^32).
+          for (Eigen::Index j = 0; j < dv; ++j) {
+            const float after = orow[j];
+            const float before = as_fp32(as_uint32(after) - static_cast<std::uint32_t>(k));
+            if (!detail::amla_add_violates(before, k)) continue;
+            ++res.report.violations;
+            if (!locate) continue;
+            const float intended = detail::amla_intended_add(before, k);
+            res.report.located.push_back({blk, r, j, k, before, after, intended});
+            if (opt.rescale == pow2_mode::safe) orow[j] = intended;
+          }
+        }
+      }
+      n[ru] = n_new;
+      c_prev[ru] = c;
+      s16_last[ru] = s16;
+    }
+
+    pv.noalias() = sb * g.v.middleRows(k0, nb);
+    o += pv;
+  }
+
+  for (Eigen::Index r = 0; r < rows; ++r) {
+    const auto ru = static_cast<std::size_t>(r);
+    if (m[ru] == neg_inf) {
+      o.row(r).setZero();
+      continue;
+    }
+    const float denom = l[ru] * s16_last[ru];
+    o.row(r) /= denom;
+    if (opt.bf16_output) detail::amla_round_bf16_inplace(o.row(r).data(), dv);
+    res.lse[ru] = m[ru] + std::log(l[ru]);
+  }
+  return res;
+}
+
+}  // namespace amla::attention
