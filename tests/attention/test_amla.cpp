@@ -18,9 +18,8 @@ using amla::MatrixD;
 using amla::MatrixF;
 using amla::attention::amla_compensation;
 using amla::attention::amla_head_group;
-using amla::attention::amla_options;
-using amla::attention::amla_precision;
-using amla::attention::amla_result;
+using amla::attention::AmlaOptions;
+using amla::attention::AmlaResult;
 using amla::attention::HeadGroup;
 
 constexpr float ln2f = 0.693147180559945309f;
@@ -106,10 +105,10 @@ TEST_CASE("float32 mode agrees with float64 to 1e-5 across head counts, s_q and 
         const auto vis = visible_counts(heads, s_q, n_keys, causal);
         // MLA: the values are the first d_v columns of the keys.
         const HeadGroup g{q, k, k.leftCols(d_v), vis, 1.0f / std::sqrt(float(d_qk))};
-        amla_options opt;
-        opt.precision = amla_precision::float32;
-        opt.block_keys = 128;
-        const amla_result res = amla_head_group(g, opt);
+        AmlaOptions opt;
+        opt.emulate_bf16 = false;
+        opt.block_size = 128;
+        const AmlaResult res = amla_head_group(g, opt);
         const Reference ref = reference_f64(g);
         INFO("heads " << heads << " s_q " << s_q << " causal " << causal);
         for (Eigen::Index r = 0; r < g.rows(); ++r) {
@@ -132,15 +131,15 @@ TEST_CASE("float32 mode at small blocks: the exact 2^n rescale keeps 1e-5 over m
   const MatrixF k = random_bf16(1000, 64, gen, 2.0f);
   const MatrixF v = random_bf16(1000, 48, gen);
   const HeadGroup g{q, k, v, {}, 0.125f};
-  amla_options opt;
-  opt.precision = amla_precision::float32;
-  opt.block_keys = 16;
-  const amla_result res = amla_head_group(g, opt);
+  AmlaOptions opt;
+  opt.emulate_bf16 = false;
+  opt.block_size = 16;
+  const AmlaResult res = amla_head_group(g, opt);
   const Reference ref = reference_f64(g);
   CHECK(rel_error(res.out, ref.out) <= 1e-5);
   // The kernel's +1e-6 guard, forced on, drifts by about 6.4e-7 per block.
   opt.nudge = 1e-6f;
-  const amla_result drift = amla_head_group(g, opt);
+  const AmlaResult drift = amla_head_group(g, opt);
   CHECK(rel_error(drift.out, ref.out) > 1e-5);
 }
 
@@ -155,9 +154,9 @@ TEST_CASE("bf16 mode agrees with float64 at the BF16 level", "[amla]") {
       const auto vis = visible_counts(heads, s_q, n_keys, causal);
       const HeadGroup g{q, k, k.leftCols(512), vis, 1.0f / 24.0f};
       for (const bool bf16_out : {false, true}) {
-        amla_options opt;
+        AmlaOptions opt;
         opt.bf16_output = bf16_out;
-        const amla_result res = amla_head_group(g, opt);
+        const AmlaResult res = amla_head_group(g, opt);
         const Reference ref = reference_f64(g);
         INFO("s_q " << s_q << " causal " << causal << " bf16 output " << bf16_out);
         // BF16 has 8 significant bits: a unit roundoff of 2^-9 = 1.95e-3. AMLA Table 3 reports
@@ -194,7 +193,7 @@ TEST_CASE(
     const HeadGroup g{q, k, k.leftCols(512), {}, 1.0f / 24.0f};
     const Reference ref = reference_f64(g);
     for (int i = 0; i < 3; ++i) {
-      amla_options opt;
+      AmlaOptions opt;
       opt.compensation = readings[i];
       opt.bf16_output = true;
       err[i] += rel_error(amla_head_group(g, opt).out, ref.out) / seeds;
@@ -228,10 +227,10 @@ struct LemmaCase {
   HeadGroup group() const { return HeadGroup{q, k, v, {}, ln2f}; }
 };
 
-amla_result run_lemma(amla::pow2_mode mode) {
+AmlaResult run_lemma(amla::pow2_mode mode) {
   const LemmaCase c;
-  amla_options opt;
-  opt.block_keys = 4;
+  AmlaOptions opt;
+  opt.block_size = 4;
   opt.rescale = mode;
   return amla_head_group(c.group(), opt);
 }
@@ -239,7 +238,7 @@ amla_result run_lemma(amla::pow2_mode mode) {
 }  // namespace
 
 TEST_CASE("Lemma 3.1 violation, hardware mode: the raw integer add, counted", "[amla][lemma]") {
-  const amla_result res = run_lemma(amla::pow2_mode::hardware);
+  const AmlaResult res = run_lemma(amla::pow2_mode::hardware);
   CHECK(res.report.violations == 3);
   CHECK(res.report.located.empty());
   CHECK(res.report.rescaled_elements == 4);
@@ -257,8 +256,8 @@ TEST_CASE("Lemma 3.1 violation, hardware mode: the raw integer add, counted", "[
 
 TEST_CASE("Lemma 3.1 violation, checked mode: hardware values and every violation located",
           "[amla][lemma]") {
-  const amla_result hw = run_lemma(amla::pow2_mode::hardware);
-  const amla_result res = run_lemma(amla::pow2_mode::checked);
+  const AmlaResult hw = run_lemma(amla::pow2_mode::hardware);
+  const AmlaResult res = run_lemma(amla::pow2_mode::checked);
   for (Eigen::Index j = 0; j < 4; ++j) CHECK(bits(res.out(0, j)) == bits(hw.out(0, j)));
   CHECK(res.report.violations == 3);
   REQUIRE(res.report.located.size() == 3);
@@ -286,8 +285,8 @@ TEST_CASE("Lemma 3.1 violation, checked mode: hardware values and every violatio
 }
 
 TEST_CASE("Lemma 3.1 violation, safe mode: the intended values", "[amla][lemma]") {
-  const amla_result hw = run_lemma(amla::pow2_mode::hardware);
-  const amla_result res = run_lemma(amla::pow2_mode::safe);
+  const AmlaResult hw = run_lemma(amla::pow2_mode::hardware);
+  const AmlaResult res = run_lemma(amla::pow2_mode::safe);
   CHECK(res.report.violations == 3);
   CHECK(res.report.located.size() == 3);
   CHECK(bits(res.out(0, 0)) == bits(hw.out(0, 0)));  // exact elements are untouched
@@ -322,15 +321,15 @@ TEST_CASE("The +1e-6 and the cast of N: 8 units per block, truncated", "[amla]")
     for (auto& x : o) x /= float(n_keys);
     return o;
   };
-  auto check = [&](const amla_options& opt, std::uint32_t add) {
-    const amla_result res = amla_head_group(g, opt);
+  auto check = [&](const AmlaOptions& opt, std::uint32_t add) {
+    const AmlaResult res = amla_head_group(g, opt);
     const auto expect = replay(add);
     for (int j = 0; j < 3; ++j)
       CHECK(bits(res.out(0, j)) == bits(expect[static_cast<std::size_t>(j)]));
     CHECK(res.report.violations == 0);
   };
-  amla_options opt;
-  opt.block_keys = block;
+  AmlaOptions opt;
+  opt.block_size = block;
   check(opt, 8);  // default: 1e-6 * 2^23 = 8.39, truncated to 8
   opt.nudge = 0.0f;
   check(opt, 0);  // no nudge: the rescale is exactly the identity
@@ -350,11 +349,11 @@ TEST_CASE("The exponent clamp max(n_i - n_{i-1}, -30)", "[amla]") {
   MatrixF v = MatrixF::Zero(8, 1);
   v.topRows(4).setOnes();
   const HeadGroup g{q, k, v, {}, ln2f};
-  amla_options opt;
-  opt.block_keys = 4;
+  AmlaOptions opt;
+  opt.block_size = 4;
   // Clamped: N = fp32(-30 + 1e-6) = -30 + 2^-19, k = -30 * 2^23 + 16; 4 = 0x40800000 becomes
   // 0x31800010 = 2^-28 (1 + 2^-19) instead of 2^-62.
-  amla_result res = amla_head_group(g, opt);
+  AmlaResult res = amla_head_group(g, opt);
   CHECK(bits(res.out(0, 0)) == 0x31800010u);
   // Unclamped (clamp -70): N = fp32(-64 + 1e-6) = -64 exactly, the exact 4 * 2^-64 = 2^-62.
   opt.exponent_clamp = -70;
@@ -373,12 +372,12 @@ TEST_CASE("Masked rows and empty inputs: out 0, lse -inf; unread keys may hold N
   k.bottomRows(15).setConstant(std::numeric_limits<float>::quiet_NaN());
   v.bottomRows(15).setConstant(std::numeric_limits<float>::quiet_NaN());
   const HeadGroup g{q, k, v, vis, 0.25f};
-  for (const auto prec : {amla_precision::bf16, amla_precision::float32}) {
-    amla_options opt;
-    opt.precision = prec;
-    opt.block_keys = 8;
+  for (const bool bf16 : {true, false}) {
+    AmlaOptions opt;
+    opt.emulate_bf16 = bf16;
+    opt.block_size = 8;
     opt.rescale = amla::pow2_mode::checked;
-    const amla_result res = amla_head_group(g, opt);
+    const AmlaResult res = amla_head_group(g, opt);
     const Reference ref = reference_f64(g);
     for (Eigen::Index r = 0; r < 6; ++r) {
       const auto ru = static_cast<std::size_t>(r);
@@ -389,17 +388,16 @@ TEST_CASE("Masked rows and empty inputs: out 0, lse -inf; unread keys may hold N
         continue;
       }
       CHECK(res.out.row(r).allFinite());
-      CHECK(rel_error(res.out.row(r), ref.out.row(r)) <=
-            (prec == amla_precision::float32 ? 1e-5 : 8e-3));
+      CHECK(rel_error(res.out.row(r), ref.out.row(r)) <= (bf16 ? 8e-3 : 1e-5));
       CHECK(std::abs(res.lse[ru] - ref.lse[ru]) <= 1e-5 * std::max(1.0, std::abs(ref.lse[ru])));
     }
     // A row with one key: out = v[0] exactly in float32 mode.
-    if (prec == amla_precision::float32) CHECK(res.out.row(1) == v.row(0));
+    if (!bf16) CHECK(res.out.row(1) == v.row(0));
     CHECK(res.report.violations == 0);
   }
   // No keys at all.
   const MatrixF k0(0, 32), v0(0, 16);
-  const amla_result empty = amla_head_group(HeadGroup{q, k0, v0, {}, 0.25f});
+  const AmlaResult empty = amla_head_group(HeadGroup{q, k0, v0, {}, 0.25f});
   CHECK(empty.out.rows() == 6);
   CHECK(empty.out.isZero(0.0));
   for (const float x : empty.lse) CHECK(x == -inf);
@@ -408,7 +406,7 @@ TEST_CASE("Masked rows and empty inputs: out 0, lse -inf; unread keys may hold N
 TEST_CASE("Bad options and inconsistent groups throw, naming the argument and the rule", "[amla]") {
   const MatrixF q = MatrixF::Ones(2, 4), k = MatrixF::Ones(5, 4), v = MatrixF::Ones(5, 3);
   const HeadGroup g{q, k, v, {}, 0.5f};
-  auto throws_with = [&](const HeadGroup& grp, const amla_options& opt, const std::string& what) {
+  auto throws_with = [&](const HeadGroup& grp, const AmlaOptions& opt, const std::string& what) {
     try {
       (void)amla_head_group(grp, opt);
       FAIL("no exception for " << what);
@@ -417,9 +415,9 @@ TEST_CASE("Bad options and inconsistent groups throw, naming the argument and th
       CHECK(std::string(e.what()).find(what) != std::string::npos);
     }
   };
-  amla_options opt;
-  opt.block_keys = 0;
-  throws_with(g, opt, "options.block_keys");
+  AmlaOptions opt;
+  opt.block_size = 0;
+  throws_with(g, opt, "options.block_size");
   opt = {};
   opt.exponent_clamp = 1;
   throws_with(g, opt, "options.exponent_clamp");
@@ -434,9 +432,6 @@ TEST_CASE("Bad options and inconsistent groups throw, naming the argument and th
   opt = {};
   opt.compensation = static_cast<amla_compensation>(7);
   throws_with(g, opt, "options.compensation");
-  opt = {};
-  opt.precision = static_cast<amla_precision>(9);
-  throws_with(g, opt, "options.precision");
   opt = {};
   opt.rescale = static_cast<amla::pow2_mode>(5);
   throws_with(g, opt, "options.rescale");
@@ -454,7 +449,7 @@ TEST_CASE("Bad options and inconsistent groups throw, naming the argument and th
   const std::vector<int> vis_short = {1};
   throws_with(HeadGroup{q, k, v, vis_short, 0.5f}, opt, "group.visible");
   const std::vector<int> vis_bad = {1, 6};
-  throws_with(HeadGroup{q, k, v, vis_bad, 0.5f}, opt, "group.visible[1]");
+  throws_with(HeadGroup{q, k, v, vis_bad, 0.5f}, opt, "visible[1] = 6");
   const std::vector<int> vis_neg = {-1, 2};
-  throws_with(HeadGroup{q, k, v, vis_neg, 0.5f}, opt, "group.visible[0]");
+  throws_with(HeadGroup{q, k, v, vis_neg, 0.5f}, opt, "visible[0] = -1");
 }

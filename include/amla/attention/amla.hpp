@@ -46,18 +46,18 @@
 // (int)(x + 1e-6): it lifts a value meant to be an integer but computed a hair below it over the
 // integer before the truncation; a round-to-nearest cast would need no guard. We therefore model
 // Cast_to_int32 as truncation toward zero (Ascend's CAST_TRUNC, C's static_cast), selectable via
-// `amla_options::n_cast`. Note the side effect the paper does not mention: after the 2^23 scaling
+// `AmlaOptions::n_cast`. Note the side effect the paper does not mention: after the 2^23 scaling
 // the guard is 1e-6 * 2^23 = 8.39 units, so every block adds 8 to every mantissa of O (the FP32
 // sum dn + 1e-6 makes it 8 for |dn| < 16, 16 for 16 <= |dn| < 32): a drift of 8 / (2^23 + M),
 // about +6.4e-7 relative per block (at most 9.5e-7). It is part of the kernel, so it is
-// reproduced in bf16 precision; `amla_options::nudge` can set it to 0 to measure it.
+// reproduced when emulating BF16; `AmlaOptions::nudge` can set it to 0 to measure it.
 //
 // ---- Lemma 3.1 inside the recurrence ------------------------------------------------------------
 // The add is a multiplication only while the O element and the result are normal FP32 numbers
 // (0 < E < 255 before and after, numeric/pow2.hpp). An element that is exactly 0 (a zero column
 // of V, or P V cancelling exactly), subnormal, or tiny enough that E + (n_i - n_{i-1}) <= 0,
 // becomes garbage: +0 with k = -2^24 + 8 becomes the pattern 0xFF000008 (-1.7e38), a tiny element
-// can become a NaN pattern or flip its sign. The modes (`amla_options::rescale`, amla::pow2_mode):
+// can become a NaN pattern or flip its sign. The modes (`AmlaOptions::rescale`, amla::pow2_mode):
 //   hardware  the raw add everywhere (what the NPU computes); violations are counted (cheap: one
 //             branch-free flag per row, a second pass only over flagged rows), not located.
 //   checked   the same values, and every violation is located in the report: block, row,
@@ -95,6 +95,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -115,53 +116,59 @@ enum class amla_compensation : std::uint8_t {
   none,        ///< eps = 0: no compensation
 };
 
-/// Arithmetic of the recurrence.
-enum class amla_precision : std::uint8_t {
-  bf16,     ///< the kernel: BF16 operands and P, BF16 S16, FP32 accumulation (default)
-  float32,  ///< no BF16 rounding anywhere (S16 = S32, eps = 0)
-};
-
-/// Options of the AMLA recurrence. Defaults are the paper's kernel.
-struct amla_options {
-  Eigen::Index block_keys = 512;  ///< KV block size (keys per block), >= 1
-  amla_precision precision = amla_precision::bf16;
-  bool bf16_output = false;  ///< round the normalised output to BF16
+/// Options of the AMLA recurrence. The defaults are the paper's kernel. The first three mirror
+/// the other recurrences' options (Base, seesaw), so recurrences can be swapped.
+struct AmlaOptions {
+  /// true: the kernel's precision (BF16 operands, S16 and P cast to BF16, FP32 accumulation);
+  /// false: no BF16 rounding anywhere (S16 = S32, so eps = 0), the float32-only mode.
+  bool emulate_bf16 = true;
+  /// Keys per KV block (AMLA: 512), >= 1.
+  Eigen::Index block_size = 512;
+  /// Cast the normalised output to BF16 (values stay float).
+  bool bf16_output = false;
+  /// Which c_i the (1 + eps) compensation uses.
   amla_compensation compensation = amla_compensation::appendix_a;
-  pow2_mode rescale = pow2_mode::hardware;  ///< hardware / checked / safe (file comment)
-  int exponent_clamp = -30;  ///< the clamp of max(n_i - n_{i-1}, clamp), in [-126, 0]
-  /// The +1e-6 of line 13, finite, in [0, 2^-10]. Unset: 1e-6 in bf16 precision, 0 in float32
-  /// precision (there eps == 0 and dn is an exact integer, so N * 2^23 is an exact integer and
-  /// the guard has nothing to guard; keeping it would add its 6.4e-7-per-block drift).
+  /// The form of the integer-add rescale: hardware, checked or safe (see the file comment).
+  pow2_mode rescale = pow2_mode::hardware;
+  /// The clamp of max(n_i - n_{i-1}, clamp) (line 13: -30), in [-126, 0].
+  int exponent_clamp = -30;
+  /// The +1e-6 of line 13, finite, in [0, 2^-10]. Unset: 1e-6 when emulating BF16, 0 in the
+  /// float32-only mode (there eps == 0 and dn is an exact integer, so N * 2^23 is an exact
+  /// integer and the guard has nothing to guard; keeping it would add its drift of ~6.4e-7 per
+  /// block to a mode that promises 1e-5).
   std::optional<float> nudge;
-  eps_rounding n_cast = eps_rounding::toward_zero;  ///< Cast_to_int32 of N * 2^23
+  /// Rounding of Cast_to_int32(N * 2^23) (see the file comment: truncation).
+  eps_rounding n_cast = eps_rounding::toward_zero;
 };
 
 /// One element where the integer add broke Lemma 3.1's preconditions.
-struct amla_violation {
-  Eigen::Index block;  ///< KV block index (0-based)
-  Eigen::Index row;    ///< row of the head group
-  Eigen::Index col;    ///< column of O (0 .. d_v - 1)
-  std::int32_t add;    ///< the integer k added to the pattern
-  float before;        ///< the O element before the add
-  float after;         ///< the raw hardware result AS_FP32(AS_INT32(before) + k)
-  float intended;      ///< the value of the add with an unbounded exponent (what safe mode keeps)
+struct AmlaViolation {
+  Eigen::Index block = 0;  ///< KV block index (0-based: block i covers keys [i B, (i + 1) B))
+  Eigen::Index row = 0;    ///< query row of the head group (r = t * heads_per_group + j)
+  Eigen::Index col = 0;    ///< column of O (0 .. d_v - 1)
+  std::int32_t add = 0;    ///< the integer k added to the pattern
+  float before = 0.0f;     ///< the O element before the add
+  float after = 0.0f;      ///< the raw hardware result AS_FP32(AS_INT32(before) + k)
+  float intended = 0.0f;   ///< the add with an unbounded exponent (what safe mode keeps)
+  int batch = 0;           ///< sequence (paged entry point; 0 for a lone head group)
+  int kv_head = 0;         ///< KV head (paged entry point; 0 for a lone head group)
 };
 
 /// What the rescales did. `violations` counts every failing element in every mode; `located`
-/// lists them in checked and safe modes (block-major, then row, then column) and is empty in
-/// hardware mode.
-struct amla_report {
+/// lists them in checked and safe modes, ordered by (batch, kv_head, block, row, col), and stays
+/// empty in hardware mode.
+struct AmlaReport {
   std::size_t violations = 0;
-  std::vector<amla_violation> located;
-  std::size_t rescaled_elements =
-      0;  ///< element adds performed (rows x d_v x blocks after the first)
+  std::vector<AmlaViolation> located;
+  /// Element adds performed: d_v per row and block after the row's first.
+  std::size_t rescaled_elements = 0;
 };
 
-/// Output of one head group.
-struct amla_result {
+/// Owned outputs of one head group.
+struct AmlaResult {
   MatrixF out;             ///< [rows, d_v]
   std::vector<float> lse;  ///< [rows], natural log; -inf for a row that sees no key
-  amla_report report;
+  AmlaReport report;
 };
 
 namespace detail {
@@ -241,82 +248,99 @@ inline bool amla_add_violates(float before, std::int32_t k) noexcept {
   return mag - 0x00800000u >= 0x7F000000u || res - 0x00800000u >= 0x7F000000u;
 }
 
-inline void amla_validate(const HeadGroup& g, const amla_options& o) {
-  AMLA_REQUIRE(o.block_keys >= 1, "options.block_keys", o.block_keys, "must be >= 1");
-  AMLA_REQUIRE(o.precision == amla_precision::bf16 || o.precision == amla_precision::float32,
-               "options.precision", static_cast<int>(o.precision),
-               "must be amla_precision::bf16 or amla_precision::float32");
-  AMLA_REQUIRE(o.compensation == amla_compensation::appendix_a ||
-                   o.compensation == amla_compensation::as_printed ||
-                   o.compensation == amla_compensation::none,
-               "options.compensation", static_cast<int>(o.compensation),
-               "must be appendix_a, as_printed or none");
-  AMLA_REQUIRE(o.rescale == pow2_mode::hardware || o.rescale == pow2_mode::checked ||
-                   o.rescale == pow2_mode::safe,
-               "options.rescale", static_cast<int>(o.rescale),
-               "must be pow2_mode::hardware, checked or safe");
-  AMLA_REQUIRE(o.n_cast == eps_rounding::toward_zero || o.n_cast == eps_rounding::nearest_even,
-               "options.n_cast", static_cast<int>(o.n_cast),
-               "must be eps_rounding::toward_zero or nearest_even");
-  AMLA_REQUIRE(o.exponent_clamp <= 0 && o.exponent_clamp >= -126, "options.exponent_clamp",
-               o.exponent_clamp, "must lie in [-126, 0]");
-  if (o.nudge) {
-    AMLA_REQUIRE(std::isfinite(*o.nudge) && *o.nudge >= 0.0f && *o.nudge <= 0x1p-10f,
-                 "options.nudge", *o.nudge, "must be finite and in [0, 2^-10]");
+/// Validates the options (the head group itself is validated by the entry points).
+inline void amla_validate_options(const char* fn, const AmlaOptions& o) {
+  using amla::detail::throw_invalid;
+  using amla::detail::to_text;
+  if (o.block_size < 1)
+    throw_invalid(fn, "options.block_size", to_text(o.block_size), "must be >= 1");
+  if (o.compensation != amla_compensation::appendix_a &&
+      o.compensation != amla_compensation::as_printed &&
+      o.compensation != amla_compensation::none) {
+    throw_invalid(fn, "options.compensation", to_text(static_cast<int>(o.compensation)),
+                  "must be amla_compensation::appendix_a, as_printed or none");
   }
-  AMLA_REQUIRE(g.k.cols() == g.q.cols(), "group.k",
-               "[" + std::to_string(g.k.rows()) + " x " + std::to_string(g.k.cols()) + "]",
-               "k.cols() must equal q.cols() = " + std::to_string(g.q.cols()));
-  AMLA_REQUIRE(g.v.rows() == g.k.rows(), "group.v",
-               "[" + std::to_string(g.v.rows()) + " x " + std::to_string(g.v.cols()) + "]",
-               "v.rows() must equal k.rows() = " + std::to_string(g.k.rows()));
-  AMLA_REQUIRE(std::isfinite(g.scale) && g.scale > 0.0f, "group.scale", g.scale,
-               "must be finite and > 0");
-  AMLA_REQUIRE(g.visible.empty() || static_cast<Eigen::Index>(g.visible.size()) == g.rows(),
-               "group.visible", "size " + std::to_string(g.visible.size()),
-               "must be empty or have one entry per row (" + std::to_string(g.rows()) + ")");
-  for (std::size_t r = 0; r < g.visible.size(); ++r) {
-    AMLA_REQUIRE(g.visible[r] >= 0 && g.visible[r] <= g.n_keys(),
-                 ("group.visible[" + std::to_string(r) + "]").c_str(), g.visible[r],
-                 "must lie in [0, n_keys = " + std::to_string(g.n_keys()) + "]");
+  if (o.rescale != pow2_mode::hardware && o.rescale != pow2_mode::checked &&
+      o.rescale != pow2_mode::safe) {
+    throw_invalid(fn, "options.rescale", to_text(static_cast<int>(o.rescale)),
+                  "must be pow2_mode::hardware, checked or safe");
+  }
+  if (o.n_cast != eps_rounding::toward_zero && o.n_cast != eps_rounding::nearest_even) {
+    throw_invalid(fn, "options.n_cast", to_text(static_cast<int>(o.n_cast)),
+                  "must be eps_rounding::toward_zero or nearest_even");
+  }
+  if (o.exponent_clamp > 0 || o.exponent_clamp < -126) {
+    throw_invalid(fn, "options.exponent_clamp", to_text(o.exponent_clamp), "must lie in [-126, 0]");
+  }
+  if (o.nudge && !(std::isfinite(*o.nudge) && *o.nudge >= 0.0f && *o.nudge <= 0x1p-10f)) {
+    throw_invalid(fn, "options.nudge", to_text(*o.nudge), "must be finite and in [0, 2^-10]");
   }
 }
 
-}  // namespace detail
+/// Validates a head group and the shapes of the buffers the core writes.
+inline void amla_validate_group(const char* fn, const HeadGroup& g, Eigen::Index out_rows,
+                                Eigen::Index out_cols, std::size_t lse_size) {
+  using amla::detail::shape_text;
+  using amla::detail::throw_invalid;
+  if (g.k.cols() != g.q.cols()) {
+    throw_invalid(fn, "group.k", "shape " + shape_text(g.k.rows(), g.k.cols()),
+                  "must have q.cols() = " + std::to_string(g.q.cols()) + " columns");
+  }
+  if (g.v.rows() != g.k.rows()) {
+    throw_invalid(fn, "group.v", "shape " + shape_text(g.v.rows(), g.v.cols()),
+                  "must have k.rows() = " + std::to_string(g.k.rows()) + " rows");
+  }
+  if (!(std::isfinite(g.scale) && g.scale > 0.0f)) {
+    throw_invalid(fn, "group.scale", amla::detail::to_text(g.scale), "must be finite and > 0");
+  }
+  if (!g.visible.empty() && g.visible.size() != static_cast<std::size_t>(g.rows())) {
+    throw_invalid(
+        fn, "group.visible", std::to_string(g.visible.size()) + " entries",
+        "must be empty or hold one count per query row (" + std::to_string(g.rows()) + ")");
+  }
+  for (std::size_t r = 0; r < g.visible.size(); ++r) {
+    if (g.visible[r] < 0 || g.visible[r] > g.n_keys()) {
+      throw_invalid(fn, "group.visible",
+                    "visible[" + std::to_string(r) + "] = " + std::to_string(g.visible[r]),
+                    "must lie in [0, n_keys = " + std::to_string(g.n_keys()) + "]");
+    }
+  }
+  if (out_rows != g.rows() || out_cols != g.d_v()) {
+    throw_invalid(fn, "out", "shape " + shape_text(out_rows, out_cols),
+                  "must be [rows, d_v] = " + shape_text(g.rows(), g.d_v()));
+  }
+  if (lse_size != static_cast<std::size_t>(g.rows())) {
+    throw_invalid(fn, "lse", std::to_string(lse_size) + " entries",
+                  "must hold one value per query row (" + std::to_string(g.rows()) + ")");
+  }
+}
 
-/// The AMLA recurrence over one dense head group (attention/head_group.hpp). Throws
-/// amla::invalid_argument for bad options or inconsistent shapes. In bf16 precision the inputs
-/// must already be BF16-exact (they are used as given).
-inline amla_result amla_head_group(const HeadGroup& g, const amla_options& opt = {}) {
-  detail::amla_validate(g, opt);
+/// The recurrence itself; arguments already validated. Appends to `report`.
+inline void amla_core(const HeadGroup& g, Eigen::Ref<MatrixF> o, std::span<float> lse,
+                      const AmlaOptions& opt, AmlaReport& report) {
   const Eigen::Index rows = g.rows();
   const Eigen::Index dv = g.d_v();
-  const bool bf16 = opt.precision == amla_precision::bf16;
+  const bool bf16 = opt.emulate_bf16;
   const bool locate = opt.rescale != pow2_mode::hardware;
   const float nudge = opt.nudge.value_or(bf16 ? 1e-6f : 0.0f);
   constexpr float ln2 = 0.693147180559945309f;
   constexpr float neg_inf = -std::numeric_limits<float>::infinity();
 
-  amla_result res;
-  res.out = MatrixF::Zero(rows, dv);  // the accumulator O, normalised at the end
-  res.lse.assign(static_cast<std::size_t>(rows), empty_row_lse);
-
-  // Keys nobody sees are never touched: they need not even be finite.
+  o.setZero();  // the accumulator O, normalised at the end
+  std::fill(lse.begin(), lse.end(), empty_row_lse);
+  // Keys past every row's window are never read: they need not even be finite.
   Eigen::Index keys_used = 0;
   for (Eigen::Index r = 0; r < rows; ++r) keys_used = std::max(keys_used, g.visible_keys(r));
-  if (rows == 0 || keys_used == 0) return res;
+  if (rows == 0 || keys_used == 0) return;
 
-  // Per-row state.
-  std::vector<float> m(static_cast<std::size_t>(rows), neg_inf);
-  std::vector<float> l(static_cast<std::size_t>(rows), 0.0f);
-  std::vector<float> n(static_cast<std::size_t>(rows), 0.0f);
-  std::vector<float> c_prev(static_cast<std::size_t>(rows), 1.0f);
-  std::vector<float> s16_last(static_cast<std::size_t>(rows), 1.0f);
+  // Per-row state: m, l as in Base; n (integer-valued), c_{i-1} and the last S16 for AMLA.
+  const auto urows = static_cast<std::size_t>(rows);
+  std::vector<float> m(urows, neg_inf), l(urows, 0.0f), n(urows, 0.0f), c_prev(urows, 1.0f),
+      s16_last(urows, 1.0f);
 
-  const Eigen::Index bk = std::min(opt.block_keys, std::max<Eigen::Index>(keys_used, 1));
+  const Eigen::Index bk = std::min(opt.block_size, keys_used);
   MatrixF s(rows, bk);   // scores, then P
   MatrixF pv(rows, dv);  // P_i V_i
-  MatrixF& o = res.out;
 
   for (Eigen::Index k0 = 0, blk = 0; k0 < keys_used; k0 += bk, ++blk) {
     const Eigen::Index nb = std::min(bk, keys_used - k0);
@@ -329,11 +353,11 @@ inline amla_result amla_head_group(const HeadGroup& g, const amla_options& opt =
       const Eigen::Index vis = std::clamp<Eigen::Index>(g.visible_keys(r) - k0, 0, nb);
       auto srow = sb.row(r);
       const bool started = m[ru] != neg_inf;
-      if (vis == 0 && !started) {
+      if (vis == 0 && !started) {  // nothing seen yet: O row stays 0, no add (line 15)
         srow.setZero();
         continue;
       }
-      // Online softmax statistics (m, l exactly as Base).
+      // Online softmax statistics, exactly as Base: m, P = exp(S - m), l.
       const float m_old = m[ru];
       const float m_new = vis > 0 ? std::max(m_old, srow.head(vis).maxCoeff()) : m_old;
       if (vis > 0) srow.head(vis) = (srow.head(vis).array() - m_new).exp();
@@ -341,7 +365,7 @@ inline amla_result amla_head_group(const HeadGroup& g, const amla_options& opt =
       const float up = started ? std::exp(m_old - m_new) : 0.0f;
       l[ru] = l[ru] * up + srow.head(vis).sum();
       m[ru] = m_new;
-      // AMLA scalars.
+      // AMLA's scalars (lines 8-11).
       const float n_new = std::nearbyint(-m_new / ln2);
       const float s32 = std::exp(ln2 * (n_new + m_new / ln2));
       const float s16 = bf16 ? round_bf16(s32) : s32;
@@ -349,25 +373,34 @@ inline amla_result amla_head_group(const HeadGroup& g, const amla_options& opt =
       if (opt.compensation == amla_compensation::appendix_a) c = s16 / s32;
       if (opt.compensation == amla_compensation::as_printed) c = s32 / s16;
       const float eps = 1.5f * (c / c_prev[ru] - 1.0f);
-      // P scaled by S16, then cast to BF16.
+      // Line 12: P scaled by S16, then cast to BF16.
       srow *= s16;
-      if (bf16) detail::amla_round_bf16_inplace(srow.data(), nb);
+      if (bf16) amla_round_bf16_inplace(srow.data(), nb);
+      // Lines 13-17: one integer add of k on the pattern of every O element of the row.
       if (started) {
         const float dn = std::max(n_new - n[ru], static_cast<float>(opt.exponent_clamp));
         const float big_n = dn + eps + nudge;
-        const std::int32_t k = detail::amla_cast_int32(big_n * 0x1p23f, opt.n_cast);
+        const std::int32_t k = amla_cast_int32(big_n * 0x1p23f, opt.n_cast);
         float* orow = o.row(r).data();
-        res.report.rescaled_elements += static_cast<std::size_t>(dv);
-        if (detail::amla_add_bits(orow, dv, k)) {
+        report.rescaled_elements += static_cast<std::size_t>(dv);
+        if (amla_add_bits(orow, dv, k)) {
           // Rare path: the pattern before the add is the one after it minus k (mod 2^32).
           for (Eigen::Index j = 0; j < dv; ++j) {
             const float after = orow[j];
             const float before = as_fp32(as_uint32(after) - static_cast<std::uint32_t>(k));
-            if (!detail::amla_add_violates(before, k)) continue;
-            ++res.report.violations;
+            if (!amla_add_violates(before, k)) continue;
+            ++report.violations;
             if (!locate) continue;
-            const float intended = detail::amla_intended_add(before, k);
-            res.report.located.push_back({blk, r, j, k, before, after, intended});
+            const float intended = amla_intended_add(before, k);
+            AmlaViolation v;
+            v.block = blk;
+            v.row = r;
+            v.col = j;
+            v.add = k;
+            v.before = before;
+            v.after = after;
+            v.intended = intended;
+            report.located.push_back(v);
             if (opt.rescale == pow2_mode::safe) orow[j] = intended;
           }
         }
@@ -377,10 +410,12 @@ inline amla_result amla_head_group(const HeadGroup& g, const amla_options& opt =
       s16_last[ru] = s16;
     }
 
+    // Lines 19-20: O += P_i V_i (FP32 accumulation).
     pv.noalias() = sb * g.v.middleRows(k0, nb);
     o += pv;
   }
 
+  // Line 22: O / (l_N S16_N); lse from the FP32 statistics as in Base.
   for (Eigen::Index r = 0; r < rows; ++r) {
     const auto ru = static_cast<std::size_t>(r);
     if (m[ru] == neg_inf) {
@@ -389,9 +424,33 @@ inline amla_result amla_head_group(const HeadGroup& g, const amla_options& opt =
     }
     const float denom = l[ru] * s16_last[ru];
     o.row(r) /= denom;
-    if (opt.bf16_output) detail::amla_round_bf16_inplace(o.row(r).data(), dv);
-    res.lse[ru] = m[ru] + std::log(l[ru]);
+    if (opt.bf16_output) amla_round_bf16_inplace(o.row(r).data(), dv);
+    lse[ru] = m[ru] + std::log(l[ru]);
   }
+}
+
+}  // namespace detail
+
+/// The AMLA recurrence over one dense head group (attention/head_group.hpp) into caller buffers:
+/// out [rows, d_v], lse [rows] (natural log). Returns the rescale report. When emulating BF16 the
+/// inputs must already be BF16-exact (they are used as given; the paged entry point rounds them).
+/// Throws amla::invalid_argument on bad options, inconsistent shapes, visible counts outside
+/// [0, n_keys] or a non-finite or non-positive scale.
+inline AmlaReport amla_head_group(const HeadGroup& g, Eigen::Ref<MatrixF> out, std::span<float> lse,
+                                  const AmlaOptions& options = {}) {
+  detail::amla_validate_options("amla_head_group", options);
+  detail::amla_validate_group("amla_head_group", g, out.rows(), out.cols(), lse.size());
+  AmlaReport report;
+  detail::amla_core(g, out, lse, options, report);
+  return report;
+}
+
+/// The AMLA recurrence over one dense head group, into owned outputs.
+inline AmlaResult amla_head_group(const HeadGroup& g, const AmlaOptions& options = {}) {
+  AmlaResult res;
+  res.out.resize(g.rows(), g.d_v());
+  res.lse.resize(static_cast<std::size_t>(g.rows()));
+  res.report = amla_head_group(g, res.out, res.lse, options);
   return res;
 }
 
