@@ -453,3 +453,228 @@ TEST_CASE("Bad options and inconsistent groups throw, naming the argument and th
   const std::vector<int> vis_neg = {-1, 2};
   throws_with(HeadGroup{q, k, v, vis_neg, 0.5f}, opt, "visible[0] = -1");
 }
+
+#if __has_include("amla/attention/golden.hpp")  // TRANSITIONAL, see amla.hpp
+#include "amla/attention/golden.hpp"
+#include "amla/attention/problem_builder.hpp"
+
+// ---- The paged entry point ------------------------------------------------------------------
+
+namespace {
+
+using amla::attention::DecodeOptions;
+using amla::attention::DecodeProblem;
+using amla::attention::ProblemBuilder;
+
+/// Max over the rows of a problem of the per-row relative error against golden, and the max lse
+/// error (relative to max(1, |lse|)); empty rows must be exactly out = 0, lse = -inf.
+template <class T>
+std::pair<double, double> paged_errors(const DecodeProblem<T>& p,
+                                       const amla::attention::AmlaDecodeResult& r,
+                                       const DecodeOptions& opt) {
+  const auto gold = amla::attention::golden_decode(p.inputs(), opt);
+  const auto& s = p.shape;
+  double out_err = 0.0, lse_err = 0.0;
+  for (int b = 0; b < s.batch; ++b) {
+    for (int t = 0; t < s.s_q; ++t) {
+      for (int h = 0; h < s.h_q; ++h) {
+        const double gl = gold.lse_at(b, t, h);
+        const float al = r.result.lse_at(b, t, h);
+        const Eigen::Map<const Eigen::VectorXf> a(r.result.out_row(b, t, h), s.d_v);
+        const Eigen::Map<const Eigen::VectorXd> g(gold.out_row(b, t, h), s.d_v);
+        if (gl == -std::numeric_limits<double>::infinity()) {
+          REQUIRE(al == -inf);
+          REQUIRE(a.isZero(0.0));
+          continue;
+        }
+        out_err = std::max(out_err, rel_error(a, g));
+        lse_err = std::max(lse_err, std::abs(al - gl) / std::max(1.0, std::abs(gl)));
+      }
+    }
+  }
+  return {out_err, lse_err};
+}
+
+}  // namespace
+
+TEST_CASE("Paged: float32 mode matches golden to 1e-5 over heads, s_q, masks, pages, layouts",
+          "[amla][paged]") {
+  const std::vector<int> heads_list =
+      reduced ? std::vector<int>{3, 16} : std::vector<int>{1, 3, 16, 64, 128};
+  int combo = 0;
+  for (const int h_q : heads_list) {
+    for (const int s_q : {1, 2, 4}) {
+      for (const int page : {1, 16, 64, 128}) {
+        ++combo;
+        const bool causal = combo % 2 == 0;
+        const bool separate_v = combo % 3 == 0;
+        // Lengths 0, 1, and not multiples of the page or block size (block 128 below).
+        const auto p = ProblemBuilder()
+                           .batch(3)
+                           .s_q(s_q)
+                           .heads(h_q, h_q % 2 == 0 && h_q > 2 ? 2 : 1)
+                           .dims(separate_v ? 64 : 96, separate_v ? 40 : 64)
+                           .separate_v(separate_v)
+                           .page_size(page)
+                           .seqlens({0, 1, 300 + combo})
+                           .seed(static_cast<std::uint64_t>(combo))
+                           .build<float>();
+        DecodeOptions opt;
+        opt.causal = causal;
+        opt.threads = 2;
+        AmlaOptions amla;
+        amla.emulate_bf16 = false;
+        amla.block_size = 128;
+        const auto r = amla::attention::amla_decode(p.inputs(), opt, amla);
+        INFO("h_q " << h_q << " s_q " << s_q << " page " << page << " causal " << causal
+                    << " separate_v " << separate_v);
+        const auto [out_err, lse_err] = paged_errors(p, r, opt);
+        CHECK(out_err <= 1e-5);
+        CHECK(lse_err <= 1e-5);
+        CHECK(r.report.violations == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("Paged: bf16 mode on MLA shapes at the BF16 level, bf16 storage, poisoned pages",
+          "[amla][paged]") {
+  for (const bool causal : {false, true}) {
+    const auto p = ProblemBuilder()
+                       .batch(2)
+                       .s_q(2)
+                       .heads(16, 1)
+                       .dims(576, 512)
+                       .page_size(64)
+                       .seqlens({700, 1029})
+                       .seed(causal ? 5u : 6u)
+                       .build<amla::bf16>();
+    DecodeOptions opt;
+    opt.causal = causal;
+    opt.round_output_bf16 = true;
+    const auto r = amla::attention::amla_decode(p.inputs(), opt);
+    const auto [out_err, lse_err] = paged_errors(p, r, opt);
+    INFO("causal " << causal);
+    CHECK(out_err <= 8e-3);
+    CHECK(lse_err <= 1e-5);
+    for (const float x : r.result.out) REQUIRE(amla::is_bf16_exact(x));
+  }
+}
+
+TEST_CASE("Paged: results do not depend on the thread count", "[amla][paged]") {
+  const auto p = ProblemBuilder()
+                     .batch(2)
+                     .s_q(1)
+                     .heads(128, 1)
+                     .dims(576, 512)
+                     .page_size(64)
+                     .seqlens({1300, 600})
+                     .seed(9)
+                     .build<amla::bf16>();
+  DecodeOptions one;
+  one.threads = 1;
+  DecodeOptions two;
+  two.threads = 2;
+  const auto a = amla::attention::amla_decode(p.inputs(), one);
+  const auto b = amla::attention::amla_decode(p.inputs(), two);
+  REQUIRE(a.result.out.size() == b.result.out.size());
+  bool same = true;
+  for (std::size_t i = 0; i < a.result.out.size(); ++i) {
+    same = same && bits(a.result.out[i]) == bits(b.result.out[i]);
+  }
+  CHECK(same);
+  for (std::size_t i = 0; i < a.result.lse.size(); ++i) {
+    REQUIRE(bits(a.result.lse[i]) == bits(b.result.lse[i]));
+  }
+}
+
+TEST_CASE("Paged: Lemma 3.1 violations of a zero V column are counted and located per row",
+          "[amla][paged][lemma]") {
+  // A separate V cache whose column 1 is 0 everywhere: that O element is exactly 0 after the
+  // first block, and every later rescale adds k to it (at least the nudge's 8). Safe mode keeps
+  // it 0, so every rescale of it is a violation: 2 tokens x 2 heads per KV head, 2 KV heads,
+  // 300 and 90 keys in blocks of 64 = 4 and 1 rescales per row. In hardware mode the first add
+  // turns 0 into garbage, which may be a normal number that later adds no longer flag.
+  auto p = ProblemBuilder()
+               .batch(2)
+               .s_q(2)
+               .heads(4, 2)
+               .dims(32, 8)
+               .separate_v(true)
+               .page_size(16)
+               .seqlens({300, 90})
+               .seed(21)
+               .build<float>();
+  for (std::size_t i = 1; i < p.v.size(); i += 8) p.v[i] = 0.0f;
+  DecodeOptions opt;
+  opt.threads = 2;
+  opt.rows_per_task = 1;  // many chunks finishing in any order: the report must still be sorted
+  AmlaOptions amla;
+  amla.block_size = 64;
+  amla.rescale = amla::pow2_mode::safe;
+  const auto sf = amla::attention::amla_decode(p.inputs(), opt, amla);
+  const std::size_t every = 2 * 2 * (2 * 4 + 2 * 1);  // KV heads x rows x rescales, per sequence
+  CHECK(sf.report.violations == every);
+  REQUIRE(sf.report.located.size() == every);
+  std::size_t i = 0;
+  for (int b = 0; b < 2; ++b) {
+    for (int g = 0; g < 2; ++g) {
+      for (int blk = 1; blk <= (b == 0 ? 4 : 1); ++blk) {
+        for (int row = 0; row < 4; ++row, ++i) {
+          const auto& v = sf.report.located[i];
+          INFO("violation " << i);
+          CHECK(v.batch == b);
+          CHECK(v.kv_head == g);
+          CHECK(v.block == blk);
+          CHECK(v.row == row);
+          CHECK(v.col == 1);
+          CHECK(bits(v.before) == 0u);
+          CHECK(bits(v.intended) == 0u);
+          CHECK(bits(v.after) == static_cast<std::uint32_t>(v.add));
+        }
+      }
+    }
+  }
+  for (std::size_t j = 1; j < sf.result.out.size(); j += 8) {
+    REQUIRE(bits(sf.result.out[j]) == 0u);  // safe: the zero column stays exactly +0
+  }
+
+  amla.rescale = amla::pow2_mode::hardware;
+  const auto hw = amla::attention::amla_decode(p.inputs(), opt, amla);
+  amla.rescale = amla::pow2_mode::checked;
+  const auto ck = amla::attention::amla_decode(p.inputs(), opt, amla);
+  CHECK(hw.report.located.empty());
+  CHECK(ck.report.violations == hw.report.violations);
+  CHECK(ck.report.located.size() == ck.report.violations);
+  CHECK(hw.report.violations >= 2 * 2 * 2 * 2);  // at least every row's first rescale
+  CHECK(hw.report.violations <= every);
+  bool hw_garbage = false;
+  for (std::size_t j = 0; j < hw.result.out.size(); ++j) {
+    REQUIRE(bits(hw.result.out[j]) == bits(ck.result.out[j]));  // checked = hardware values
+    if (j % 8 == 1) hw_garbage = hw_garbage || hw.result.out[j] != 0.0f;
+  }
+  CHECK(hw_garbage);
+  for (const auto& v : ck.report.located) {
+    CHECK(v.col == 1);
+    CHECK(bits(v.after) == bits(v.before) + static_cast<std::uint32_t>(v.add));
+  }
+}
+
+TEST_CASE("Paged: bad AMLA options throw before anything is written", "[amla][paged]") {
+  const auto p =
+      ProblemBuilder().batch(1).heads(2, 1).dims(16, 8).page_size(4).seqlens({9}).build<float>();
+  std::vector<float> out(p.shape.out_elems(), 42.0f);
+  std::vector<float> lse(p.shape.lse_elems(), 42.0f);
+  AmlaOptions amla;
+  amla.block_size = -3;
+  CHECK_THROWS_WITH(
+      amla::attention::amla_decode(p.inputs(), DecodeOptions{},
+                                   amla::attention::DecodeOutputs<float, float>{out, lse}, amla),
+      Catch::Contains("amla_decode") && Catch::Contains("options.block_size"));
+  for (const float x : out) REQUIRE(x == 42.0f);
+  DecodeOptions bad;
+  bad.softmax_scale = -1.0f;
+  CHECK_THROWS_WITH(amla::attention::amla_decode(p.inputs(), bad),
+                    Catch::Contains("options.softmax_scale"));
+}
+#endif

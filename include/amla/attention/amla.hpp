@@ -94,12 +94,19 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "amla/attention/head_group.hpp"
+// TRANSITIONAL (removed once attn's driver is in main): the paged entry point needs it.
+#if __has_include("amla/attention/decode_problem.hpp")
+#include "amla/attention/decode_problem.hpp"
+#define AMLA_DETAIL_HAVE_DECODE_PROBLEM 1
+#endif
 #include "amla/config.hpp"
 #include "amla/numeric/bf16.hpp"
 #include "amla/numeric/bits.hpp"
@@ -453,5 +460,63 @@ inline AmlaResult amla_head_group(const HeadGroup& g, const AmlaOptions& options
   res.report = amla_head_group(g, res.out, res.lse, options);
   return res;
 }
+
+#if AMLA_DETAIL_HAVE_DECODE_PROBLEM
+/// AMLA over a paged decode problem (attention/decode_problem.hpp) into caller buffers: the
+/// driver gathers each head group (rounding a float cache to BF16 when emulating BF16), runs the
+/// recurrence on its row chunks and scatters out and lse. Returns the rescale report of the whole
+/// problem; located violations carry their batch, KV head and group row (r = t * h_q / h_kv + j:
+/// token t, query head kv_head * h_q / h_kv + j). The output cast happens when either
+/// options.round_output_bf16 or amla.bf16_output is set. Validates everything first (nothing is
+/// written on a throw).
+template <decode_element T, class OutT, class LseT>
+AmlaReport amla_decode(const DecodeInputs<T>& in, const DecodeOptions& options,
+                       const DecodeOutputs<OutT, LseT>& outputs, const AmlaOptions& amla = {}) {
+  detail::amla_validate_options("amla_decode", amla);
+  AmlaReport report;
+  std::mutex report_mutex;
+  run_decode<float>("amla_decode", in, options, outputs,
+                    amla.emulate_bf16 ? operand_gather::round_bf16 : operand_gather::as_stored,
+                    [&](const HeadGroup& g, const GroupLocation& at, Eigen::Ref<MatrixF> out,
+                        std::span<float> lse) {
+                      AmlaReport part;
+                      detail::amla_core(g, out, lse, amla, part);
+                      for (AmlaViolation& v : part.located) {
+                        v.batch = at.batch;
+                        v.kv_head = at.kv_head;
+                        v.row += at.row_begin;
+                      }
+                      const std::lock_guard<std::mutex> lock(report_mutex);
+                      report.violations += part.violations;
+                      report.rescaled_elements += part.rescaled_elements;
+                      report.located.insert(report.located.end(), part.located.begin(),
+                                            part.located.end());
+                    });
+  // Chunks finish in any order: sort into the documented, thread-count-independent order.
+  std::sort(report.located.begin(), report.located.end(),
+            [](const AmlaViolation& a, const AmlaViolation& b) {
+              return std::tie(a.batch, a.kv_head, a.block, a.row, a.col) <
+                     std::tie(b.batch, b.kv_head, b.block, b.row, b.col);
+            });
+  return report;
+}
+
+/// Owned float outputs of amla_decode and its report.
+struct AmlaDecodeResult {
+  DecodeResult<float, float> result;
+  AmlaReport report;
+};
+
+/// AMLA over a paged decode problem, into owned float buffers.
+template <decode_element T>
+AmlaDecodeResult amla_decode(const DecodeInputs<T>& in, const DecodeOptions& options = {},
+                             const AmlaOptions& amla = {}) {
+  validate_decode("amla_decode", in, options);
+  AmlaDecodeResult r{DecodeResult<float, float>(in.shape), {}};
+  r.report = amla_decode(in, options, r.result.view(), amla);
+  return r;
+}
+
+#endif
 
 }  // namespace amla::attention
