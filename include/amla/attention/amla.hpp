@@ -101,12 +101,8 @@
 #include <tuple>
 #include <vector>
 
-#include "amla/attention/head_group.hpp"
-// TRANSITIONAL (removed once attn's driver is in main): the paged entry point needs it.
-#if __has_include("amla/attention/decode_problem.hpp")
 #include "amla/attention/decode_problem.hpp"
-#define AMLA_DETAIL_HAVE_DECODE_PROBLEM 1
-#endif
+#include "amla/attention/head_group.hpp"
 #include "amla/config.hpp"
 #include "amla/numeric/bf16.hpp"
 #include "amla/numeric/bits.hpp"
@@ -123,26 +119,29 @@ enum class amla_compensation : std::uint8_t {
   none,        ///< eps = 0: no compensation
 };
 
-/// Options of the AMLA recurrence. The defaults are the paper's kernel. The first three mirror
-/// the other recurrences' options (Base, seesaw), so recurrences can be swapped.
+/// Options of the AMLA recurrence. The defaults are the paper's kernel. The first three are
+/// BaseOptions' (attention/online_softmax.hpp), so the two recurrences can be swapped; the BF16
+/// cast of the output is DecodeOptions::round_output_bf16 (or round_bf16_inplace on a dense
+/// result), as for Base.
 struct AmlaOptions {
-  /// true: the kernel's precision (BF16 operands, S16 and P cast to BF16, FP32 accumulation);
-  /// false: no BF16 rounding anywhere (S16 = S32, so eps = 0), the float32-only mode.
-  bool emulate_bf16 = true;
-  /// Keys per KV block (AMLA: 512), >= 1.
-  Eigen::Index block_size = 512;
-  /// Cast the normalised output to BF16 (values stay float).
-  bool bf16_output = false;
+  /// bf16: the kernel's precision (BF16 operands, S16 and P cast to BF16, FP32 accumulation);
+  /// float32: no BF16 rounding anywhere (S16 = S32, so eps = 0).
+  precision mode = precision::bf16;
+  int block_size = 512;  ///< keys per KV block (AMLA: 512), >= 1
+  /// Dense core only: the caller guarantees q, k and v are already BF16 values, so bf16 mode
+  /// uses them without making rounded copies (the paged driver sets this after rounding while
+  /// gathering). Ignored in float32 mode.
+  bool operands_prerounded = false;
   /// Which c_i the (1 + eps) compensation uses.
   amla_compensation compensation = amla_compensation::appendix_a;
   /// The form of the integer-add rescale: hardware, checked or safe (see the file comment).
   pow2_mode rescale = pow2_mode::hardware;
   /// The clamp of max(n_i - n_{i-1}, clamp) (line 13: -30), in [-126, 0].
   int exponent_clamp = -30;
-  /// The +1e-6 of line 13, finite, in [0, 2^-10]. Unset: 1e-6 when emulating BF16, 0 in the
-  /// float32-only mode (there eps == 0 and dn is an exact integer, so N * 2^23 is an exact
-  /// integer and the guard has nothing to guard; keeping it would add its drift of ~6.4e-7 per
-  /// block to a mode that promises 1e-5).
+  /// The +1e-6 of line 13, finite, in [0, 2^-10]. Unset: 1e-6 in bf16 mode, 0 in float32 mode
+  /// (there eps == 0 and dn is an exact integer, so N * 2^23 is an exact integer and the guard
+  /// has nothing to guard; keeping it would add its drift of ~6.4e-7 per block to a mode that
+  /// promises 1e-5).
   std::optional<float> nudge;
   /// Rounding of Cast_to_int32(N * 2^23) (see the file comment: truncation).
   eps_rounding n_cast = eps_rounding::toward_zero;
@@ -171,10 +170,10 @@ struct AmlaReport {
   std::size_t rescaled_elements = 0;
 };
 
-/// Owned outputs of one head group.
+/// AMLA outputs of one head group (BaseResult plus the report).
 struct AmlaResult {
-  MatrixF out;             ///< [rows, d_v]
-  std::vector<float> lse;  ///< [rows], natural log; -inf for a row that sees no key
+  MatrixF out;          ///< [rows, d_v]
+  Eigen::VectorXf lse;  ///< [rows], natural log; -inf for rows that see no key
   AmlaReport report;
 };
 
@@ -256,69 +255,34 @@ inline bool amla_add_violates(float before, std::int32_t k) noexcept {
 }
 
 /// Validates the options (the head group itself is validated by the entry points).
-inline void amla_validate_options(const char* fn, const AmlaOptions& o) {
+inline void amla_validate_options(const char* fn, const char* name, const AmlaOptions& o) {
   using amla::detail::throw_invalid;
   using amla::detail::to_text;
+  const std::string p = std::string(name) + ".";
+  const auto arg = [&p](const char* field) { return p + field; };
   if (o.block_size < 1)
-    throw_invalid(fn, "options.block_size", to_text(o.block_size), "must be >= 1");
+    throw_invalid(fn, arg("block_size").c_str(), to_text(o.block_size), "must be >= 1");
   if (o.compensation != amla_compensation::appendix_a &&
       o.compensation != amla_compensation::as_printed &&
       o.compensation != amla_compensation::none) {
-    throw_invalid(fn, "options.compensation", to_text(static_cast<int>(o.compensation)),
+    throw_invalid(fn, arg("compensation").c_str(), to_text(static_cast<int>(o.compensation)),
                   "must be amla_compensation::appendix_a, as_printed or none");
   }
   if (o.rescale != pow2_mode::hardware && o.rescale != pow2_mode::checked &&
       o.rescale != pow2_mode::safe) {
-    throw_invalid(fn, "options.rescale", to_text(static_cast<int>(o.rescale)),
+    throw_invalid(fn, arg("rescale").c_str(), to_text(static_cast<int>(o.rescale)),
                   "must be pow2_mode::hardware, checked or safe");
   }
   if (o.n_cast != eps_rounding::toward_zero && o.n_cast != eps_rounding::nearest_even) {
-    throw_invalid(fn, "options.n_cast", to_text(static_cast<int>(o.n_cast)),
+    throw_invalid(fn, arg("n_cast").c_str(), to_text(static_cast<int>(o.n_cast)),
                   "must be eps_rounding::toward_zero or nearest_even");
   }
   if (o.exponent_clamp > 0 || o.exponent_clamp < -126) {
-    throw_invalid(fn, "options.exponent_clamp", to_text(o.exponent_clamp), "must lie in [-126, 0]");
+    throw_invalid(fn, arg("exponent_clamp").c_str(), to_text(o.exponent_clamp),
+                  "must lie in [-126, 0]");
   }
   if (o.nudge && !(std::isfinite(*o.nudge) && *o.nudge >= 0.0f && *o.nudge <= 0x1p-10f)) {
-    throw_invalid(fn, "options.nudge", to_text(*o.nudge), "must be finite and in [0, 2^-10]");
-  }
-}
-
-/// Validates a head group and the shapes of the buffers the core writes.
-inline void amla_validate_group(const char* fn, const HeadGroup& g, Eigen::Index out_rows,
-                                Eigen::Index out_cols, std::size_t lse_size) {
-  using amla::detail::shape_text;
-  using amla::detail::throw_invalid;
-  if (g.k.cols() != g.q.cols()) {
-    throw_invalid(fn, "group.k", "shape " + shape_text(g.k.rows(), g.k.cols()),
-                  "must have q.cols() = " + std::to_string(g.q.cols()) + " columns");
-  }
-  if (g.v.rows() != g.k.rows()) {
-    throw_invalid(fn, "group.v", "shape " + shape_text(g.v.rows(), g.v.cols()),
-                  "must have k.rows() = " + std::to_string(g.k.rows()) + " rows");
-  }
-  if (!(std::isfinite(g.scale) && g.scale > 0.0f)) {
-    throw_invalid(fn, "group.scale", amla::detail::to_text(g.scale), "must be finite and > 0");
-  }
-  if (!g.visible.empty() && g.visible.size() != static_cast<std::size_t>(g.rows())) {
-    throw_invalid(
-        fn, "group.visible", std::to_string(g.visible.size()) + " entries",
-        "must be empty or hold one count per query row (" + std::to_string(g.rows()) + ")");
-  }
-  for (std::size_t r = 0; r < g.visible.size(); ++r) {
-    if (g.visible[r] < 0 || g.visible[r] > g.n_keys()) {
-      throw_invalid(fn, "group.visible",
-                    "visible[" + std::to_string(r) + "] = " + std::to_string(g.visible[r]),
-                    "must lie in [0, n_keys = " + std::to_string(g.n_keys()) + "]");
-    }
-  }
-  if (out_rows != g.rows() || out_cols != g.d_v()) {
-    throw_invalid(fn, "out", "shape " + shape_text(out_rows, out_cols),
-                  "must be [rows, d_v] = " + shape_text(g.rows(), g.d_v()));
-  }
-  if (lse_size != static_cast<std::size_t>(g.rows())) {
-    throw_invalid(fn, "lse", std::to_string(lse_size) + " entries",
-                  "must hold one value per query row (" + std::to_string(g.rows()) + ")");
+    throw_invalid(fn, arg("nudge").c_str(), to_text(*o.nudge), "must be finite and in [0, 2^-10]");
   }
 }
 
@@ -327,7 +291,7 @@ inline void amla_core(const HeadGroup& g, Eigen::Ref<MatrixF> o, std::span<float
                       const AmlaOptions& opt, AmlaReport& report) {
   const Eigen::Index rows = g.rows();
   const Eigen::Index dv = g.d_v();
-  const bool bf16 = opt.emulate_bf16;
+  const bool bf16 = opt.mode == precision::bf16;
   const bool locate = opt.rescale != pow2_mode::hardware;
   const float nudge = opt.nudge.value_or(bf16 ? 1e-6f : 0.0f);
   constexpr float ln2 = 0.693147180559945309f;
@@ -345,7 +309,7 @@ inline void amla_core(const HeadGroup& g, Eigen::Ref<MatrixF> o, std::span<float
   std::vector<float> m(urows, neg_inf), l(urows, 0.0f), n(urows, 0.0f), c_prev(urows, 1.0f),
       s16_last(urows, 1.0f);
 
-  const Eigen::Index bk = std::min(opt.block_size, keys_used);
+  const Eigen::Index bk = std::min<Eigen::Index>(opt.block_size, keys_used);
   MatrixF s(rows, bk);   // scores, then P
   MatrixF pv(rows, dv);  // P_i V_i
 
@@ -431,56 +395,63 @@ inline void amla_core(const HeadGroup& g, Eigen::Ref<MatrixF> o, std::span<float
     }
     const float denom = l[ru] * s16_last[ru];
     o.row(r) /= denom;
-    if (opt.bf16_output) amla_round_bf16_inplace(o.row(r).data(), dv);
     lse[ru] = m[ru] + std::log(l[ru]);
   }
 }
 
 }  // namespace detail
 
-/// The AMLA recurrence over one dense head group (attention/head_group.hpp) into caller buffers:
-/// out [rows, d_v], lse [rows] (natural log). Returns the rescale report. When emulating BF16 the
-/// inputs must already be BF16-exact (they are used as given; the paged entry point rounds them).
-/// Throws amla::invalid_argument on bad options, inconsistent shapes, visible counts outside
-/// [0, n_keys] or a non-finite or non-positive scale.
-inline AmlaReport amla_head_group(const HeadGroup& g, Eigen::Ref<MatrixF> out, std::span<float> lse,
-                                  const AmlaOptions& options = {}) {
-  detail::amla_validate_options("amla_head_group", options);
-  detail::amla_validate_group("amla_head_group", g, out.rows(), out.cols(), lse.size());
+/// AMLA attention of one head group (attention/head_group.hpp) into caller buffers: out
+/// [rows, d_v], lse [rows] (natural log). Returns the rescale report. In bf16 mode the operands
+/// are rounded to BF16 first unless options.operands_prerounded says they already are. Throws
+/// amla::invalid_argument on bad options, inconsistent shapes, a bad visible count or scale.
+inline AmlaReport amla_attention(const HeadGroup& g, const AmlaOptions& options,
+                                 Eigen::Ref<MatrixF> out, std::span<float> lse) {
+  validate_head_group("amla_attention", g, out.rows(), out.cols(), lse.size());
+  detail::amla_validate_options("amla_attention", "options", options);
   AmlaReport report;
-  detail::amla_core(g, out, lse, options, report);
+  if (options.mode == precision::bf16 && !options.operands_prerounded) {
+    // Operands as the matrix unit sees them; keys past every row's window are not copied (they
+    // are never read and need not even be finite).
+    const Eigen::Index n = max_visible_keys(g);
+    const MatrixF q = rounded_bf16(g.q);
+    const MatrixF k = rounded_bf16(g.k.topRows(n));
+    const MatrixF v = rounded_bf16(g.v.topRows(n));
+    const HeadGroup rounded{q, k, v, g.visible, g.scale};
+    detail::amla_core(rounded, out, lse, options, report);
+  } else {
+    detail::amla_core(g, out, lse, options, report);
+  }
   return report;
 }
 
-/// The AMLA recurrence over one dense head group, into owned outputs.
-inline AmlaResult amla_head_group(const HeadGroup& g, const AmlaOptions& options = {}) {
-  AmlaResult res;
-  res.out.resize(g.rows(), g.d_v());
-  res.lse.resize(static_cast<std::size_t>(g.rows()));
-  res.report = amla_head_group(g, res.out, res.lse, options);
-  return res;
+/// AMLA attention of one head group, into owned outputs.
+inline AmlaResult amla_attention(const HeadGroup& g, const AmlaOptions& options = {}) {
+  AmlaResult r{MatrixF(g.rows(), g.d_v()), Eigen::VectorXf(g.rows()), {}};
+  r.report = amla_attention(g, options, r.out,
+                            std::span<float>(r.lse.data(), static_cast<std::size_t>(g.rows())));
+  return r;
 }
 
-#if AMLA_DETAIL_HAVE_DECODE_PROBLEM
-/// AMLA over a paged decode problem (attention/decode_problem.hpp) into caller buffers: the
-/// driver gathers each head group (rounding a float cache to BF16 when emulating BF16), runs the
-/// recurrence on its row chunks and scatters out and lse. Returns the rescale report of the whole
-/// problem; located violations carry their batch, KV head and group row (r = t * h_q / h_kv + j:
-/// token t, query head kv_head * h_q / h_kv + j). The output cast happens when either
-/// options.round_output_bf16 or amla.bf16_output is set. Validates everything first (nothing is
-/// written on a throw).
+/// AMLA attention over a paged decode problem (attention/decode_problem.hpp) into caller
+/// buffers. The driver gathers each head group (rounding a float cache to BF16 once in bf16
+/// mode), runs the recurrence on its row chunks and scatters out and lse. Returns the report of
+/// the whole problem; located violations carry their batch, KV head and group row (r = t * h_q /
+/// h_kv + j: token t, query head kv_head * h_q / h_kv + j). Validates everything first (nothing
+/// is written on a throw).
 template <decode_element T, class OutT, class LseT>
 AmlaReport amla_decode(const DecodeInputs<T>& in, const DecodeOptions& options,
                        const DecodeOutputs<OutT, LseT>& outputs, const AmlaOptions& amla = {}) {
-  detail::amla_validate_options("amla_decode", amla);
+  detail::amla_validate_options("amla_decode", "amla", amla);
+  AmlaOptions core = amla;
+  core.operands_prerounded = true;  // the gather rounds (or the cache is bf16)
   AmlaReport report;
   std::mutex report_mutex;
-  run_decode<float>("amla_decode", in, options, outputs,
-                    amla.emulate_bf16 ? operand_gather::round_bf16 : operand_gather::as_stored,
+  run_decode<float>("amla_decode", in, options, outputs, gather_for(amla.mode),
                     [&](const HeadGroup& g, const GroupLocation& at, Eigen::Ref<MatrixF> out,
                         std::span<float> lse) {
                       AmlaReport part;
-                      detail::amla_core(g, out, lse, amla, part);
+                      detail::amla_core(g, out, lse, core, part);
                       for (AmlaViolation& v : part.located) {
                         v.batch = at.batch;
                         v.kv_head = at.kv_head;
@@ -501,22 +472,20 @@ AmlaReport amla_decode(const DecodeInputs<T>& in, const DecodeOptions& options,
   return report;
 }
 
-/// Owned float outputs of amla_decode and its report.
-struct AmlaDecodeResult {
-  DecodeResult<float, float> result;
+/// Owned float outputs of amla_decode (a DecodeResult, as base_decode returns) and the report.
+struct AmlaDecodeResult : DecodeResult<float, float> {
   AmlaReport report;
+  explicit AmlaDecodeResult(const DecodeShape& s) : DecodeResult<float, float>(s) {}
 };
 
-/// AMLA over a paged decode problem, into owned float buffers.
+/// AMLA attention over a paged decode problem, into owned float buffers.
 template <decode_element T>
 AmlaDecodeResult amla_decode(const DecodeInputs<T>& in, const DecodeOptions& options = {},
                              const AmlaOptions& amla = {}) {
   validate_decode("amla_decode", in, options);
-  AmlaDecodeResult r{DecodeResult<float, float>(in.shape), {}};
-  r.report = amla_decode(in, options, r.result.view(), amla);
-  return r;
+  AmlaDecodeResult result(in.shape);
+  result.report = amla_decode(in, options, result.view(), amla);
+  return result;
 }
-
-#endif
 
 }  // namespace amla::attention
