@@ -76,13 +76,13 @@
 // kernel adds for every row): dn = 0, eps = 0, so k = Cast(1e-6 * 2^23) = 8. A row that sees no key
 // gives out = 0 and lse = -inf. lse is natural-log, from m and l exactly as Base computes it: the
 // integer exponents n_i only re-scale O (exp(m_N) = S32_N 2^-n_N links the two bookkeepings; a
-// base-2 consumer uses lse / ln 2).
+// base-2 consumer uses lse_to_log2, decode_problem.hpp).
 //
-// ---- float32-only mode --------------------------------------------------------------------------
-// No BF16 rounding anywhere: S16 = S32 (so c == 1 and eps == 0 in every reading), P is not
-// rounded, the inputs are used as given, and the nudge defaults to 0. The rescale is then an
-// exact multiply by 2^(n_i - n_{i-1}) wherever Lemma 3.1 holds: more exact than Base's FP32
-// factor exp(m_{i-1} - m_i).
+// ---- float32 mode (precision::float32)
+// ------------------------------------------------------------ No BF16 rounding anywhere: S16 = S32
+// (so c == 1 and eps == 0 in every reading), P is not rounded, the inputs are used as given, and
+// the nudge defaults to 0. The rescale is then an exact multiply by 2^max(n_i - n_{i-1}, -30)
+// wherever Lemma 3.1 holds: more exact than Base's FP32 factor exp(m_{i-1} - m_i).
 //
 // Exponentials: P = exp(S - m) uses Eigen's vectorised exp (<= 2 ulp; values below e^-87.3 flush
 // to 0); the per-row scalars (S32, exp(m_{i-1} - m_i)) use std::exp.
