@@ -9,6 +9,7 @@
 #include "amla/numeric/one_plus_eps.hpp"
 #include "amla/numeric/pow2.hpp"
 
+#include "amla/attention/amla.hpp"
 #include "amla/attention/decode_problem.hpp"
 #include "amla/attention/golden.hpp"
 #include "amla/attention/head_group.hpp"
