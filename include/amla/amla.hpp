@@ -3,6 +3,9 @@
 
 #include "amla/config.hpp"
 
+#include "amla/attention/seesaw.hpp"
+#include "amla/attention/transposed.hpp"
+
 #include "amla/numeric/bf16.hpp"
 #include "amla/numeric/bits.hpp"
 #include "amla/numeric/gemm.hpp"

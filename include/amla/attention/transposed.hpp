@@ -1,0 +1,139 @@
+// amla/attention/transposed.hpp: FlashMLA-ETAP's transposed attention, as a golden reference.
+//
+// A decode head group has few query rows (h_q / h_kv heads times s_q tokens, 16 per GPU when
+// DeepSeek's 128 heads are split over 8 H20s) and many keys. Hopper's WGMMA needs M >= 64, so the
+// usual S = Q K^T pads the query rows up to 64 and wastes most of the tensor core. ETAP (Efficient
+// Transpose Attention Pipeline, Dege et al. 2025) computes everything transposed so that the long
+// key dimension is M:
+//
+//   S^T = K_j Q^T          [block, rows]   (keys on M, query rows on N)
+//   P^T = softmax over each column of S^T (online across KV blocks)
+//   O^T = O^T diag(scale) + V_j^T P^T      [d_v, rows]
+//   O   = (O^T / l)^T                      transposed once at the end
+//
+// The online softmax is FlashAttention-2's (ETAP builds on FlashMLA's first kernel, which uses
+// it): per column r and block j, with c = scale * log2(e),
+//   m_old = m,  m = max(m, colmax(S^T_j)),  m' = (m == -inf ? 0 : m)
+//   scale = 2^((m_old - m') * c),  P^T = 2^(fma(S^T, c, -m' * c)),  l = l * scale + colsum(P^T)
+// m is the raw (unscaled) score maximum; the fma is nvcc's contraction of `s * c - m' * c`. The
+// end multiplies by 1 / l (FlashAttention-2's normalisation, not a division) and reports
+// lse = m * scale + ln(l).
+//
+// ETAP's Algorithm 1 prints the rescale factor as diag(exp(m_old - m))^{-1}; the inverse is a
+// misprint (it would grow O as the max grows): the factor is exp(m_old - m) <= 1, as in its code.
+// ETAP also splits O^T into two d_v/2 halves updated by two warpgroups with the same P^T and the
+// same scale; a split along d_v changes no rounding (each output element is its own dot product),
+// so it is not modelled. Block order: ETAP's Algorithm 1 walks the blocks forward; its published
+// code (inherited from FlashMLA's first kernel) walks them from the last to the first. Both are
+// here (TransposedOptions::order); they differ only in rounding.
+//
+// Precision modes, masking and empty rows follow attention/seesaw.hpp: emulate_bf16 rounds Q, K,
+// V to BF16 and casts P^T to BF16 before the V^T P^T product (FP32 elsewhere); the FP32 mode
+// rounds nothing. Keys a row may not see score -inf, keys no row sees are never read, a row that
+// sees no key gets out = 0 and lse = -inf (ETAP, like FlashAttention-2, writes +inf), and a NaN
+// that is read propagates (FlashAttention-2 resets a NaN l to 1; amla does not hide it).
+#pragma once
+
+#include <Eigen/Core>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <vector>
+
+#include "amla/attention/head_group.hpp"
+#include "amla/config.hpp"
+#include "amla/detail/variant_common.hpp"
+#include "amla/numeric/bf16.hpp"
+#include "amla/numeric/gemm.hpp"
+
+namespace amla::attention {
+
+/// The order in which a recurrence visits the KV blocks.
+enum class kv_block_order : std::uint8_t {
+  forward,  ///< first block to last (ETAP's Algorithm 1, FlashAttention)
+  reverse,  ///< last block to first (ETAP's and FlashMLA v1's code)
+};
+
+/// Options of the transposed (ETAP) recurrence.
+struct TransposedOptions {
+  /// true: BF16 operands and a BF16 cast of P^T before V^T P^T; false: everything in FP32.
+  bool emulate_bf16 = true;
+  /// Keys per KV block (the M dimension of S^T; ETAP uses 64).
+  Eigen::Index block_size = 64;
+  /// Cast the final output to BF16 (the unsplit output); values stay float.
+  bool bf16_output = false;
+  kv_block_order order = kv_block_order::forward;
+};
+
+/// Runs the transposed recurrence on one head group: out [rows, d_v] and lse [rows] (natural
+/// log). Throws amla::invalid_argument on inconsistent shapes, visible counts outside
+/// [0, n_keys], a non-finite or non-positive scale, or block_size < 1.
+inline void transposed_head_group(const HeadGroup& g, Eigen::Ref<MatrixF> out, std::span<float> lse,
+                                  const TransposedOptions& options = {}) {
+  detail::check_variant_inputs("transposed_head_group", g, out.rows(), out.cols(), lse.size(),
+                               options.block_size);
+  const bool bf = options.emulate_bf16;
+  const Eigen::Index rows = g.rows();
+  const Eigen::Index n_read = detail::keys_read(g);
+  const Eigen::Index bs = options.block_size;
+  const Eigen::Index blocks = (n_read + bs - 1) / bs;
+  const float c = detail::scale_log2(g.scale);
+  constexpr float neg_inf = -std::numeric_limits<float>::infinity();
+
+  const MatrixF q = bf ? rounded_bf16(g.q) : MatrixF(g.q);
+  std::vector<float> m(static_cast<std::size_t>(rows), neg_inf);
+  std::vector<float> l(static_cast<std::size_t>(rows), 0.0f);
+  MatrixF o_t = MatrixF::Zero(g.d_v(), rows);  // O^T
+  MatrixF s_t;                                 // S^T, then P^T
+
+  for (Eigen::Index step = 0; step < blocks; ++step) {
+    const Eigen::Index j = options.order == kv_block_order::forward ? step : blocks - 1 - step;
+    const Eigen::Index begin = j * bs;
+    const Eigen::Index n = std::min(bs, n_read - begin);
+    const MatrixF kb = detail::block_rows(g.k, begin, n, bf);
+    const MatrixF vb = detail::block_rows(g.v, begin, n, bf);
+
+    s_t.resize(n, rows);
+    s_t.noalias() = kb * q.transpose();  // S^T = K_j Q^T
+    for (Eigen::Index r = 0; r < rows; ++r) {
+      const auto ri = static_cast<std::size_t>(r);
+      const Eigen::Index first_masked = std::clamp<Eigen::Index>(g.visible_keys(r) - begin, 0, n);
+      for (Eigen::Index i = first_masked; i < n; ++i) s_t(i, r) = neg_inf;
+
+      // Softmax down column r (FlashAttention-2's online update, base 2).
+      const float m_old = m[ri];
+      float col_max = m_old;
+      for (Eigen::Index i = 0; i < n; ++i) col_max = std::max(col_max, s_t(i, r));
+      m[ri] = col_max;
+      const float m_cur = col_max == neg_inf ? 0.0f : col_max;
+      const float scale = std::exp2((m_old - m_cur) * c);
+      const float max_scaled = m_cur * c;
+      float sum = 0.0f;
+      for (Eigen::Index i = 0; i < n; ++i) {
+        const float p = std::exp2(std::fma(s_t(i, r), c, -max_scaled));
+        s_t(i, r) = p;
+        sum += p;
+      }
+      l[ri] = l[ri] * scale + sum;
+      o_t.col(r) *= scale;
+    }
+    if (bf) round_bf16_inplace(s_t);        // P^T to BF16: the B operand of the PV wgmma
+    o_t.noalias() += vb.transpose() * s_t;  // O^T += V_j^T P^T
+  }
+
+  for (Eigen::Index r = 0; r < rows; ++r) {
+    const auto ri = static_cast<std::size_t>(r);
+    if (l[ri] == 0.0f) {  // no key seen: the empty sum
+      out.row(r).setZero();
+      lse[ri] = empty_row_lse;
+      continue;
+    }
+    const float inv = 1.0f / l[ri];
+    for (Eigen::Index d = 0; d < g.d_v(); ++d) out(r, d) = o_t(d, r) * inv;  // O = (O^T / l)^T
+    lse[ri] = m[ri] * g.scale + std::log(l[ri]);
+  }
+  if (options.bf16_output) round_bf16_inplace(out);
+}
+
+}  // namespace amla::attention
