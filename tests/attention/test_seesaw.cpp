@@ -236,7 +236,7 @@ TEST_CASE("seesaw observer: every step does exactly what the schedule says", "[s
               CHECK(after(rr, j) <= 1.0f + 0x1p-22f);
               sum += want;
             }
-            if (first) CHECK(b.l_left[ri] == a.l_left[ri] * b.scale0[ri] + sum);
+            if (first) CHECK(b.l_left[ri] == std::fma(a.l_left[ri], b.scale0[ri], sum));
             sum_check += sum;
           }
           if (!first) CHECK(b.l_right == a.l_right);  // l_R changes at step 8
@@ -259,7 +259,7 @@ TEST_CASE("seesaw observer: every step does exactly what the schedule says", "[s
             want.row(rr) *= both;
             float sum = 0.0f;
             for (Eigen::Index j = 0; j < b.p1.cols(); ++j) sum += b.p1(rr, j);
-            CHECK(b.l_right[ri] == a.l_right[ri] * both + sum);
+            CHECK(b.l_right[ri] == std::fma(a.l_right[ri], both, sum));
           }
           if (b.keys1 > 0) want += op(b.p1) * v.middleRows(b.begin1, b.keys1).rightCols(dr);
           CHECK(vt::relative_error(b.o_right, want.cast<double>()) <= 1e-6);

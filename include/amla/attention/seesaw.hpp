@@ -54,7 +54,9 @@
 // What is not emulated: exp2f on the GPU is the MUFU.EX2 approximation (about 2 ulp) and the
 // tensor core's accumulation order is its own; amla uses std::exp2 and Eigen's FP32 GEMM (see
 // numeric/gemm.hpp), so a comparison with a real run agrees to a few FP32 ulp in p, l and m and to
-// the usual accumulation noise in o, never bit for bit. Row sums are sequential FP32 sums.
+// the usual accumulation noise in o, never bit for bit. A block's row sum is a sequential FP32 sum
+// (the kernel sums per thread and adds the four threads of a row at the end) folded into l by one
+// fma, as nvcc contracts `l * scale + sum`.
 //
 // Precision modes. emulate_bf16 = true: Q, K, V are rounded to BF16 (a no-op for BF16-exact
 // inputs, which the paged driver guarantees), P is cast to BF16 before each P*V product, and
@@ -244,7 +246,6 @@ inline void seesaw_head_group(const HeadGroup& g, Eigen::Ref<MatrixF> out, std::
 
   report(seesaw_step::init);
   std::vector<float> sum(static_cast<std::size_t>(rows), 0.0f);
-  std::vector<float> both(static_cast<std::size_t>(rows), 1.0f);
   for (begin0 = 0; begin0 < n_read; begin0 += 2 * bs, ++pair) {
     n0 = std::min(bs, n_read - begin0);
     begin1 = begin0 + n0;
@@ -263,7 +264,7 @@ inline void seesaw_head_group(const HeadGroup& g, Eigen::Ref<MatrixF> out, std::
     report(seesaw_step::max0);
 
     exponentiate(p0, sum);  // 4
-    for (std::size_t r = 0; r < sum.size(); ++r) l_left[r] = l_left[r] * scale0[r] + sum[r];
+    for (std::size_t r = 0; r < sum.size(); ++r) l_left[r] = std::fma(l_left[r], scale0[r], sum[r]);
     report(seesaw_step::exp0);
 
     for (Eigen::Index r = 0; r < rows; ++r) o_left.row(r) *= scale0[static_cast<std::size_t>(r)];
@@ -276,9 +277,12 @@ inline void seesaw_head_group(const HeadGroup& g, Eigen::Ref<MatrixF> out, std::
     exponentiate(p1, sum);  // 7
     report(seesaw_step::exp1);
 
-    for (std::size_t r = 0; r < both.size(); ++r) both[r] = scale1[r] * scale0[r];  // 8
-    scale_rows(o_right, l_right, both);
-    for (std::size_t r = 0; r < sum.size(); ++r) l_right[r] += sum[r];
+    for (Eigen::Index r = 0; r < rows; ++r) {  // 8
+      const auto ri = static_cast<std::size_t>(r);
+      const float both = scale1[ri] * scale0[ri];
+      o_right.row(r) *= both;
+      l_right[ri] = std::fma(l_right[ri], both, sum[ri]);
+    }
     if (n1 > 0) o_right.noalias() += operand(p1) * v1.rightCols(d_right);
     report(seesaw_step::o_right_p1);
 

@@ -15,6 +15,7 @@
 // it): per column r and block j, with c = scale * log2(e),
 //   m_old = m,  m = max(m, colmax(S^T_j)),  m' = (m == -inf ? 0 : m)
 //   scale = 2^((m_old - m') * c),  P^T = 2^(fma(S^T, c, -m' * c)),  l = l * scale + colsum(P^T)
+// (l * scale first, then the block's p added to it one by one)
 // m is the raw (unscaled) score maximum; the fma is nvcc's contraction of `s * c - m' * c`. The
 // end multiplies by 1 / l (FlashAttention-2's normalisation, not a division) and reports
 // lse = m * scale + ln(l).
@@ -109,13 +110,13 @@ inline void transposed_head_group(const HeadGroup& g, Eigen::Ref<MatrixF> out, s
       const float m_cur = col_max == neg_inf ? 0.0f : col_max;
       const float scale = std::exp2((m_old - m_cur) * c);
       const float max_scaled = m_cur * c;
-      float sum = 0.0f;
+      float sum = l[ri] * scale;  // FlashAttention-2 rescales l, then adds the block's p to it
       for (Eigen::Index i = 0; i < n; ++i) {
         const float p = std::exp2(std::fma(s_t(i, r), c, -max_scaled));
         s_t(i, r) = p;
         sum += p;
       }
-      l[ri] = l[ri] * scale + sum;
+      l[ri] = sum;
       o_t.col(r) *= scale;
     }
     if (bf) round_bf16_inplace(s_t);        // P^T to BF16: the B operand of the PV wgmma
@@ -131,7 +132,7 @@ inline void transposed_head_group(const HeadGroup& g, Eigen::Ref<MatrixF> out, s
     }
     const float inv = 1.0f / l[ri];
     for (Eigen::Index d = 0; d < g.d_v(); ++d) out(r, d) = o_t(d, r) * inv;  // O = (O^T / l)^T
-    lse[ri] = m[ri] * g.scale + std::log(l[ri]);
+    lse[ri] = std::fma(m[ri], g.scale, std::log(l[ri]));  // m * scale + ln(l), one fma
   }
   if (options.bf16_output) round_bf16_inplace(out);
 }
