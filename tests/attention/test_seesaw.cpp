@@ -440,3 +440,13 @@ TEST_CASE("seesaw rejects bad input with a message naming the argument", "[seesa
     throws_naming(in.group(too_many), out, lse, {}, "visible[2] = 11");
   }
 }
+
+TEST_CASE("seesaw owning overload returns what the buffer overload writes", "[seesaw]") {
+  const vt::Inputs in = vt::random_inputs(9, 77, 16, 10, 2, 1.0f);
+  const std::vector<int> vis = vt::causal_visible(9, 77, 3);
+  const HeadGroup g = in.group(vis);
+  const Run a = run_seesaw(g, {.block_size = 16});
+  const amla::attention::SeesawResult b = seesaw_head_group(g, {.block_size = 16});
+  CHECK(a.out == b.out);
+  CHECK(a.lse == b.lse);
+}

@@ -187,3 +187,14 @@ TEST_CASE("transposed rejects bad input with a message naming the argument",
   const std::vector<int> too_many = {1, 2, 11, 3};
   throws_naming(in.group(too_many), out, lse, {}, "visible[2] = 11");
 }
+
+TEST_CASE("transposed owning overload returns what the buffer overload writes", "[transposed]") {
+  const vt::Inputs in = vt::random_inputs(9, 77, 16, 10, 2, 1.0f);
+  const std::vector<int> vis = vt::causal_visible(9, 77, 3);
+  const HeadGroup g = in.group(vis);
+  const Run a = run_transposed(g, {.block_size = 16, .order = kv_block_order::reverse});
+  const amla::attention::TransposedResult b =
+      transposed_head_group(g, {.block_size = 16, .order = kv_block_order::reverse});
+  CHECK(a.out == b.out);
+  CHECK(a.lse == b.lse);
+}

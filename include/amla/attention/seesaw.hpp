@@ -314,4 +314,19 @@ inline void seesaw_head_group(const HeadGroup& g, Eigen::Ref<MatrixF> out, std::
   if (options.bf16_output) round_bf16_inplace(out);
 }
 
+/// Owned outputs of one head group.
+struct SeesawResult {
+  MatrixF out;             ///< [rows, d_v]
+  std::vector<float> lse;  ///< [rows], natural log; -inf for a row that sees no key
+};
+
+/// The seesaw schedule over one head group, into owned outputs.
+inline SeesawResult seesaw_head_group(const HeadGroup& g, const SeesawOptions& options = {},
+                                      const SeesawObserver& observe = {}) {
+  SeesawResult r{MatrixF(g.rows(), g.d_v()),
+                 std::vector<float>(static_cast<std::size_t>(g.rows()))};
+  seesaw_head_group(g, r.out, r.lse, options, observe);
+  return r;
+}
+
 }  // namespace amla::attention

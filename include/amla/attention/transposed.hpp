@@ -137,4 +137,19 @@ inline void transposed_head_group(const HeadGroup& g, Eigen::Ref<MatrixF> out, s
   if (options.bf16_output) round_bf16_inplace(out);
 }
 
+/// Owned outputs of one head group.
+struct TransposedResult {
+  MatrixF out;             ///< [rows, d_v]
+  std::vector<float> lse;  ///< [rows], natural log; -inf for a row that sees no key
+};
+
+/// The transposed recurrence over one head group, into owned outputs.
+inline TransposedResult transposed_head_group(const HeadGroup& g,
+                                              const TransposedOptions& options = {}) {
+  TransposedResult r{MatrixF(g.rows(), g.d_v()),
+                     std::vector<float>(static_cast<std::size_t>(g.rows()))};
+  transposed_head_group(g, r.out, r.lse, options);
+  return r;
+}
+
 }  // namespace amla::attention
