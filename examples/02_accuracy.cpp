@@ -42,6 +42,11 @@ struct Distribution {
   double param;  ///< s or a
   double paper_base;
   double paper_amla;
+  std::string short_name() const {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "%c%g", normal ? 'N' : 'U', param);
+    return buf;
+  }
   std::string name() const {
     char buf[32];
     std::snprintf(buf, sizeof buf, normal ? "N(0, %g^2)" : "U(-%g, %g)", param, param);
@@ -213,6 +218,7 @@ void print_help() {
       "  --threads T    worker threads over samples (default: all hardware threads)\n"
       "  --context N    keys per head group (default 8192, as in the paper)\n"
       "  --layout L     mla | independent | both (default both): where V comes from\n"
+      "  --dist LIST    comma-separated subset of N1,N2,N3,N4,N5,N10,U1,U3,U5,U10,U20,U60\n"
       "  --demo         a quick run: 2 samples, 3 distributions, context 2048\n"
       "  --help         this text\n"
       "\n"
@@ -261,6 +267,24 @@ bool parse(int argc, char** argv, Config& c) {
         std::fprintf(stderr, "example_02_accuracy: --seed must be an integer, got '%s'\n", v);
         std::exit(2);
       }
+    } else if (a == "--dist") {
+      const std::string v = value("--dist");
+      std::size_t pos = 0;
+      while (pos <= v.size()) {
+        const std::size_t comma = std::min(v.find(',', pos), v.size());
+        const std::string tok = v.substr(pos, comma - pos);
+        int found = -1;
+        for (int d = 0; d < kNumDistributions; ++d) {
+          if (kDistributions[d].short_name() == tok) found = d;
+        }
+        if (found < 0) {
+          std::fprintf(stderr, "example_02_accuracy: unknown distribution '%s' (see --help)\n",
+                       tok.c_str());
+          std::exit(2);
+        }
+        c.distributions.push_back(found);
+        pos = comma + 1;
+      }
     } else if (a == "--layout") {
       const std::string v = value("--layout");
       if (v == "mla") {
@@ -279,8 +303,8 @@ bool parse(int argc, char** argv, Config& c) {
   if (c.demo) {
     c.samples = std::min(c.samples, 2);
     c.shape.context = std::min(c.shape.context, 2048);
-    c.distributions = {0, 5, 6};
-  } else {
+    if (c.distributions.empty()) c.distributions = {0, 5, 6};
+  } else if (c.distributions.empty()) {
     for (int d = 0; d < kNumDistributions; ++d) c.distributions.push_back(d);
   }
   return true;
