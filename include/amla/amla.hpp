@@ -11,3 +11,9 @@
 #include "amla/numeric/gemm.hpp"
 #include "amla/numeric/one_plus_eps.hpp"
 #include "amla/numeric/pow2.hpp"
+
+#include "amla/attention/decode_problem.hpp"
+#include "amla/attention/golden.hpp"
+#include "amla/attention/head_group.hpp"
+#include "amla/attention/online_softmax.hpp"
+#include "amla/attention/problem_builder.hpp"
