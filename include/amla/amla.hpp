@@ -3,9 +3,6 @@
 
 #include "amla/config.hpp"
 
-#include "amla/attention/seesaw.hpp"
-#include "amla/attention/transposed.hpp"
-
 #include "amla/numeric/bf16.hpp"
 #include "amla/numeric/bits.hpp"
 #include "amla/numeric/gemm.hpp"
@@ -17,3 +14,5 @@
 #include "amla/attention/head_group.hpp"
 #include "amla/attention/online_softmax.hpp"
 #include "amla/attention/problem_builder.hpp"
+#include "amla/attention/seesaw.hpp"
+#include "amla/attention/transposed.hpp"

@@ -9,11 +9,16 @@
 #include <random>
 #include <vector>
 
+#include "amla/attention/golden.hpp"
+#include "amla/attention/online_softmax.hpp"
 #include "attention/variant_test_util.hpp"
 
 using amla::MatrixF;
+using amla::attention::golden_attention;
+using amla::attention::GoldenResult;
 using amla::attention::HeadGroup;
-using amla::attention::seesaw_head_group;
+using amla::attention::precision;
+using amla::attention::seesaw_attention;
 using amla::attention::seesaw_step;
 using amla::attention::SeesawOptions;
 using amla::attention::SeesawState;
@@ -29,7 +34,7 @@ struct Run {
 Run run_seesaw(const HeadGroup& g, const SeesawOptions& o,
                const amla::attention::SeesawObserver& obs = {}) {
   Run r{MatrixF(g.rows(), g.d_v()), std::vector<float>(static_cast<std::size_t>(g.rows()))};
-  seesaw_head_group(g, r.out, r.lse, o, obs);
+  seesaw_attention(g, o, r.out, r.lse, obs);
   return r;
 }
 
@@ -68,13 +73,13 @@ TEST_CASE("seesaw float32 mode agrees with the float64 reference to 1e-5", "[see
         c.causal ? vt::causal_visible(c.rows, c.n_keys, /*s_q=*/std::min(c.rows, 4))
                  : std::vector<int>{};
     const HeadGroup g = in.group(vis);
-    const vt::Reference ref = vt::reference(g);
-    const Run r = run_seesaw(g, {.emulate_bf16 = false, .block_size = c.block});
+    const GoldenResult ref = golden_attention(g);
+    const Run r = run_seesaw(g, {.mode = precision::float32, .block_size = c.block});
     CHECK(vt::relative_error(r.out, ref.out) <= 1e-5);
     CHECK(vt::max_row_relative_error(r.out, ref.out) <= 1e-5);
     for (int i = 0; i < c.rows; ++i) {
-      CHECK(std::abs(r.lse[static_cast<std::size_t>(i)] - ref.lse[static_cast<std::size_t>(i)]) <=
-            1e-5 * std::max(1.0, std::abs(ref.lse[static_cast<std::size_t>(i)])));
+      CHECK(std::abs(r.lse[static_cast<std::size_t>(i)] - ref.lse(i)) <=
+            1e-5 * std::max(1.0, std::abs(ref.lse(i))));
     }
   }
 }
@@ -82,19 +87,16 @@ TEST_CASE("seesaw float32 mode agrees with the float64 reference to 1e-5", "[see
 TEST_CASE("seesaw BF16 mode agrees with the float64 reference at the BF16 level", "[seesaw]") {
   const vt::Inputs in = vt::random_inputs(32, 700, 96, 64, 11, 1.0f);
   const HeadGroup g = in.group({});
-  const vt::Reference ref = vt::reference(g);
+  const GoldenResult ref = golden_attention(g);
+  const Run raw = run_seesaw(g, {.mode = precision::bf16, .block_size = 64});
   for (const bool out_bf16 : {false, true}) {
     CAPTURE(out_bf16);
-    const Run r = run_seesaw(g, {.emulate_bf16 = true, .block_size = 64, .bf16_output = out_bf16});
+    Run r = raw;
+    if (out_bf16) amla::round_bf16_inplace(r.out);  // the kernel's output cast
     const double err = vt::relative_error(r.out, ref.out);
-    // P rounded to BF16 (unit roundoff 2^-9) and, with out_bf16, the output too.
+    // P rounded to BF16 (unit roundoff 2^-8) and, with out_bf16, the output too.
     CHECK(err <= 6e-3);
     CHECK(err >= 1e-5);  // the BF16 casts really happen: far above the float32 mode's error
-    if (out_bf16) {
-      for (Eigen::Index i = 0; i < r.out.size(); ++i) {
-        CHECK(amla::is_bf16_exact(r.out.data()[i]));
-      }
-    }
   }
 }
 
@@ -169,8 +171,9 @@ TEST_CASE("seesaw observer: every step does exactly what the schedule says", "[s
     const std::vector<int> vis = {45, 44, 30, 0, 9};  // row 3 sees nothing, row 4 one block+1
     const HeadGroup g = in.group(vis);
     std::vector<Snapshot> seen;
-    const Run r = run_seesaw(g, {.emulate_bf16 = bf, .block_size = bs},
-                             [&](const SeesawState& s) { seen.push_back(snap(s)); });
+    const Run r =
+        run_seesaw(g, {.mode = bf ? precision::bf16 : precision::float32, .block_size = bs},
+                   [&](const SeesawState& s) { seen.push_back(snap(s)); });
     const float c = static_cast<float>(static_cast<double>(g.scale) * std::numbers::log2e);
     const auto op = [&](const MatrixF& p) { return bf ? amla::rounded_bf16(p) : p; };
     const MatrixF q = bf ? amla::rounded_bf16(in.q) : in.q;
@@ -328,12 +331,12 @@ TEST_CASE("seesaw with an odd number of blocks: the last pair has no K_1", "[see
     const vt::Inputs in = vt::random_inputs(7, n_keys, 16, 12, 31, 1.5f);
     const HeadGroup g = in.group({});
     std::vector<Snapshot> seen;
-    const Run r = run_seesaw(g, {.emulate_bf16 = false, .block_size = 8},
+    const Run r = run_seesaw(g, {.mode = precision::float32, .block_size = 8},
                              [&](const SeesawState& s) { seen.push_back(snap(s)); });
     const Snapshot& last = seen.back();
     CHECK(last.keys1 == 0);
     for (float s1 : last.scale1) CHECK(s1 == 1.0f);
-    CHECK(vt::relative_error(r.out, vt::reference(g).out) <= 1e-5);
+    CHECK(vt::relative_error(r.out, golden_attention(g).out) <= 1e-5);
   }
 }
 
@@ -348,10 +351,11 @@ TEST_CASE("seesaw masking: causal rows, empty rows, and keys nobody sees are nev
     in.kv_v.row(j).setConstant(std::numeric_limits<float>::quiet_NaN());
   }
   const HeadGroup g = in.group(vis);
-  const vt::Reference ref = vt::reference(g);
+  const GoldenResult ref = golden_attention(g);
   for (const bool bf : {false, true}) {
     CAPTURE(bf);
-    const Run r = run_seesaw(g, {.emulate_bf16 = bf, .block_size = 16});
+    const Run r =
+        run_seesaw(g, {.mode = bf ? precision::bf16 : precision::float32, .block_size = 16});
     CHECK(r.out.allFinite());
     CHECK(vt::relative_error(r.out, ref.out) <= (bf ? 6e-3 : 1e-5));
     for (int rr : {0, 6}) {
@@ -386,10 +390,10 @@ TEST_CASE("seesaw propagates a NaN in a key that is read", "[seesaw]") {
 TEST_CASE("seesaw block size changes only rounding", "[seesaw]") {
   const vt::Inputs in = vt::random_inputs(16, 257, 32, 32, 8, 2.0f);
   const HeadGroup g = in.group({});
-  const vt::Reference ref = vt::reference(g);
+  const GoldenResult ref = golden_attention(g);
   for (const int bs : {1, 2, 7, 64, 256, 257, 1000}) {
     CAPTURE(bs);
-    const Run r = run_seesaw(g, {.emulate_bf16 = false, .block_size = bs});
+    const Run r = run_seesaw(g, {.mode = precision::float32, .block_size = bs});
     CHECK(vt::relative_error(r.out, ref.out) <= 1e-5);
   }
 }
@@ -401,10 +405,10 @@ TEST_CASE("seesaw rejects bad input with a message naming the argument", "[seesa
   const auto throws_naming = [&](const HeadGroup& g, Eigen::Ref<MatrixF> o, std::span<float> l,
                                  SeesawOptions opt, const std::string& needle) {
     try {
-      seesaw_head_group(g, o, l, opt);
+      seesaw_attention(g, opt, o, l);
       FAIL("no exception for " << needle);
     } catch (const amla::invalid_argument& e) {
-      CHECK_THAT(e.what(), Catch::Contains(needle) && Catch::Contains("seesaw_head_group"));
+      CHECK_THAT(e.what(), Catch::Contains(needle) && Catch::Contains("seesaw_attention"));
     }
   };
   const HeadGroup good = in.group({});
@@ -416,16 +420,16 @@ TEST_CASE("seesaw rejects bad input with a message naming the argument", "[seesa
                     std::numeric_limits<float>::quiet_NaN()}) {
       HeadGroup g = good;
       g.scale = s;
-      throws_naming(g, out, lse, {}, "g.scale");
+      throws_naming(g, out, lse, {}, "group.scale");
     }
   }
   SECTION("shapes") {
     const MatrixF k_bad = MatrixF::Zero(10, 7);
     HeadGroup g{in.q, k_bad, in.kv_v, {}, good.scale};
-    throws_naming(g, out, lse, {}, "g.k");
+    throws_naming(g, out, lse, {}, "group.k");
     const MatrixF v_bad = MatrixF::Zero(9, 6);
     HeadGroup g2{in.q, in.k, v_bad, {}, good.scale};
-    throws_naming(g2, out, lse, {}, "g.v");
+    throws_naming(g2, out, lse, {}, "group.v");
     MatrixF out_bad(4, 5);
     throws_naming(good, out_bad, lse, {}, "out");
     std::vector<float> lse_bad(3);
@@ -433,7 +437,7 @@ TEST_CASE("seesaw rejects bad input with a message naming the argument", "[seesa
   }
   SECTION("visible") {
     const std::vector<int> too_few = {1, 2};
-    throws_naming(in.group(too_few), out, lse, {}, "g.visible");
+    throws_naming(in.group(too_few), out, lse, {}, "group.visible");
     const std::vector<int> negative = {1, 2, -1, 3};
     throws_naming(in.group(negative), out, lse, {}, "visible[2] = -1");
     const std::vector<int> too_many = {1, 2, 11, 3};
@@ -446,7 +450,102 @@ TEST_CASE("seesaw owning overload returns what the buffer overload writes", "[se
   const std::vector<int> vis = vt::causal_visible(9, 77, 3);
   const HeadGroup g = in.group(vis);
   const Run a = run_seesaw(g, {.block_size = 16});
-  const amla::attention::SeesawResult b = seesaw_head_group(g, {.block_size = 16});
+  const amla::attention::SeesawResult b = seesaw_attention(g, {.block_size = 16});
   CHECK(a.out == b.out);
-  CHECK(a.lse == b.lse);
+  CHECK(Eigen::Map<const Eigen::VectorXf>(a.lse.data(), b.lse.size()) == b.lse);
+}
+
+TEST_CASE("seesaw float32 mode equals Base's float32 result closely", "[seesaw][base]") {
+  const vt::Inputs in = vt::random_inputs(48, 1000, 64, 48, 51, 2.0f);
+  const std::vector<int> vis = vt::causal_visible(48, 1000, 3);
+  const HeadGroup g = in.group(vis);
+  for (const int block : {64, 512}) {
+    const amla::attention::BaseResult base =
+        amla::attention::base_attention(g, {precision::float32, block, false});
+    {
+      CAPTURE(block);
+      const auto r = seesaw_attention(g, {.mode = precision::float32, .block_size = block});
+      // The same mathematics in FP32 in another order: FP32 rounding apart, nothing more.
+      CHECK(vt::relative_error(r.out, base.out) <= 2e-6);
+      CHECK(vt::max_row_relative_error(r.out, base.out) <= 4e-6);
+      for (Eigen::Index i = 0; i < g.rows(); ++i) {
+        CHECK(r.lse(i) == Approx(base.lse(i)).epsilon(1e-6).margin(1e-6));
+      }
+    }
+  }
+}
+
+TEST_CASE("seesaw bf16 mode is Base's mathematics at the BF16 level", "[seesaw][base]") {
+  const vt::Inputs in = vt::random_inputs(64, 1500, 96, 64, 52, 1.0f);
+  const HeadGroup g = in.group({});
+  const GoldenResult ref = golden_attention(g);
+  const amla::attention::BaseResult base =
+      amla::attention::base_attention(g, {precision::bf16, 64, false});
+  const double base_err = vt::relative_error(base.out, ref.out);
+  {
+    const auto r = seesaw_attention(g, {.mode = precision::bf16, .block_size = 64});
+    const double err = vt::relative_error(r.out, ref.out);
+    // Both cast P to BF16 once per product: the same error level, and close to each other.
+    CHECK(err <= 1.25 * base_err);
+    CHECK(err >= 0.8 * base_err);
+    CHECK(vt::relative_error(r.out, base.out) <= 1.5 * base_err);
+  }
+}
+
+TEST_CASE("seesaw_decode matches golden over the paged sweep", "[seesaw][decode]") {
+  vt::for_each_paged_case([](const auto& p, const amla::attention::DecodeOptions& o, int block) {
+    const auto want = amla::attention::golden_decode(p.inputs(), o);
+    {
+      CAPTURE(p.shape.h_q, p.shape.h_kv, p.shape.s_q, p.shape.page_size, block, o.causal,
+              p.v_in_kv());
+      const auto f32 = amla::attention::seesaw_decode(
+          p.inputs(), o, {.mode = precision::float32, .block_size = block});
+      const auto b16 = amla::attention::seesaw_decode(
+          p.inputs(), o, {.mode = precision::bf16, .block_size = block});
+      for (const float x : b16.out) REQUIRE(std::isfinite(x));  // poisoned pages never read
+      CHECK(vt::rel_frobenius(f32.out, want.out) <= 1e-5);
+      CHECK(vt::max_lse_error(f32.lse, want.lse) <= 1e-5);
+      CHECK(vt::rel_frobenius(b16.out, want.out) <= 1e-2);
+      CHECK(vt::max_lse_error(b16.lse, want.lse) <= 1e-5);  // lse from FP32 m and l
+    }
+  });
+}
+
+TEST_CASE("seesaw_decode on the DeepSeek shape, float and bf16 caches", "[seesaw][decode]") {
+  // h_q 128, d_qk 576, d_v 512 (V = the first 512 columns of K), 1000 keys over 64-key pages.
+  const auto pb = amla::attention::ProblemBuilder::deepseek_mla(1, 1000).seed(9);
+  const auto p16 = pb.build<amla::bf16>();
+  const auto p32 = pb.build<float>();  // the same BF16 values stored as float
+  amla::attention::DecodeOptions o;
+  o.round_output_bf16 = true;  // the kernel's output cast
+  const auto want = amla::attention::golden_decode(p16.inputs(), {});
+  {
+    const auto a = amla::attention::seesaw_decode(p16.inputs(), o, {.block_size = 64});
+    const auto b = amla::attention::seesaw_decode(p32.inputs(), o, {.block_size = 64});
+    CHECK(a.out == b.out);
+    CHECK(vt::rel_frobenius(a.out, want.out) <= 5e-3);
+    for (const float x : a.out) CHECK(amla::is_bf16_exact(x));
+  }
+}
+
+TEST_CASE("seesaw_decode validates its options before writing", "[seesaw][decode][errors]") {
+  const auto p = amla::attention::ProblemBuilder()
+                     .heads(2, 1)
+                     .dims(8, 8)
+                     .page_size(4)
+                     .seqlens({5})
+                     .build<amla::bf16>();
+  amla::attention::DecodeResult<float, float> r(p.shape);
+  std::fill(r.out.begin(), r.out.end(), 42.0f);
+  try {
+    amla::attention::seesaw_decode(p.inputs(), {}, r.view(), {.block_size = 0});
+    FAIL("no throw");
+  } catch (const amla::invalid_argument& e) {
+    CHECK_THAT(e.what(),
+               Catch::Contains("'seesaw.block_size'") && Catch::Contains("seesaw_decode"));
+  }
+  for (const float x : r.out) CHECK(x == 42.0f);
+  CHECK_THROWS_AS(
+      amla::attention::seesaw_decode(p.inputs(), {}, {.mode = static_cast<precision>(7)}),
+      amla::invalid_argument);
 }

@@ -1,5 +1,5 @@
-// Shared helpers of the seesaw and transposed tests: BF16-exact random head groups, a plain
-// float64 softmax-attention reference over a HeadGroup, and error norms.
+// Shared helpers of the seesaw and transposed tests: BF16-exact random head groups, end-aligned
+// causal visibility, and error norms.
 #pragma once
 
 #include <Eigen/Core>
@@ -10,7 +10,9 @@
 #include <span>
 #include <vector>
 
+#include "amla/attention/decode_problem.hpp"
 #include "amla/attention/head_group.hpp"
+#include "amla/attention/problem_builder.hpp"
 #include "amla/numeric/bf16.hpp"
 #include "amla/numeric/gemm.hpp"
 
@@ -51,33 +53,6 @@ inline std::vector<int> causal_visible(int rows, int n_keys, int s_q) {
   return vis;
 }
 
-struct Reference {
-  amla::MatrixD out;
-  std::vector<double> lse;
-};
-
-/// Exact softmax attention in float64 over the inputs as given (no rounding).
-inline Reference reference(const amla::attention::HeadGroup& g) {
-  const Eigen::Index rows = g.rows();
-  Reference ref{amla::MatrixD::Zero(rows, g.d_v()),
-                std::vector<double>(static_cast<std::size_t>(rows),
-                                    -std::numeric_limits<double>::infinity())};
-  const amla::MatrixD q = g.q.cast<double>();
-  const amla::MatrixD k = g.k.cast<double>();
-  const amla::MatrixD v = g.v.cast<double>();
-  for (Eigen::Index r = 0; r < rows; ++r) {
-    const Eigen::Index n = g.visible_keys(r);
-    if (n == 0) continue;
-    Eigen::VectorXd s = (k.topRows(n) * q.row(r).transpose()) * static_cast<double>(g.scale);
-    const double mx = s.maxCoeff();
-    Eigen::VectorXd p = (s.array() - mx).exp().matrix();
-    const double l = p.sum();
-    ref.out.row(r) = (p.transpose() * v.topRows(n)) / l;
-    ref.lse[static_cast<std::size_t>(r)] = mx + std::log(l);
-  }
-  return ref;
-}
-
 /// ||a - b||_F / ||b||_F (0 when both are 0).
 template <class DA, class DB>
 double relative_error(const Eigen::MatrixBase<DA>& a, const Eigen::MatrixBase<DB>& b) {
@@ -95,6 +70,66 @@ double max_row_relative_error(const Eigen::MatrixBase<DA>& a, const Eigen::Matri
   for (Eigen::Index r = 0; r < a.rows(); ++r)
     worst = std::max(worst, relative_error(a.row(r), b.row(r)));
   return worst;
+}
+
+/// ||got - want|| / (||want|| + 1e-10) over flat output buffers.
+template <class A, class B>
+double rel_frobenius(const std::vector<A>& got, const std::vector<B>& want) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double d = static_cast<double>(got[i]) - static_cast<double>(want[i]);
+    num += d * d;
+    den += static_cast<double>(want[i]) * static_cast<double>(want[i]);
+  }
+  return std::sqrt(num) / (std::sqrt(den) + 1e-10);
+}
+
+/// The worst |got - want| / (1 + |want|) over lse buffers; infinity when an infinite want (an
+/// empty row) is not matched exactly.
+inline double max_lse_error(const std::vector<float>& got, const std::vector<double>& want) {
+  double e = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (std::isinf(want[i])) {
+      if (static_cast<double>(got[i]) != want[i]) return std::numeric_limits<double>::infinity();
+    } else {
+      e = std::max(e, std::abs(got[i] - want[i]) / (1.0 + std::abs(want[i])));
+    }
+  }
+  return e;
+}
+
+/// The paged sweep of issue 3 (h_q, s_q, causal, page sizes, lengths 0, 1 and not multiples of
+/// the page or block size, both V layouts), calling check(problem, options, description) for each.
+template <class Check>
+void for_each_paged_case(Check&& check) {
+  struct Case {
+    int h_q, h_kv, s_q, page, block;
+    std::vector<int> lens;
+  };
+  const std::vector<Case> cases = {
+      {1, 1, 1, 1, 64, {0, 1, 37}},     {3, 1, 2, 16, 7, {1, 130, 16}},
+      {16, 1, 4, 64, 64, {65, 3, 200}}, {16, 4, 2, 128, 32, {300, 0}},
+      {64, 1, 1, 16, 64, {129}},        {128, 1, 2, 64, 64, {200}},
+      {6, 3, 4, 1, 1, {5, 2}},
+  };
+  for (const auto& c : cases) {
+    for (const bool causal : {false, true}) {
+      for (const bool separate_v : {false, true}) {
+        const auto p = amla::attention::ProblemBuilder()
+                           .heads(c.h_q, c.h_kv)
+                           .s_q(c.s_q)
+                           .dims(40, 24)
+                           .page_size(c.page)
+                           .seqlens(c.lens)
+                           .separate_v(separate_v)
+                           .seed(static_cast<std::uint64_t>(c.h_q * 13 + c.page))
+                           .template build<amla::bf16>();
+        amla::attention::DecodeOptions o;
+        o.causal = causal;
+        check(p, o, c.block);
+      }
+    }
+  }
 }
 
 }  // namespace amla_test::variants

@@ -33,8 +33,10 @@
 //   blocks' p_1, each rescaled as its half of O is; they are added once at the end.
 // * Step 9 rescales the FP32 p_0 and casts it to BF16 afresh: V_0R is multiplied by
 //   bf16(p_0 * scale_1), not by bf16(p_0) * scale_1.
-// * The output is o / l (a division, not a multiply by 1/l), cast to BF16 when requested (the
-//   kernel's unsplit output), and lse = ln(l) + m / log2(e), both as the kernel writes them.
+// * The output is o / l (a division, not a multiply by 1/l) and lse = ln(l) + m / log2(e), both as
+//   the kernel writes them. The kernel's unsplit output is then cast to BF16: that cast is
+//   DecodeOptions::round_output_bf16 in seesaw_decode (round_bf16_inplace on a dense result), as
+//   for every recurrence.
 //
 // An odd number of blocks leaves the last pair with no K_1 (the kernel's IS_BLK0_LAST branch):
 // every score of block 1 is masked, so rowmax is -inf, scale_1 = 2^0 = 1, p_1 has no columns,
@@ -58,10 +60,16 @@
 // (the kernel sums per thread and adds the four threads of a row at the end) folded into l by one
 // fma, as nvcc contracts `l * scale + sum`.
 //
-// Precision modes. emulate_bf16 = true: Q, K, V are rounded to BF16 (a no-op for BF16-exact
-// inputs, which the paged driver guarantees), P is cast to BF16 before each P*V product, and
-// everything else is FP32, as on the GPU. emulate_bf16 = false: the same schedule entirely in FP32
-// (no rounding anywhere), which agrees with the float64 golden to about 1e-6 relative.
+// Precision modes (attention/decode_problem.hpp's `precision`, as for Base). precision::bf16: Q, K,
+// V are rounded to BF16 (a no-op for BF16-exact inputs; the paged driver rounds while gathering
+// and sets operands_prerounded), P is cast to BF16 before each P*V product, and everything else is
+// FP32, as on the GPU. precision::float32: the same schedule entirely in FP32 (no rounding
+// anywhere), which agrees with the float64 golden to about 1e-6 relative.
+//
+// Entry points, mirroring Base (online_softmax.hpp): seesaw_attention on one dense head group
+// (into caller buffers, or into a SeesawResult), with an optional observer of every step, and
+// seesaw_decode on a paged decode problem through the shared driver (run_decode), whose row chunks
+// of DecodeOptions::rows_per_task = 64 rows are FlashMLA's BLOCK_SIZE_M.
 #pragma once
 
 #include <Eigen/Core>
@@ -75,23 +83,25 @@
 #include <string>
 #include <vector>
 
+#include "amla/attention/decode_problem.hpp"
+#include "amla/attention/detail/variants.hpp"
 #include "amla/attention/head_group.hpp"
 #include "amla/config.hpp"
-#include "amla/detail/variant_common.hpp"
 #include "amla/numeric/bf16.hpp"
 #include "amla/numeric/gemm.hpp"
 
 namespace amla::attention {
 
-/// Options of the seesaw recurrence.
+/// Options of the seesaw recurrence (the fields of BaseOptions, with FlashMLA's block size).
 struct SeesawOptions {
-  /// true: BF16 operands and a BF16 cast of P before every P*V product (the kernel's precision);
-  /// false: the same schedule entirely in FP32.
-  bool emulate_bf16 = true;
-  /// Keys per KV block (FlashMLA: 64, its page block size). The schedule takes two per step.
-  Eigen::Index block_size = 64;
-  /// Cast the final output to BF16 (FlashMLA's unsplit output); values stay float.
-  bool bf16_output = false;
+  /// precision::bf16: BF16 operands and a BF16 cast of P before every P*V product (the kernel);
+  /// precision::float32: the same schedule entirely in FP32.
+  precision mode = precision::bf16;
+  /// Keys per KV block (FlashMLA: 64, its page block size); >= 1. The schedule takes two at once.
+  int block_size = 64;
+  /// Dense core only: the caller guarantees q, k and v are already BF16 values, so bf16 mode uses
+  /// them without making rounded copies (seesaw_decode sets it). Ignored in float32 mode.
+  bool operands_prerounded = false;
 };
 
 /// The steps of the seesaw schedule, numbered as in the FlashMLA deep dive.
@@ -166,25 +176,26 @@ struct SeesawState {
 /// Called after every step; see SeesawState.
 using SeesawObserver = std::function<void(const SeesawState&)>;
 
-/// Runs the seesaw schedule on one head group: out [rows, d_v] and lse [rows] (natural log).
-/// Calls `observe` (when set) after step 0 and after each of steps 1-11 of every pair of blocks.
-/// Throws amla::invalid_argument on inconsistent shapes, visible counts outside [0, n_keys], a
-/// non-finite or non-positive scale, or block_size < 1.
-inline void seesaw_head_group(const HeadGroup& g, Eigen::Ref<MatrixF> out, std::span<float> lse,
-                              const SeesawOptions& options = {},
-                              const SeesawObserver& observe = {}) {
-  detail::check_variant_inputs("seesaw_head_group", g, out.rows(), out.cols(), lse.size(),
-                               options.block_size);
-  const bool bf = options.emulate_bf16;
+/// Runs the seesaw schedule on one head group into caller buffers: out [rows, d_v], lse [rows]
+/// (natural log). Calls `observe` (when set) after step 0 and after each of steps 1-11 of every
+/// pair of blocks. Throws amla::invalid_argument on inconsistent shapes, a bad visible count or
+/// scale, an unknown mode, or block_size < 1.
+inline void seesaw_attention(const HeadGroup& g, const SeesawOptions& options,
+                             Eigen::Ref<MatrixF> out, std::span<float> lse,
+                             const SeesawObserver& observe = {}) {
+  constexpr const char* fn = "seesaw_attention";
+  validate_head_group(fn, g, out.rows(), out.cols(), lse.size());
+  detail::validate_variant_options(fn, "options", options.mode, options.block_size);
+  const bool bf = options.mode == precision::bf16;
   const Eigen::Index rows = g.rows();
   const Eigen::Index d_left = g.d_v() / 2;
   const Eigen::Index d_right = g.d_v() - d_left;
-  const Eigen::Index n_read = detail::keys_read(g);
+  const Eigen::Index n_read = max_visible_keys(g);  // keys past every row's window: never read
   const Eigen::Index bs = options.block_size;
   const float c = detail::scale_log2(g.scale);
   constexpr float neg_inf = -std::numeric_limits<float>::infinity();
 
-  const MatrixF q = bf ? rounded_bf16(g.q) : MatrixF(g.q);
+  const detail::VariantOperands ops(g, n_read, bf && !options.operands_prerounded);
   std::vector<float> m(static_cast<std::size_t>(rows), neg_inf);
   std::vector<float> scale0(static_cast<std::size_t>(rows), 1.0f);
   std::vector<float> scale1(static_cast<std::size_t>(rows), 1.0f);
@@ -202,9 +213,8 @@ inline void seesaw_head_group(const HeadGroup& g, Eigen::Ref<MatrixF> out, std::
   };
   // Scores Q K_blk^T with the keys a row may not see set to -inf.
   const auto scores = [&](Eigen::Index begin, Eigen::Index n, MatrixF& p) {
-    const MatrixF kb = detail::block_rows(g.k, begin, n, bf);
     p.resize(rows, n);
-    p.noalias() = q * kb.transpose();
+    p.noalias() = ops.q * ops.k.middleRows(begin, n).transpose();
     for (Eigen::Index r = 0; r < rows; ++r) {
       const Eigen::Index first_masked = std::clamp<Eigen::Index>(g.visible_keys(r) - begin, 0, n);
       for (Eigen::Index j = first_masked; j < n; ++j) p(r, j) = neg_inf;
@@ -252,8 +262,8 @@ inline void seesaw_head_group(const HeadGroup& g, Eigen::Ref<MatrixF> out, std::
     n1 = std::clamp<Eigen::Index>(n_read - begin1, 0, bs);
     std::fill(scale0.begin(), scale0.end(), 1.0f);
     std::fill(scale1.begin(), scale1.end(), 1.0f);
-    const MatrixF v0 = detail::block_rows(g.v, begin0, n0, bf);
-    const MatrixF v1 = detail::block_rows(g.v, begin1, n1, bf);
+    const auto v0 = ops.v.middleRows(begin0, n0);
+    const auto v1 = ops.v.middleRows(begin1, n1);
 
     scores(begin0, n0, p0);  // 1
     report(seesaw_step::qk0);
@@ -311,22 +321,47 @@ inline void seesaw_head_group(const HeadGroup& g, Eigen::Ref<MatrixF> out, std::
     for (Eigen::Index j = 0; j < d_right; ++j) out(r, d_left + j) = o_right(r, j) / l;
     lse[ri] = std::log(l) + m[ri] / static_cast<float>(std::numbers::log2e);
   }
-  if (options.bf16_output) round_bf16_inplace(out);
 }
 
 /// Owned outputs of one head group.
 struct SeesawResult {
-  MatrixF out;             ///< [rows, d_v]
-  std::vector<float> lse;  ///< [rows], natural log; -inf for a row that sees no key
+  MatrixF out;          ///< [rows, d_v]
+  Eigen::VectorXf lse;  ///< [rows], natural log; -inf for rows that see no key
 };
 
 /// The seesaw schedule over one head group, into owned outputs.
-inline SeesawResult seesaw_head_group(const HeadGroup& g, const SeesawOptions& options = {},
-                                      const SeesawObserver& observe = {}) {
-  SeesawResult r{MatrixF(g.rows(), g.d_v()),
-                 std::vector<float>(static_cast<std::size_t>(g.rows()))};
-  seesaw_head_group(g, r.out, r.lse, options, observe);
+inline SeesawResult seesaw_attention(const HeadGroup& g, const SeesawOptions& options = {},
+                                     const SeesawObserver& observe = {}) {
+  SeesawResult r{MatrixF(g.rows(), g.d_v()), Eigen::VectorXf(g.rows())};
+  seesaw_attention(g, options, r.out,
+                   std::span<float>(r.lse.data(), static_cast<std::size_t>(g.rows())), observe);
   return r;
+}
+
+/// The seesaw schedule over a paged decode problem into caller buffers (one call of the dense
+/// core per DecodeOptions::rows_per_task rows of a head group). In bf16 mode a float cache is
+/// rounded to BF16 once, while gathering. Validates everything before writing.
+template <decode_element T, class OutT, class LseT>
+void seesaw_decode(const DecodeInputs<T>& in, const DecodeOptions& options,
+                   const DecodeOutputs<OutT, LseT>& outputs, const SeesawOptions& seesaw = {}) {
+  detail::validate_variant_options("seesaw_decode", "seesaw", seesaw.mode, seesaw.block_size);
+  SeesawOptions core = seesaw;
+  core.operands_prerounded = true;  // the gather rounds (or the cache is bf16)
+  run_decode<float>("seesaw_decode", in, options, outputs, gather_for(seesaw.mode),
+                    [&core](const HeadGroup& g, const GroupLocation&, Eigen::Ref<MatrixF> out,
+                            std::span<float> lse) { seesaw_attention(g, core, out, lse); });
+}
+
+/// The seesaw schedule over a paged decode problem, into owned float buffers.
+template <decode_element T>
+DecodeResult<float, float> seesaw_decode(const DecodeInputs<T>& in,
+                                         const DecodeOptions& options = {},
+                                         const SeesawOptions& seesaw = {}) {
+  validate_decode("seesaw_decode", in, options);
+  detail::validate_variant_options("seesaw_decode", "seesaw", seesaw.mode, seesaw.block_size);
+  DecodeResult<float, float> result(in.shape);
+  seesaw_decode(in, options, result.view(), seesaw);
+  return result;
 }
 
 }  // namespace amla::attention

@@ -28,11 +28,13 @@
 // code (inherited from FlashMLA's first kernel) walks them from the last to the first. Both are
 // here (TransposedOptions::order); they differ only in rounding.
 //
-// Precision modes, masking and empty rows follow attention/seesaw.hpp: emulate_bf16 rounds Q, K,
-// V to BF16 and casts P^T to BF16 before the V^T P^T product (FP32 elsewhere); the FP32 mode
-// rounds nothing. Keys a row may not see score -inf, keys no row sees are never read, a row that
-// sees no key gets out = 0 and lse = -inf (ETAP, like FlashAttention-2, writes +inf), and a NaN
-// that is read propagates (FlashAttention-2 resets a NaN l to 1; amla does not hide it).
+// Precision modes, masking and empty rows follow attention/seesaw.hpp: precision::bf16 rounds Q,
+// K, V to BF16 and casts P^T to BF16 before the V^T P^T product (FP32 elsewhere);
+// precision::float32 rounds nothing. The output cast is DecodeOptions::round_output_bf16. Keys a
+// row may not see score -inf, keys no row sees are never read, a row that sees no key gets out = 0
+// and lse = -inf (ETAP, like FlashAttention-2, writes +inf), and a NaN that is read propagates
+// (FlashAttention-2 resets a NaN l to 1; amla does not hide it). Entry points mirror Base:
+// transposed_attention (dense head group) and transposed_decode (paged).
 #pragma once
 
 #include <Eigen/Core>
@@ -40,11 +42,13 @@
 #include <cstdint>
 #include <limits>
 #include <span>
+#include <string>
 #include <vector>
 
+#include "amla/attention/decode_problem.hpp"
+#include "amla/attention/detail/variants.hpp"
 #include "amla/attention/head_group.hpp"
 #include "amla/config.hpp"
-#include "amla/detail/variant_common.hpp"
 #include "amla/numeric/bf16.hpp"
 #include "amla/numeric/gemm.hpp"
 
@@ -56,33 +60,47 @@ enum class kv_block_order : std::uint8_t {
   reverse,  ///< last block to first (ETAP's and FlashMLA v1's code)
 };
 
-/// Options of the transposed (ETAP) recurrence.
+/// Options of the transposed (ETAP) recurrence (BaseOptions' fields, then the block order).
 struct TransposedOptions {
-  /// true: BF16 operands and a BF16 cast of P^T before V^T P^T; false: everything in FP32.
-  bool emulate_bf16 = true;
-  /// Keys per KV block (the M dimension of S^T; ETAP uses 64).
-  Eigen::Index block_size = 64;
-  /// Cast the final output to BF16 (the unsplit output); values stay float.
-  bool bf16_output = false;
+  /// precision::bf16: BF16 operands and a BF16 cast of P^T before V^T P^T;
+  /// precision::float32: everything in FP32.
+  precision mode = precision::bf16;
+  /// Keys per KV block (the M dimension of S^T; ETAP uses 64); >= 1.
+  int block_size = 64;
+  /// Dense core only: q, k and v are already BF16 values (transposed_decode sets it).
+  bool operands_prerounded = false;
   kv_block_order order = kv_block_order::forward;
 };
 
-/// Runs the transposed recurrence on one head group: out [rows, d_v] and lse [rows] (natural
-/// log). Throws amla::invalid_argument on inconsistent shapes, visible counts outside
-/// [0, n_keys], a non-finite or non-positive scale, or block_size < 1.
-inline void transposed_head_group(const HeadGroup& g, Eigen::Ref<MatrixF> out, std::span<float> lse,
-                                  const TransposedOptions& options = {}) {
-  detail::check_variant_inputs("transposed_head_group", g, out.rows(), out.cols(), lse.size(),
-                               options.block_size);
-  const bool bf = options.emulate_bf16;
+namespace detail {
+inline void validate_transposed_options(const char* fn, const std::string& prefix,
+                                        const TransposedOptions& o) {
+  validate_variant_options(fn, prefix, o.mode, o.block_size);
+  if (o.order != kv_block_order::forward && o.order != kv_block_order::reverse) {
+    amla::detail::throw_invalid(fn, (prefix + ".order").c_str(),
+                                std::to_string(static_cast<int>(o.order)),
+                                "must be kv_block_order::forward or kv_block_order::reverse");
+  }
+}
+}  // namespace detail
+
+/// Runs the transposed recurrence on one head group into caller buffers: out [rows, d_v] and
+/// lse [rows] (natural log). Throws amla::invalid_argument on inconsistent shapes, a bad visible
+/// count or scale, an unknown mode, or block_size < 1.
+inline void transposed_attention(const HeadGroup& g, const TransposedOptions& options,
+                                 Eigen::Ref<MatrixF> out, std::span<float> lse) {
+  constexpr const char* fn = "transposed_attention";
+  validate_head_group(fn, g, out.rows(), out.cols(), lse.size());
+  detail::validate_transposed_options(fn, "options", options);
+  const bool bf = options.mode == precision::bf16;
   const Eigen::Index rows = g.rows();
-  const Eigen::Index n_read = detail::keys_read(g);
+  const Eigen::Index n_read = max_visible_keys(g);  // keys past every row's window: never read
   const Eigen::Index bs = options.block_size;
   const Eigen::Index blocks = (n_read + bs - 1) / bs;
   const float c = detail::scale_log2(g.scale);
   constexpr float neg_inf = -std::numeric_limits<float>::infinity();
 
-  const MatrixF q = bf ? rounded_bf16(g.q) : MatrixF(g.q);
+  const detail::VariantOperands ops(g, n_read, bf && !options.operands_prerounded);
   std::vector<float> m(static_cast<std::size_t>(rows), neg_inf);
   std::vector<float> l(static_cast<std::size_t>(rows), 0.0f);
   MatrixF o_t = MatrixF::Zero(g.d_v(), rows);  // O^T
@@ -92,11 +110,8 @@ inline void transposed_head_group(const HeadGroup& g, Eigen::Ref<MatrixF> out, s
     const Eigen::Index j = options.order == kv_block_order::forward ? step : blocks - 1 - step;
     const Eigen::Index begin = j * bs;
     const Eigen::Index n = std::min(bs, n_read - begin);
-    const MatrixF kb = detail::block_rows(g.k, begin, n, bf);
-    const MatrixF vb = detail::block_rows(g.v, begin, n, bf);
-
     s_t.resize(n, rows);
-    s_t.noalias() = kb * q.transpose();  // S^T = K_j Q^T
+    s_t.noalias() = ops.k.middleRows(begin, n) * ops.q.transpose();  // S^T = K_j Q^T
     for (Eigen::Index r = 0; r < rows; ++r) {
       const auto ri = static_cast<std::size_t>(r);
       const Eigen::Index first_masked = std::clamp<Eigen::Index>(g.visible_keys(r) - begin, 0, n);
@@ -119,8 +134,8 @@ inline void transposed_head_group(const HeadGroup& g, Eigen::Ref<MatrixF> out, s
       l[ri] = sum;
       o_t.col(r) *= scale;
     }
-    if (bf) round_bf16_inplace(s_t);        // P^T to BF16: the B operand of the PV wgmma
-    o_t.noalias() += vb.transpose() * s_t;  // O^T += V_j^T P^T
+    if (bf) round_bf16_inplace(s_t);  // P^T to BF16: the B operand of the PV wgmma
+    o_t.noalias() += ops.v.middleRows(begin, n).transpose() * s_t;  // O^T += V_j^T P^T
   }
 
   for (Eigen::Index r = 0; r < rows; ++r) {
@@ -134,22 +149,47 @@ inline void transposed_head_group(const HeadGroup& g, Eigen::Ref<MatrixF> out, s
     for (Eigen::Index d = 0; d < g.d_v(); ++d) out(r, d) = o_t(d, r) * inv;  // O = (O^T / l)^T
     lse[ri] = std::fma(m[ri], g.scale, std::log(l[ri]));  // m * scale + ln(l), one fma
   }
-  if (options.bf16_output) round_bf16_inplace(out);
 }
 
 /// Owned outputs of one head group.
 struct TransposedResult {
-  MatrixF out;             ///< [rows, d_v]
-  std::vector<float> lse;  ///< [rows], natural log; -inf for a row that sees no key
+  MatrixF out;          ///< [rows, d_v]
+  Eigen::VectorXf lse;  ///< [rows], natural log; -inf for rows that see no key
 };
 
 /// The transposed recurrence over one head group, into owned outputs.
-inline TransposedResult transposed_head_group(const HeadGroup& g,
-                                              const TransposedOptions& options = {}) {
-  TransposedResult r{MatrixF(g.rows(), g.d_v()),
-                     std::vector<float>(static_cast<std::size_t>(g.rows()))};
-  transposed_head_group(g, r.out, r.lse, options);
+inline TransposedResult transposed_attention(const HeadGroup& g,
+                                             const TransposedOptions& options = {}) {
+  TransposedResult r{MatrixF(g.rows(), g.d_v()), Eigen::VectorXf(g.rows())};
+  transposed_attention(g, options, r.out,
+                       std::span<float>(r.lse.data(), static_cast<std::size_t>(g.rows())));
   return r;
+}
+
+/// The transposed recurrence over a paged decode problem into caller buffers. In bf16 mode a
+/// float cache is rounded to BF16 once, while gathering. Validates everything before writing.
+template <decode_element T, class OutT, class LseT>
+void transposed_decode(const DecodeInputs<T>& in, const DecodeOptions& options,
+                       const DecodeOutputs<OutT, LseT>& outputs,
+                       const TransposedOptions& transposed = {}) {
+  detail::validate_transposed_options("transposed_decode", "transposed", transposed);
+  TransposedOptions core = transposed;
+  core.operands_prerounded = true;  // the gather rounds (or the cache is bf16)
+  run_decode<float>("transposed_decode", in, options, outputs, gather_for(transposed.mode),
+                    [&core](const HeadGroup& g, const GroupLocation&, Eigen::Ref<MatrixF> out,
+                            std::span<float> lse) { transposed_attention(g, core, out, lse); });
+}
+
+/// The transposed recurrence over a paged decode problem, into owned float buffers.
+template <decode_element T>
+DecodeResult<float, float> transposed_decode(const DecodeInputs<T>& in,
+                                             const DecodeOptions& options = {},
+                                             const TransposedOptions& transposed = {}) {
+  validate_decode("transposed_decode", in, options);
+  detail::validate_transposed_options("transposed_decode", "transposed", transposed);
+  DecodeResult<float, float> result(in.shape);
+  transposed_decode(in, options, result.view(), transposed);
+  return result;
 }
 
 }  // namespace amla::attention
