@@ -131,17 +131,8 @@ double paper_error(const MatrixF& a, const MatrixD& b) {
   return (a.cast<double>() - b).norm() / (b.norm() + 1e-10);
 }
 
-/// Float64 softmax attention (exact over the BF16 inputs).
-MatrixD golden_f64(const HeadGroup& g) {
-  const MatrixD s = (g.q.cast<double>() * g.k.cast<double>().transpose()) * double(g.scale);
-  MatrixD p = (s.colwise() - s.rowwise().maxCoeff()).array().exp().matrix();
-  const Eigen::VectorXd l = p.rowwise().sum();
-  MatrixD o = p * g.v.cast<double>();
-  return o.array().colwise() / l.array();
-}
-
-/// Plain float32 softmax attention, no blocking: what "High-precision FP32 attention computation
-/// implemented on CPU" (the paper's Golden) most likely is.
+/// Plain float32 softmax attention, no blocking and no BF16 cast: a candidate for the paper's
+/// "Golden: high-precision FP32 attention computation implemented on CPU".
 MatrixF golden_f32(const HeadGroup& g) {
   MatrixF s = (g.q * g.k.transpose()) * g.scale;
   const Eigen::VectorXf mx = s.rowwise().maxCoeff();
@@ -152,13 +143,14 @@ MatrixF golden_f32(const HeadGroup& g) {
 }
 
 enum Method : int {
-  kSeesaw,      ///< FlashMLA seesaw schedule, BF16, block 64, BF16 output
-  kTransposed,  ///< ETAP transposed, BF16, block 64, BF16 output
-  kGoldenF32,   ///< FP32 golden against the FP64 golden
+  kBase,        ///< Base (Algorithm 1): BF16, KV block 512, BF16 output
+  kBaseNoCast,  ///< the same without the final BF16 cast of the output
+  kBaseF32,     ///< Base in float32 mode (no BF16 anywhere), FP32 output
+  kSeesaw,      ///< FlashMLA's seesaw schedule: BF16, block 64, BF16 output
+  kTransposed,  ///< FlashMLA-ETAP transposed: BF16, block 64, BF16 output
+  kGoldenF32,   ///< plain FP32 attention
   kNumMethods
 };
-
-constexpr const char* kMethodNames[kNumMethods] = {"seesaw (64)", "ETAP (64)", "FP32 golden"};
 
 struct LayoutErrors {
   double error[kNumMethods] = {};
@@ -175,6 +167,7 @@ struct SampleResult {
 
 SampleResult run_sample(const Shape& s, const Distribution& d, std::uint64_t seed,
                         const bool (&layouts)[kNumLayouts]) {
+  namespace at = amla::attention;
   const Sample in = draw_sample(s, d, seed);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.d_qk)));
   SampleResult r;
@@ -183,15 +176,24 @@ SampleResult run_sample(const Shape& s, const Distribution& d, std::uint64_t see
     const auto v = lay == kMla ? Eigen::Ref<const MatrixF>(in.k.leftCols(s.d_v))
                                : Eigen::Ref<const MatrixF>(in.v_independent);
     const HeadGroup g{in.q, in.k, v, {}, scale};
-    const MatrixD gold = golden_f64(g);
+    const at::GoldenResult gold = at::golden_attention(g);
     double* e = r.layout[lay].error;
-    MatrixF out(s.rows, s.d_v);
-    std::vector<float> lse(static_cast<std::size_t>(s.rows));
-    amla::attention::seesaw_head_group(g, out, lse, {.block_size = 64, .bf16_output = true});
-    e[kSeesaw] = paper_error(out, gold);
-    amla::attention::transposed_head_group(g, out, lse, {.block_size = 64, .bf16_output = true});
-    e[kTransposed] = paper_error(out, gold);
-    e[kGoldenF32] = paper_error(golden_f32(g), gold);
+    // The inputs are BF16 values already: no rounded copies.
+    at::BaseResult base = at::base_attention(g, {at::precision::bf16, s.block, true});
+    e[kBaseNoCast] = paper_error(base.out, gold.out);
+    amla::round_bf16_inplace(base.out);
+    e[kBase] = paper_error(base.out, gold.out);
+    e[kBaseF32] =
+        paper_error(at::base_attention(g, {at::precision::float32, s.block, false}).out, gold.out);
+    at::SeesawResult seesaw =
+        at::seesaw_attention(g, {.block_size = 64, .operands_prerounded = true});
+    amla::round_bf16_inplace(seesaw.out);
+    e[kSeesaw] = paper_error(seesaw.out, gold.out);
+    at::TransposedResult etap =
+        at::transposed_attention(g, {.block_size = 64, .operands_prerounded = true});
+    amla::round_bf16_inplace(etap.out);
+    e[kTransposed] = paper_error(etap.out, gold.out);
+    e[kGoldenF32] = paper_error(golden_f32(g), gold.out);
   }
   return r;
 }
@@ -312,20 +314,49 @@ bool parse(int argc, char** argv, Config& c) {
 
 // ---- the run -----------------------------------------------------------------------------------
 
+/// Mean and standard error of the mean of one method over a distribution's samples.
+struct Stat {
+  double mean = 0, sem = 0;
+};
+
+Stat stat(const std::vector<SampleResult>& samples, int lay, int method) {
+  const auto n = static_cast<double>(samples.size());
+  double sum = 0, sum2 = 0;
+  for (const SampleResult& s : samples) {
+    const double x = s.layout[lay].error[method];
+    sum += x;
+    sum2 += x * x;
+  }
+  const double mean = sum / n;
+  const double var = n > 1 ? std::max(0.0, (sum2 - n * mean * mean) / (n - 1)) : 0.0;
+  return {mean, std::sqrt(var / n)};
+}
+
 void print_layout(const Config& c, const std::vector<std::vector<SampleResult>>& results, int lay) {
-  std::printf("\n%s\n", kLayoutTitles[lay]);
-  std::printf("%-13s", "distribution");
-  for (const char* name : kMethodNames) std::printf(" %13s", name);
-  std::printf("   paper: Base     AMLA\n");
+  std::printf("\n== %s\n", kLayoutTitles[lay]);
+  std::printf("Mean E(., float64 golden) over %d sample(s); paper = AMLA Tables 3 and 4.\n",
+              c.samples);
+  std::printf("%-13s %10s %10s %10s\n", "distribution", "Base", "+-sem", "paper Base");
   for (std::size_t di = 0; di < c.distributions.size(); ++di) {
     const Distribution& d = kDistributions[c.distributions[di]];
-    double mean[kNumMethods] = {};
-    for (const SampleResult& s : results[di]) {
-      for (int m = 0; m < kNumMethods; ++m) mean[m] += s.layout[lay].error[m];
-    }
+    const Stat base = stat(results[di], lay, kBase);
+    std::printf("%-13s %10.3e %10.1e %10.2e\n", d.name().c_str(), base.mean, base.sem,
+                d.paper_base);
+  }
+  std::printf(
+      "\nWhere the error comes from (same samples): Base without its output cast, Base in float32\n"
+      "mode, FlashMLA's seesaw and ETAP's transposed recurrence (BF16, block 64, BF16 output), "
+      "and\n"
+      "a plain FP32 attention (a candidate for the paper's \"FP32 golden\").\n");
+  std::printf("%-13s %12s %12s %12s %12s %12s\n", "distribution", "Base no cast", "Base fp32",
+              "seesaw", "ETAP", "FP32 attn");
+  for (std::size_t di = 0; di < c.distributions.size(); ++di) {
+    const Distribution& d = kDistributions[c.distributions[di]];
     std::printf("%-13s", d.name().c_str());
-    for (double& m : mean) std::printf(" %13.3e", m / static_cast<double>(c.samples));
-    std::printf("   %10.2e %8.2e\n", d.paper_base, d.paper_amla);
+    for (int m : {kBaseNoCast, kBaseF32, kSeesaw, kTransposed, kGoldenF32}) {
+      std::printf(" %12.3e", stat(results[di], lay, m).mean);
+    }
+    std::printf("\n");
   }
 }
 
