@@ -15,4 +15,8 @@
 #include "amla/attention/online_softmax.hpp"
 #include "amla/attention/problem_builder.hpp"
 #include "amla/attention/seesaw.hpp"
+#include "amla/attention/split_kv.hpp"
 #include "amla/attention/transposed.hpp"
+
+#include "amla/sim/preload_theory.hpp"
+#include "amla/sim/trace.hpp"
