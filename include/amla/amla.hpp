@@ -15,7 +15,9 @@
 #include "amla/attention/head_group.hpp"
 #include "amla/attention/online_softmax.hpp"
 #include "amla/attention/problem_builder.hpp"
+#include "amla/attention/seesaw.hpp"
 #include "amla/attention/split_kv.hpp"
+#include "amla/attention/transposed.hpp"
 
 #include "amla/sim/calibration.hpp"
 #include "amla/sim/chip.hpp"
