@@ -8,3 +8,8 @@
 #include "amla/numeric/gemm.hpp"
 #include "amla/numeric/one_plus_eps.hpp"
 #include "amla/numeric/pow2.hpp"
+
+#include "amla/mla/arithmetic_intensity.hpp"
+#include "amla/mla/cost.hpp"
+#include "amla/mla/presets.hpp"
+#include "amla/mla/roofline.hpp"
