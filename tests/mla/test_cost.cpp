@@ -8,7 +8,7 @@
 #include "amla/mla/cost.hpp"
 
 namespace mla = amla::mla;
-using mla::DecodeShape;
+using mla::DecodeStep;
 using mla::formulation;
 
 namespace {
@@ -49,7 +49,7 @@ TEST_CASE("formulation_cost reproduces Table 1's DeepSeek-V3 column for any B, L
     for (std::int64_t ls : {0, 1, 4096, 26472}) {
       for (std::int64_t ln : {0, 3, 512}) {
         for (std::int64_t sq : {1, 2}) {
-          const DecodeShape s{b, sq, ls, ln};
+          const DecodeStep s{b, sq, ls, ln};
           const double B = static_cast<double>(b), Ls = static_cast<double>(ls),
                        Ln = static_cast<double>(ln), Sq = static_cast<double>(sq);
           const auto naive = mla::formulation_cost(formulation::naive, dims, s);
@@ -111,7 +111,7 @@ TEST_CASE("The roofline choice switches at the first batch above B_theta for lon
   const double b_theta = mla::typhoon_batch_threshold(mla::presets::deepseek_v3, 1, hw);
   const auto first = static_cast<std::int64_t>(std::ceil(b_theta));  // 62
   for (std::int64_t ls : {26472, 7069}) {
-    const DecodeShape s{1, 1, ls, 512};
+    const DecodeStep s{1, 1, ls, 512};
     const auto b = mla::typhoon_min_batch(mla::presets::deepseek_v3, s, hw);
     REQUIRE(b.has_value());
     CHECK(*b == first);
@@ -180,12 +180,12 @@ TEST_CASE("Appendix A.1: at large batch naive is 3.4x faster than absorb on a sh
           "[mla][cost]") {
   const mla::Hardware fig6{400e12, 1.8e12, "fig6"};
   const auto dims = mla::presets::deepseek_v3;
-  const DecodeShape s{4096, 1, 26472, 0};
+  const DecodeStep s{4096, 1, 26472, 0};
   const double naive = mla::roofline_time(formulation::naive, dims, s, fig6).time_s();
   const double absorb = mla::roofline_time(formulation::absorb, dims, s, fig6).time_s();
   CHECK(absorb / naive == Approx(3.4).epsilon(1e-9));
   // At batch 1 absorb is the faster one.
-  const DecodeShape s1{1, 1, 26472, 0};
+  const DecodeStep s1{1, 1, 26472, 0};
   CHECK(mla::roofline_time(formulation::absorb, dims, s1, fig6).time_s() <
         mla::roofline_time(formulation::naive, dims, s1, fig6).time_s());
 }
@@ -193,7 +193,7 @@ TEST_CASE("Appendix A.1: at large batch naive is 3.4x faster than absorb on a sh
 TEST_CASE("FP8 caches halve the memory time", "[mla][cost]") {
   const auto dims = mla::presets::deepseek_v3;
   const auto& hw = mla::hardware::h100_sxm;
-  const DecodeShape s{1, 1, 4096, 512};
+  const DecodeStep s{1, 1, 4096, 512};
   const auto bf16 = mla::roofline_time(formulation::naive, dims, s, hw);
   const auto fp8 = mla::roofline_time(formulation::naive, dims, s, hw, {1.0, true});
   CHECK(fp8.kernels[0].time.memory_s == Approx(bf16.kernels[0].time.memory_s / 2));
@@ -206,13 +206,13 @@ TEST_CASE("Cost model rejects bad shapes, dims, hardware and options with clear 
   const auto& hw = mla::hardware::h100_sxm;
   CHECK_THROWS_WITH(
       mla::formulation_cost(formulation::naive, dims, {0, 1, 1, 1}),
-      Catch::Contains("shape.batch") && Catch::Contains("= 0") && Catch::Contains(">= 1"));
+      Catch::Contains("step.batch") && Catch::Contains("= 0") && Catch::Contains(">= 1"));
   CHECK_THROWS_WITH(mla::formulation_cost(formulation::naive, dims, {1, 0, 1, 1}),
-                    Catch::Contains("shape.s_q"));
+                    Catch::Contains("step.s_q"));
   CHECK_THROWS_WITH(mla::formulation_cost(formulation::naive, dims, {1, 1, -1, 1}),
-                    Catch::Contains("shape.shared_len") && Catch::Contains("-1"));
+                    Catch::Contains("step.shared_len") && Catch::Contains("-1"));
   CHECK_THROWS_WITH(mla::formulation_cost(formulation::naive, dims, {1, 1, 1, -5}),
-                    Catch::Contains("shape.suffix_len"));
+                    Catch::Contains("step.suffix_len"));
   mla::MlaDims bad = dims;
   bad.d_latent = 0;
   CHECK_THROWS_WITH(mla::formulation_cost(formulation::absorb, bad, {1, 1, 1, 1}),

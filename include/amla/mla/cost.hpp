@@ -73,7 +73,7 @@ constexpr std::string_view to_string(formulation f) {
 
 /// The decode step the cost model prices: B requests of S_q query tokens; each request attends
 /// the shared prefix (L_s tokens) and its own suffix of L_n tokens.
-struct DecodeShape {
+struct DecodeStep {
   std::int64_t batch = 1;       ///< B
   std::int64_t s_q = 1;         ///< S_q: query tokens per request (1, or more with MTP)
   std::int64_t shared_len = 0;  ///< L_s: tokens of the prefix every request shares
@@ -83,23 +83,23 @@ struct DecodeShape {
 namespace detail {
 /// Throws amla::invalid_argument, attributed to `function`, unless B >= 1, S_q >= 1, L_s >= 0
 /// and L_n >= 0.
-inline void validate_shape(const char* function, const DecodeShape& shape) {
+inline void validate_step(const char* function, const DecodeStep& step) {
   const auto check = [function](std::int64_t value, std::int64_t min, const char* name) {
     if (value < min) {
       amla::detail::throw_invalid(function, name, std::to_string(value),
                                   "must be >= " + std::to_string(min));
     }
   };
-  check(shape.batch, 1, "shape.batch");
-  check(shape.s_q, 1, "shape.s_q");
-  check(shape.shared_len, 0, "shape.shared_len");
-  check(shape.suffix_len, 0, "shape.suffix_len");
+  check(step.batch, 1, "step.batch");
+  check(step.s_q, 1, "step.s_q");
+  check(step.shared_len, 0, "step.shared_len");
+  check(step.suffix_len, 0, "step.suffix_len");
 }
 }  // namespace detail
 
 /// Throws amla::invalid_argument unless B >= 1, S_q >= 1, L_s >= 0 and L_n >= 0.
-inline void validate(const DecodeShape& shape) {
-  detail::validate_shape("amla::mla::validate", shape);
+inline void validate(const DecodeStep& step) {
+  detail::validate_step("amla::mla::validate", step);
 }
 
 /// Work of a kernel or of a part of one: multiply-accumulates and HBM elements moved.
@@ -156,13 +156,13 @@ struct FormulationCost {
 
 namespace detail {
 
-inline Work prefix_work(const TokenFactors& t, const DecodeShape& s) {
+inline Work prefix_work(const TokenFactors& t, const DecodeStep& s) {
   const double rows = static_cast<double>(s.batch) * static_cast<double>(s.s_q);
   const double ls = static_cast<double>(s.shared_len);
   return {rows * ls * t.macs_per_row_key, ls * t.words_per_token};  // prefix read once
 }
 
-inline Work suffix_work(const TokenFactors& t, const DecodeShape& s) {
+inline Work suffix_work(const TokenFactors& t, const DecodeStep& s) {
   const double rows = static_cast<double>(s.batch) * static_cast<double>(s.s_q);
   const double ln = static_cast<double>(s.suffix_len);
   return {rows * ln * t.macs_per_row_key,
@@ -173,26 +173,26 @@ inline Work suffix_work(const TokenFactors& t, const DecodeShape& s) {
 
 /// The TyphoonMLA paper's Table 1 for formulation `f`, plus the combine its Section 3.2 prices.
 inline FormulationCost formulation_cost(formulation f, const MlaDims& dims,
-                                        const DecodeShape& shape) {
+                                        const DecodeStep& step) {
   detail::validate_dims("amla::mla::formulation_cost", dims);
-  detail::validate_shape("amla::mla::formulation_cost", shape);
+  detail::validate_step("amla::mla::formulation_cost", step);
   const TokenFactors naive = token_factors(formulation::naive, dims);
   const TokenFactors absorb = token_factors(formulation::absorb, dims);
   FormulationCost c;
   c.f = f;
   switch (f) {
     case formulation::naive:
-      c.prefix = detail::prefix_work(naive, shape);
-      c.suffix = detail::suffix_work(naive, shape);
+      c.prefix = detail::prefix_work(naive, step);
+      c.suffix = detail::suffix_work(naive, step);
       break;
     case formulation::absorb:
-      c.prefix = detail::prefix_work(absorb, shape);
-      c.suffix = detail::suffix_work(absorb, shape);
+      c.prefix = detail::prefix_work(absorb, step);
+      c.suffix = detail::suffix_work(absorb, step);
       break;
     case formulation::typhoon: {
-      c.prefix = detail::prefix_work(naive, shape);
-      c.suffix = detail::suffix_work(absorb, shape);
-      const double out = static_cast<double>(shape.batch) * static_cast<double>(shape.s_q) *
+      c.prefix = detail::prefix_work(naive, step);
+      c.suffix = detail::suffix_work(absorb, step);
+      const double out = static_cast<double>(step.batch) * static_cast<double>(step.s_q) *
                          dims.heads * dims.d_v;  // elements of one partial output
       c.combine = {2.0 * out, 2.0 * out};
       break;
@@ -241,13 +241,13 @@ inline KernelTime kernel_time(std::string_view name, Work w, const Hardware& hw,
 }
 }  // namespace detail
 
-/// Roofline time of formulation `f` for `shape` on `hw`: one kernel for naive and for absorb, the
+/// Roofline time of formulation `f` for `step` on `hw`: one kernel for naive and for absorb, the
 /// three kernels of TyphoonMLA's mixed plan for typhoon (no fall-back; see `typhoon_choice`).
-inline FormulationTime roofline_time(formulation f, const MlaDims& dims, const DecodeShape& shape,
+inline FormulationTime roofline_time(formulation f, const MlaDims& dims, const DecodeStep& step,
                                      const Hardware& hw, const CostOptions& opts = {}) {
   detail::validate_hardware("amla::mla::roofline_time", hw);
   detail::validate_options("amla::mla::roofline_time", opts);
-  const FormulationCost c = formulation_cost(f, dims, shape);
+  const FormulationCost c = formulation_cost(f, dims, step);
   FormulationTime t;
   t.f = f;
   if (f == formulation::typhoon) {
@@ -297,27 +297,27 @@ struct TyphoonChoice {
 /// batch size above equation 1's B_theta; short prefixes move it up, because the combine and (on
 /// chips where the suffix stage is memory-bound) the lost overlap of prefix arithmetic with suffix
 /// reads are then not negligible.
-inline TyphoonChoice typhoon_choice(const MlaDims& dims, const DecodeShape& shape,
-                                    const Hardware& hw, const CostOptions& opts = {}) {
+inline TyphoonChoice typhoon_choice(const MlaDims& dims, const DecodeStep& step, const Hardware& hw,
+                                    const CostOptions& opts = {}) {
   TyphoonChoice c;
-  c.mixed_s = roofline_time(formulation::typhoon, dims, shape, hw, opts).time_s();
-  c.absorb_s = roofline_time(formulation::absorb, dims, shape, hw, opts).time_s();
-  c.threshold = typhoon_batch_threshold(dims, shape.s_q, hw, opts.bytes_per_element);
-  c.mixed = shape.shared_len > 0 && c.mixed_s < c.absorb_s;
+  c.mixed_s = roofline_time(formulation::typhoon, dims, step, hw, opts).time_s();
+  c.absorb_s = roofline_time(formulation::absorb, dims, step, hw, opts).time_s();
+  c.threshold = typhoon_batch_threshold(dims, step.s_q, hw, opts.bytes_per_element);
+  c.mixed = step.shared_len > 0 && c.mixed_s < c.absorb_s;
   return c;
 }
 
 /// The smallest batch size in [1, max_batch] at which TyphoonMLA takes its mixed plan for these
-/// S_q, L_s and L_n (shape.batch is ignored), or nullopt when it never does there. This is the
+/// S_q, L_s and L_n (step.batch is ignored), or nullopt when it never does there. This is the
 /// batch threshold the cost model implies, the counterpart of equation 1 with every term priced.
-inline std::optional<std::int64_t> typhoon_min_batch(const MlaDims& dims, DecodeShape shape,
+inline std::optional<std::int64_t> typhoon_min_batch(const MlaDims& dims, DecodeStep step,
                                                      const Hardware& hw,
                                                      const CostOptions& opts = {},
                                                      std::int64_t max_batch = 1 << 16) {
   AMLA_REQUIRE(max_batch >= 1, "max_batch", max_batch, "must be >= 1");
   for (std::int64_t b = 1; b <= max_batch; ++b) {
-    shape.batch = b;
-    if (typhoon_choice(dims, shape, hw, opts).mixed) return b;
+    step.batch = b;
+    if (typhoon_choice(dims, step, hw, opts).mixed) return b;
   }
   return std::nullopt;
 }
