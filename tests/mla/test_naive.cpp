@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "amla/attention/online_softmax.hpp"
 #include "amla/mla/naive.hpp"
 #include "mla/mla_test_util.hpp"
 
@@ -66,7 +67,7 @@ TEST_CASE("naive: float and bf16 storage of the same values give the same result
   auto builder = mla::MlaProblemBuilder(small).batch(2).prefix_len(5).suffix_lens({6, 3}).seed(8);
   const auto pb = builder.build<amla::bf16>();
   const auto pf = builder.build<float>();
-  for (auto mode : {mla::numerics::float64}) {
+  for (auto mode : {mla::numerics::float64, mla::numerics::bf16}) {
     mla::MlaOptions o;
     o.mode = mode;
     const auto rb = mla::naive_decode(pb.model(), pb.inputs(), o);
@@ -94,4 +95,59 @@ TEST_CASE("naive: a custom softmax scale and any thread count", "[mla][naive]") 
   const auto r3 = mla::naive_decode(p.model(), p.inputs(), o);
   CHECK(r1.out == r3.out);
   CHECK(r1.out == r.out);
+}
+
+TEST_CASE("naive bf16 mode is Base on the BF16-stored decompressed cache, bit for bit",
+          "[mla][naive]") {
+  const auto p = mla::MlaProblemBuilder(small)
+                     .s_q(2)
+                     .prefix_len(6)
+                     .suffix_lens({9})
+                     .page_size(4)
+                     .seed(17)
+                     .build<float>();
+  mla::MlaOptions o;
+  o.mode = mla::numerics::bf16;
+  o.causal = true;
+  o.kv_block = 4;
+  const auto r = mla::naive_decode(p.model(), p.inputs(), o);
+  // Head 1 by hand: latent rows of the context, K = [bf16(C_N W1^T), C_R], V = bf16(C_N W2^T).
+  const int cols = small.absorb_d_qk();
+  amla::MatrixF latent(15, cols);
+  for (int s = 0; s < 6; ++s) {
+    for (int c = 0; c < cols; ++c) latent(s, c) = p.prefix_latent[s * cols + c];
+  }
+  for (int s = 0; s < 9; ++s) {
+    const int page = p.block_table[s / 4];
+    for (int c = 0; c < cols; ++c) latent(6 + s, c) = p.cache[(page * 4 + s % 4) * cols + c];
+  }
+  const amla::MatrixF w1 = mla::w_kvb1_head<float>(p.model(), 1);
+  const amla::MatrixF w2 = mla::w_kvb2_head<float>(p.model(), 1);
+  amla::MatrixF k(15, small.d_qk());
+  k.leftCols(16) = amla::rounded_bf16(amla::matmul_bf16(latent.leftCols(32), w1.transpose()));
+  k.rightCols(8) = latent.rightCols(8);
+  const amla::MatrixF v =
+      amla::rounded_bf16(amla::matmul_bf16(latent.leftCols(32), w2.transpose()));
+  amla::MatrixF q(2, small.d_qk());
+  for (int t = 0; t < 2; ++t) {
+    for (int c = 0; c < small.d_qk(); ++c) q(t, c) = p.q[(t * 3 + 1) * small.d_qk() + c];
+  }
+  const std::vector<int> visible{14, 15};
+  amla::attention::BaseOptions bo;
+  bo.block_size = 4;
+  const auto expect = amla::attention::base_attention(
+      amla::attention::HeadGroup{q, k, v, visible, static_cast<float>(1.0 / std::sqrt(24.0))}, bo);
+  for (int t = 0; t < 2; ++t) {
+    for (int c = 0; c < small.d_v; ++c) {
+      CHECK(r.out_row(0, t, 1)[c] == static_cast<double>(expect.out(t, c)));
+    }
+    CHECK(r.lse_at(0, t, 1) == static_cast<double>(expect.lse(t)));
+  }
+  // round_output_bf16 casts exactly those values.
+  o.round_output_bf16 = true;
+  const auto rr = mla::naive_decode(p.model(), p.inputs(), o);
+  for (std::size_t i = 0; i < rr.out.size(); ++i) {
+    CHECK(rr.out[i] == static_cast<double>(amla::round_bf16(static_cast<float>(r.out[i]))));
+  }
+  CHECK(rr.lse == r.lse);
 }

@@ -16,6 +16,13 @@ namespace {
 
 constexpr mla::MlaDims small{3, 16, 8, 12, 32};
 
+// The presets carry 17 million weights each; sanitizer builds run fewer preset cases.
+#ifdef AMLA_TEST_REDUCED
+constexpr bool reduced = true;
+#else
+constexpr bool reduced = false;
+#endif
+
 mla::TyphoonOptions forced(mla::typhoon_plan plan) {
   mla::TyphoonOptions t;
   t.plan = plan;
@@ -71,25 +78,27 @@ TEST_CASE("float64: naive, absorb and TyphoonMLA agree to float64 rounding", "[m
 
 TEST_CASE("float64: the presets agree across formulations (short contexts)", "[mla][typhoon]") {
   for (const auto& dims : {mla::presets::deepseek_v3, mla::presets::kimi_k2}) {
-    const auto p = mla::MlaProblemBuilder(dims)
-                       .s_q(2)
-                       .prefix_len(6)
-                       .suffix_lens({3, 0, 5})
-                       .page_size(2)
-                       .seed(static_cast<std::uint64_t>(dims.heads))
-                       .build<amla::bf16>();
-    mla::MlaOptions o;
-    o.causal = true;
-    const auto naive = mla::naive_decode(p.model(), p.inputs(), o);
-    const auto absorb = mla::absorb_decode(p.model(), p.inputs(), o);
-    const auto ty = mla::typhoon_decode(p.model(), p.inputs(),
-                                        mla::decompress_prefix<double>(p.model(), p.inputs()), o,
-                                        forced(mla::typhoon_plan::mixed));
-    INFO("heads " << dims.heads);
-    REQUIRE(naive.out.size() == static_cast<std::size_t>(3 * 2 * dims.heads * 128));
-    CHECK(mla_test::rel_error(absorb, naive) < 1e-14);
-    CHECK(mla_test::rel_error(ty, naive) < 1e-14);
-    CHECK(mla_test::lse_error(ty, naive) < 1e-13);
+    for (int s_q : {1, 2}) {
+      const auto p = mla::MlaProblemBuilder(dims)
+                         .s_q(s_q)
+                         .prefix_len(6)
+                         .suffix_lens({3, 0, 5})
+                         .page_size(2)
+                         .seed(static_cast<std::uint64_t>(dims.heads + s_q))
+                         .build<amla::bf16>();
+      mla::MlaOptions o;
+      o.causal = true;
+      const auto naive = mla::naive_decode(p.model(), p.inputs(), o);
+      const auto absorb = mla::absorb_decode(p.model(), p.inputs(), o);
+      const auto ty = mla::typhoon_decode(p.model(), p.inputs(),
+                                          mla::decompress_prefix<double>(p.model(), p.inputs()), o,
+                                          forced(mla::typhoon_plan::mixed));
+      INFO("heads " << dims.heads << " s_q " << s_q);
+      REQUIRE(naive.out.size() == static_cast<std::size_t>(3 * s_q * dims.heads * 128));
+      CHECK(mla_test::rel_error(absorb, naive) < 1e-14);
+      CHECK(mla_test::rel_error(ty, naive) < 1e-14);
+      CHECK(mla_test::lse_error(ty, naive) < 1e-13);
+    }
   }
 }
 
@@ -153,4 +162,82 @@ TEST_CASE("typhoon_decode rejects a prefix that does not match the inputs", "[ml
   // Forced plans do not consult the chip.
   bad.plan = mla::typhoon_plan::mixed;
   CHECK_NOTHROW(mla::typhoon_decode(p.model(), p.inputs(), good, {}, bad));
+}
+
+TEST_CASE("bf16: naive, absorb and TyphoonMLA agree at the BF16 level", "[mla][typhoon]") {
+  // Each rounds in its own places (decompressed K/V, q_A, o_A, partial outputs), so they differ
+  // from the float64 truth and from each other by a few BF16 roundings: about 2^-9 relative.
+  const double bf16_level = std::ldexp(1.0, -7);
+  const Case cases[] = {
+      {1, 13, {5, 0, 17, 1}, false},
+      {2, 13, {5, 0, 17, 1}, true},
+      {2, 0, {3, 11}, true},
+      {1, 20, {0, 0}, false},
+  };
+  const mla::MlaDims dims_list[] = {small, mla::presets::kimi_k2, mla::presets::deepseek_v3};
+  int seed = 200;
+  for (const auto& dims : dims_list) {
+    for (const Case& c : cases) {
+      if (dims.heads > 3 && c.prefix == 20) continue;  // keep the preset runs short
+      if (dims.heads > 3 && reduced && !c.causal) continue;
+      const auto p = mla::MlaProblemBuilder(dims)
+                         .s_q(c.s_q)
+                         .prefix_len(c.prefix)
+                         .suffix_lens(c.suffixes)
+                         .batch(static_cast<int>(c.suffixes.size()))
+                         .page_size(4)
+                         .seed(static_cast<std::uint64_t>(++seed))
+                         .build<amla::bf16>();
+      mla::MlaOptions o;
+      o.causal = c.causal;
+      const auto truth = mla::naive_decode(p.model(), p.inputs(), o);
+      o.mode = mla::numerics::bf16;
+      o.kv_block = 8;
+      const auto naive = mla::naive_decode(p.model(), p.inputs(), o);
+      const auto absorb = mla::absorb_decode(p.model(), p.inputs(), o);
+      const auto ty = mla::typhoon_decode(p.model(), p.inputs(),
+                                          mla::decompress_prefix<amla::bf16>(p.model(), p.inputs()),
+                                          o, forced(mla::typhoon_plan::mixed));
+      INFO("heads " << dims.heads << " s_q " << c.s_q << " prefix " << c.prefix << " causal "
+                    << c.causal);
+      for (const auto* r : {&naive, &absorb, &ty}) {
+        REQUIRE(mla_test::all_finite(*r));
+        CHECK(mla_test::rel_error(*r, truth) < bf16_level);
+        CHECK(mla_test::rel_error(*r, truth) > 1e-5);  // the BF16 emulation is really on
+        CHECK(mla_test::lse_error(*r, truth) < bf16_level);
+      }
+      CHECK(mla_test::rel_error(absorb, naive) < bf16_level);
+      CHECK(mla_test::rel_error(ty, naive) < bf16_level);
+      CHECK(mla_test::rel_error(ty, absorb) < bf16_level);
+    }
+  }
+}
+
+TEST_CASE("bf16: the fall-back is bit-identical to absorb; outputs can be cast to BF16",
+          "[mla][typhoon]") {
+  const auto p = mla::MlaProblemBuilder(small)
+                     .s_q(2)
+                     .prefix_len(9)
+                     .suffix_lens({3, 6})
+                     .seed(12)
+                     .build<float>();
+  mla::MlaOptions o;
+  o.mode = mla::numerics::bf16;
+  o.round_output_bf16 = true;
+  const auto prefix = mla::decompress_prefix<amla::bf16>(p.model(), p.inputs());
+  const auto fb =
+      mla::typhoon_decode(p.model(), p.inputs(), prefix, o, forced(mla::typhoon_plan::absorb_only));
+  const auto ab = mla::absorb_decode(p.model(), p.inputs(), o);
+  CHECK(fb.out == ab.out);
+  CHECK(fb.lse == ab.lse);
+  const auto mixed =
+      mla::typhoon_decode(p.model(), p.inputs(), prefix, o, forced(mla::typhoon_plan::mixed));
+  for (double x : mixed.out)
+    CHECK(static_cast<double>(amla::round_bf16(static_cast<float>(x))) == x);
+  // A float64 prefix in the bf16 mode is rounded to BF16 when read (the exact products rounded
+  // once instead of the FP32 sums): the same result at the BF16 level.
+  const auto prefix64 = mla::decompress_prefix<double>(p.model(), p.inputs());
+  const auto mixed64 =
+      mla::typhoon_decode(p.model(), p.inputs(), prefix64, o, forced(mla::typhoon_plan::mixed));
+  CHECK(mla_test::rel_error(mixed64, mixed) < std::ldexp(1.0, -7));
 }

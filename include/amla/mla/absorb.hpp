@@ -38,39 +38,47 @@ namespace detail {
 /// second stage of TyphoonMLA).
 enum class absorb_keys : std::uint8_t { prefix_and_suffix, suffix_only };
 
-/// The absorb formulation in scalar S (double: float64 mode, float: bf16 mode).
+/// The absorb formulation in scalar S (double: float64 mode, float: bf16 mode), in three phases:
+/// q_A for every request (one task per head, so each head's W_KVb1 is converted once), attention
+/// (one task per request), the W_KVb2 projection (one task per head).
 template <class S, mla_element T>
 Partial<S> absorb_run(const MlaModel<T>& model, const MlaDecodeInputs<T>& in, const MlaOptions& opt,
                       double scale, absorb_keys keys) {
   const MlaDims& d = model.dims;
   constexpr bool round = std::is_same_v<S, float>;
   const unsigned threads = amla::detail::resolve_threads(opt.threads);
-  // Every head's weights once, shared read-only by the request tasks.
-  std::vector<Mat<S>> w1(static_cast<std::size_t>(d.heads)), w2(static_cast<std::size_t>(d.heads));
-  amla::detail::parallel_for(static_cast<std::size_t>(d.heads), threads, [&](std::size_t h) {
-    w1[h] = w_kvb1_head<S>(model, static_cast<int>(h), round);
-    w2[h] = w_kvb2_head<S>(model, static_cast<int>(h), round);
-  });
+  const int tokens = in.batch * in.s_q;  // query rows of one head over the batch, b * s_q + t
+  const int rows = in.s_q * d.heads;     // rows of one request's head group, t * H + h
   const bool with_prefix = keys == absorb_keys::prefix_and_suffix;
   const int skipped = with_prefix ? 0 : in.prefix_len;  // keys before the first one attended
 
-  Partial<S> res(in.batch, in.s_q, d.heads, d.d_v);
+  // Phase 1: q_A = [q_N W_KVb1[h], q_R], for request b at rows t * H + h of q_a[b].
+  std::vector<Mat<S>> q_a(static_cast<std::size_t>(in.batch), Mat<S>(rows, d.absorb_d_qk()));
+  amla::detail::parallel_for(static_cast<std::size_t>(d.heads), threads, [&](std::size_t task) {
+    const int h = static_cast<int>(task);
+    Mat<S> q(tokens, d.d_qk());
+    for (int b = 0; b < in.batch; ++b) {
+      for (int t = 0; t < in.s_q; ++t) {
+        gather_query<S>(d, in, b, t, h, round, q.row(b * in.s_q + t).data());
+      }
+    }
+    Mat<S> qn = project<S>(q.leftCols(d.d_nope), w_kvb1_head<S>(model, h, round));
+    store_rounded<S>(qn);  // the absorbed query as the attention kernel receives it
+    for (int b = 0; b < in.batch; ++b) {
+      for (int t = 0; t < in.s_q; ++t) {
+        auto row = q_a[static_cast<std::size_t>(b)].row(t * d.heads + h);
+        row.head(d.d_latent) = qn.row(b * in.s_q + t);
+        row.tail(d.d_rope) = q.row(b * in.s_q + t).tail(d.d_rope);
+      }
+    }
+  });
+
+  // Phase 2: attention of each request's head group on its latent cache.
+  std::vector<Mat<S>> o_a(static_cast<std::size_t>(in.batch));
+  std::vector<Eigen::Matrix<S, Eigen::Dynamic, 1>> lse(static_cast<std::size_t>(in.batch));
   amla::detail::parallel_for(static_cast<std::size_t>(in.batch), threads, [&](std::size_t task) {
     const int b = static_cast<int>(task);
     const Mat<S> latent = gather_latent<S>(d, in, b, with_prefix, true, round);
-    const int rows = in.s_q * d.heads;
-    // q_A rows r = t * H + h: [q_N W_KVb1[h], q_R].
-    Mat<S> q_a(rows, d.absorb_d_qk());
-    Mat<S> q(in.s_q, d.d_qk());
-    for (int h = 0; h < d.heads; ++h) {
-      for (int t = 0; t < in.s_q; ++t) gather_query<S>(d, in, b, t, h, round, q.row(t).data());
-      Mat<S> qn = project<S>(q.leftCols(d.d_nope), w1[static_cast<std::size_t>(h)]);
-      store_rounded<S>(qn);
-      for (int t = 0; t < in.s_q; ++t) {
-        q_a.row(t * d.heads + h).head(d.d_latent) = qn.row(t);
-        q_a.row(t * d.heads + h).tail(d.d_rope) = q.row(t).tail(d.d_rope);
-      }
-    }
     std::vector<int> visible(static_cast<std::size_t>(rows));
     const int context = context_len(in, b);
     for (int t = 0; t < in.s_q; ++t) {
@@ -78,14 +86,27 @@ Partial<S> absorb_run(const MlaModel<T>& model, const MlaDecodeInputs<T>& in, co
       for (int h = 0; h < d.heads; ++h) visible[static_cast<std::size_t>(t * d.heads + h)] = vis;
     }
     const Mat<S> values = latent.leftCols(d.d_latent);
-    DenseResult<S> r = attend<S>(q_a, latent, values, visible, scale, opt.kv_block);
+    DenseResult<S> r = attend<S>(q_a[task], latent, values, visible, scale, opt.kv_block);
     store_rounded<S>(r.out);  // o_A as the attention kernel writes it
-    // out(h) = W_KVb2[h] o_A(h) for the s_q rows of head h.
-    Mat<S> o_h(in.s_q, d.d_latent);
-    for (int h = 0; h < d.heads; ++h) {
-      for (int t = 0; t < in.s_q; ++t) o_h.row(t) = r.out.row(t * d.heads + h);
-      const Mat<S> up = project<S>(o_h, w2[static_cast<std::size_t>(h)].transpose());
-      for (int t = 0; t < in.s_q; ++t) res.set(b, t, h, up.row(t), r.lse(t * d.heads + h));
+    o_a[task] = std::move(r.out);
+    lse[task] = std::move(r.lse);
+  });
+
+  // Phase 3: out(h) = W_KVb2[h] o_A(h).
+  Partial<S> res(in.batch, in.s_q, d.heads, d.d_v);
+  amla::detail::parallel_for(static_cast<std::size_t>(d.heads), threads, [&](std::size_t task) {
+    const int h = static_cast<int>(task);
+    Mat<S> o(tokens, d.d_latent);
+    for (int b = 0; b < in.batch; ++b) {
+      for (int t = 0; t < in.s_q; ++t) {
+        o.row(b * in.s_q + t) = o_a[static_cast<std::size_t>(b)].row(t * d.heads + h);
+      }
+    }
+    const Mat<S> up = project<S>(o, w_kvb2_head<S>(model, h, round).transpose());
+    for (int b = 0; b < in.batch; ++b) {
+      for (int t = 0; t < in.s_q; ++t) {
+        res.set(b, t, h, up.row(b * in.s_q + t), lse[static_cast<std::size_t>(b)](t * d.heads + h));
+      }
     }
   });
   return res;

@@ -54,15 +54,16 @@ struct PrefixKV {
 
 namespace detail {
 
-/// A * B in the mode's arithmetic: float64 for S = double; for S = float, BF16 operands with
-/// FP32 accumulation (the operands are rounded to BF16 here if they are not already).
+/// A * B in the mode's arithmetic: float64 for S = double; for S = float, a BF16 GEMM with FP32
+/// accumulation. Every caller passes operands that are already BF16 values in the bf16 mode
+/// (rounded when gathered, converted or stored), so they are not rounded again here.
 template <class S, class DA, class DB>
 Mat<S> project(const Eigen::MatrixBase<DA>& a, const Eigen::MatrixBase<DB>& b) {
   if constexpr (std::is_same_v<S, double>) {
     return matmul_f64(a, b);
   } else {
     static_assert(std::is_same_v<S, float>);
-    return matmul_bf16(a, b);
+    return matmul_prerounded(a, b);
   }
 }
 

@@ -7,13 +7,15 @@
 //                .build<amla::bf16>();
 //   auto naive = amla::mla::naive_decode(p.model(), p.inputs());
 //
-// Values are drawn from N(0, s^2) (the attention ProblemBuilder's compiler-independent stream) and
-// rounded to BF16: queries and latent cache with s = value_std (default 1), weights with
-// s = weight_std (default 1 / sqrt(D_l), so that decompressed keys and values have unit scale and
-// the scaled scores are of order 1, as in a trained model). Draw order is fixed (weights, queries,
-// prefix, each request's suffix) so the paging never changes the values. Suffix pages are shuffled
-// and, with poison_unused (default on), unused pages, slots past a request's end and block-table
-// entries past its pages hold NaN and out-of-range ids that must never be read.
+// Values come from the attention ProblemBuilder's compiler-independent stream and are rounded to
+// BF16: queries and latent cache from N(0, s^2) with s = value_std (default 1); weights from the
+// uniform distribution with standard deviation weight_std (default 1 / sqrt(D_l), so decompressed
+// keys and values have unit scale and the scaled scores are of order 1, as in a trained model;
+// uniform because DeepSeek-V3's 17 million weights are drawn several times faster that way). Draw
+// order is fixed (weights, queries, prefix, each request's suffix) so the paging never changes the
+// values. Suffix pages are shuffled and, with poison_unused (default on), unused pages, slots past
+// a request's end and block-table entries past its pages hold NaN and out-of-range ids that must
+// never be read.
 #pragma once
 
 #include <algorithm>
@@ -163,19 +165,18 @@ class MlaProblemBuilder {
 
     attention::detail::ValueStream values(seed_);
     attention::detail::ValueStream layout(seed_ ^ 0x9E3779B97F4A7C15ull);
-    const auto draw = [&](std::vector<T>& v, std::size_t n, double s) {
+    const auto draw = [&](std::vector<T>& v, std::size_t n, attention::ValueDistribution dist) {
       v.resize(n);
-      for (auto& x : v) {
-        x = attention::detail::element_from<T>(values.draw(attention::ValueDistribution::normal(s)),
-                                               true);
-      }
+      for (auto& x : v) x = attention::detail::element_from<T>(values.draw(dist), true);
     };
+    const auto normal = attention::ValueDistribution::normal(value_std_);
+    const auto uniform = attention::ValueDistribution::uniform(std::sqrt(3.0) * wstd);
     const MlaDims& d = dims_;
     const std::size_t cols = static_cast<std::size_t>(d.absorb_d_qk());
-    draw(p.w_kvb1, static_cast<std::size_t>(d.heads) * d.d_nope * d.d_latent, wstd);
-    draw(p.w_kvb2, static_cast<std::size_t>(d.heads) * d.d_v * d.d_latent, wstd);
-    draw(p.q, static_cast<std::size_t>(batch_) * s_q_ * d.heads * d.d_qk(), value_std_);
-    draw(p.prefix_latent, static_cast<std::size_t>(prefix_len_) * cols, value_std_);
+    draw(p.w_kvb1, static_cast<std::size_t>(d.heads) * d.d_nope * d.d_latent, uniform);
+    draw(p.w_kvb2, static_cast<std::size_t>(d.heads) * d.d_v * d.d_latent, uniform);
+    draw(p.q, static_cast<std::size_t>(batch_) * s_q_ * d.heads * d.d_qk(), normal);
+    draw(p.prefix_latent, static_cast<std::size_t>(prefix_len_) * cols, normal);
 
     // Pages: a shuffled permutation handed out in request order.
     std::vector<std::int32_t> ids(static_cast<std::size_t>(p.num_pages));
@@ -204,8 +205,7 @@ class MlaProblemBuilder {
         T* dst =
             p.cache.data() + (page * page_size_ + static_cast<std::size_t>(s % page_size_)) * cols;
         for (std::size_t c = 0; c < cols; ++c) {
-          dst[c] = attention::detail::element_from<T>(
-              values.draw(attention::ValueDistribution::normal(value_std_)), true);
+          dst[c] = attention::detail::element_from<T>(values.draw(normal), true);
         }
       }
     }

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "amla/attention/detail/parallel.hpp"
+#include "amla/attention/split_kv.hpp"
 #include "amla/config.hpp"
 #include "amla/mla/absorb.hpp"
 #include "amla/mla/cost.hpp"
@@ -156,13 +157,35 @@ Partial<S> typhoon_mixed(const MlaModel<T>& model, const MlaDecodeInputs<T>& in,
   if constexpr (std::is_same_v<S, float>) {
     for (float& x : absorb.out) x = round_bf16(x);  // the W_KVb2 projection's BF16 output
   }
-  Partial<S> res(in.batch, in.s_q, model.dims.heads, model.dims.d_v);
-  for (int b = 0; b < in.batch; ++b) {
-    for (int t = 0; t < in.s_q; ++t) {
-      for (int h = 0; h < model.dims.heads; ++h) {
+  // The split-KV combine, one head at a time over its B * s_q rows.
+  const MlaDims& d = model.dims;
+  const int rows = in.batch * in.s_q;
+  Partial<S> res(in.batch, in.s_q, d.heads, d.d_v);
+  std::vector<attention::SplitPartial<S>> parts(2);
+  for (auto& part : parts) {
+    part.out.resize(rows, d.d_v);
+    part.lse.resize(rows);
+  }
+  Mat<S> out(rows, d.d_v);
+  std::vector<S> lse(static_cast<std::size_t>(rows));
+  for (int h = 0; h < d.heads; ++h) {
+    for (int b = 0; b < in.batch; ++b) {
+      for (int t = 0; t < in.s_q; ++t) {
+        const int r = b * in.s_q + t;
         const std::size_t o = res.out_offset(b, t, h), l = res.lse_offset(b, t, h);
-        res.lse[l] = combine_two<S>(naive.out.data() + o, naive.lse[l], absorb.out.data() + o,
-                                    absorb.lse[l], model.dims.d_v, res.out.data() + o);
+        for (int c = 0; c < d.d_v; ++c) {
+          parts[0].out(r, c) = naive.out[o + static_cast<std::size_t>(c)];
+          parts[1].out(r, c) = absorb.out[o + static_cast<std::size_t>(c)];
+        }
+        parts[0].lse(r) = naive.lse[l];
+        parts[1].lse(r) = absorb.lse[l];
+      }
+    }
+    attention::combine_splits<S>(parts, out, lse);
+    for (int b = 0; b < in.batch; ++b) {
+      for (int t = 0; t < in.s_q; ++t) {
+        const int r = b * in.s_q + t;
+        res.set(b, t, h, out.row(r), lse[static_cast<std::size_t>(r)]);
       }
     }
   }

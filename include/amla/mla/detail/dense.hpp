@@ -16,8 +16,8 @@
 //   golden then sees exactly the float64 scores (to 2^-48) and computes softmax and P V in
 //   float64: the result is the float64 attention of the float64 operands.
 //
-// bf16 mode: the Base recurrence (FlashAttention as a Cube/Vector kernel computes it) on BF16
-// operands, returning FP32 out and lse.
+// bf16 mode: the Base recurrence (attention/online_softmax.hpp, FlashAttention as a Cube/Vector
+// kernel computes it) on BF16 operands, returning FP32 out and lse.
 #pragma once
 
 #include <Eigen/Core>
@@ -30,6 +30,7 @@
 
 #include "amla/attention/golden.hpp"
 #include "amla/attention/head_group.hpp"
+#include "amla/attention/online_softmax.hpp"
 #include "amla/config.hpp"
 #include "amla/mla/model.hpp"
 #include "amla/numeric/gemm.hpp"
@@ -111,25 +112,22 @@ inline DenseResult<double> golden_f64(const MatrixD& q_scaled, const MatrixD& k,
   return r;
 }
 
-/// PENDING attention/base.hpp: the Base recurrence for the bf16 mode.
-inline DenseResult<float> base_f32(const MatrixF&, const MatrixF&, const MatrixF&,
-                                   std::span<const int>, float, int) {
-  throw amla::invalid_argument("amla::mla: numerics::bf16 needs attention/base.hpp (pending)");
-}
-
-/// PENDING attention/split_kv.hpp: merges two partial outputs of d_v values by their lse into
-/// out; returns the merged lse.
-template <class S>
-S combine_two(const S* o1, S l1, const S* o2, S l2, int d_v, S* out) {
-  const S m = std::max(l1, l2);
-  if (m == -std::numeric_limits<S>::infinity()) {
-    for (int c = 0; c < d_v; ++c) out[c] = 0;
-    return m;
-  }
-  const S w1 = std::exp(l1 - m), w2 = std::exp(l2 - m);
-  const S sum = w1 + w2;
-  for (int c = 0; c < d_v; ++c) out[c] = (w1 * o1[c] + w2 * o2[c]) / sum;
-  return m + std::log(sum);
+/// The Base recurrence in its bf16 mode (BF16 operands, FP32 accumulation and online softmax,
+/// P cast to BF16), KV blocks of `kv_block` keys. The formulations hand it operands that are
+/// already BF16 values (rounded when gathered or stored), so Base uses them without copies.
+inline DenseResult<float> base_f32(const MatrixF& q, const MatrixF& k, const MatrixF& v,
+                                   std::span<const int> visible, float scale, int kv_block) {
+  const attention::HeadGroup g{q, k, v, visible, scale};
+  attention::BaseOptions options;
+  options.mode = attention::precision::bf16;
+  options.block_size = kv_block;
+  options.operands_prerounded = true;
+  DenseResult<float> r;
+  r.out.resize(q.rows(), v.cols());
+  r.lse.resize(q.rows());
+  attention::base_attention(g, options, r.out,
+                            std::span<float>(r.lse.data(), static_cast<std::size_t>(q.rows())));
+  return r;
 }
 
 /// Softmax attention of one dense group in the mode's arithmetic: float64 golden for S = double,
