@@ -54,7 +54,8 @@ Options:
   --vector-order LIST  ... and one for the Vector (both needed; placed as well as possible)
   --draw WHICH         arrangement to draw: optimum (default; theorem when n > 6), theorem,
                        natural, user
-  --clock-ghz F        clock for microsecond times, 0 < F <= 10 (default 1.8, Ascend 910)
+  --clock-ghz F        clock for microsecond times, 0 <= F <= 10 (default 1.8, Ascend 910;
+                       0: cycles only)
   --out NAME           output stem: NAME.svg and NAME.trace.json (default preload_explorer)
   --demo               the paper's AMLA case (C1, V1, C2, V2 = 0) and a Lemma B.2 adversarial
                        case, writing preload_amla.* and preload_adversarial.*
@@ -77,6 +78,7 @@ struct Options {
   double clock_ghz = 1.8;
   std::string out = "preload_explorer";
   std::string title;
+  std::string user_label = "your order";  ///< what the --cube-order/--vector-order Cycle is called
 };
 
 std::vector<std::int64_t> parse_list(const std::string& option, const std::string& text,
@@ -203,7 +205,7 @@ int explore(const Options& o) {
   }
   if (!o.cube_order.empty())
     cands.push_back(
-        {"your order", pl::best_placement(d, o.cube_order, o.vector_order).arrangement});
+        {o.user_label, pl::best_placement(d, o.cube_order, o.vector_order).arrangement});
 
   std::printf("\nArrangements (preload count = (2n - 1) - internal edges = %d - s):\n", 2 * n - 1);
   const int ow = std::max(14, 3 * n + 2);  // width of an order column
@@ -235,13 +237,12 @@ int explore(const Options& o) {
   const std::string wanted = which == "optimum"   ? "exhaustive optimum"
                              : which == "theorem" ? "Theorem B.1"
                              : which == "natural" ? "natural order"
-                                                  : "your order";
+                                                  : o.user_label;
   const auto chosen = std::find_if(cands.begin(), cands.end(),
                                    [&](const Candidate& c) { return c.name == wanted; });
   const pl::Arrangement& a = chosen->arrangement;
   const auto r = pl::analyze(d, a);
-  std::printf("\nCycle of %s (P = %lld cycles), preload count %d:\n",
-              (wanted == "your order" ? wanted : "the " + wanted).c_str(),
+  std::printf("\nChosen Cycle: %s (P = %lld cycles), preload count %d:\n", wanted.c_str(),
               static_cast<long long>(a.period.count), r.preload_count);
   std::printf("  %-6s %-7s %9s %9s %5s  %s\n", "stage", "unit", "offset", "end", "lag", "input");
   for (int p = 0; p < 2 * n; ++p) {
@@ -280,9 +281,10 @@ int explore(const Options& o) {
                           static_cast<double>(makespan.count);
     const double busy_v = static_cast<double>((d.vector_total() * o.blocks).count) /
                           static_cast<double>(makespan.count);
-    std::printf("  %-30s %14lld %12.3f %9.1f%% %9.1f%%\n", name,
-                static_cast<long long>(makespan.count), clock.to_seconds(makespan).us(),
-                100 * busy_c, 100 * busy_v);
+    char us[32] = "-";
+    if (hz > 0) std::snprintf(us, sizeof us, "%.3f", clock.to_seconds(makespan).us());
+    std::printf("  %-30s %14lld %12s %9.1f%% %9.1f%%\n", name,
+                static_cast<long long>(makespan.count), us, 100 * busy_c, 100 * busy_v);
   };
   std::printf("\nT = %d KV blocks (%s timing):\n", o.blocks,
               o.timing == pl::Timing::asap ? "asap" : "slot");
@@ -370,8 +372,8 @@ Options parse(int argc, char** argv, bool& demo, bool& help) {
       const std::string v = value();
       char* end = nullptr;
       o.clock_ghz = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end != '\0' || !(o.clock_ghz > 0 && o.clock_ghz <= 10))
-        throw UsageError{"--clock-ghz must be a number in (0, 10], got '" + v + "'"};
+      if (v.empty() || *end != '\0' || !(o.clock_ghz >= 0 && o.clock_ghz <= 10))
+        throw UsageError{"--clock-ghz must be a number in [0, 10], got '" + v + "'"};
     } else if (arg == "--out") {
       o.out = value();
       if (o.out.empty()) throw UsageError{"--out must not be empty"};
@@ -420,6 +422,7 @@ int demo() {
   amla_case.cube_order = {1, 2};
   amla_case.vector_order = {1, 2};
   amla_case.draw = "user";
+  amla_case.user_label = "Figure 7 (paper)";
   int rc = explore(amla_case);
   {
     pl::CvDurations shorter = amla_case.durations;

@@ -766,6 +766,12 @@ TEST_CASE("lags below Lemma B.1's are reported, naming the tasks", "[sim][preloa
   CHECK_THROWS_WITH(pl::pipeline_schedule_with_lags(d, a, {3, 2, 1, 1}, 3),
                     Catch::Contains("V_n has lag 0"));
   CHECK_THROWS_WITH(pl::pipeline_schedule(d, a, 0), Catch::Contains("'blocks' = 0"));
+  // Schedules that would overflow 64-bit cycle counts are refused.
+  std::vector<std::int64_t> big(1000, std::int64_t{1} << 40);
+  const auto huge = make(big, big);
+  CHECK_THROWS_WITH(pl::pipeline_schedule(huge, pl::theorem_b1_arrangement(huge), 9000),
+                    Catch::Contains("< 2^62 cycles"));
+  CHECK_THROWS_WITH(pl::serial_schedule(huge, 9000), Catch::Contains("< 2^62 cycles"));
 }
 
 TEST_CASE("search arguments are validated", "[sim][preload]") {

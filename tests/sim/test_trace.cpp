@@ -714,6 +714,21 @@ TEST_CASE("SVG Gantt: empty timelines, cycles axis and bad options", "[sim][trac
   CHECK_THROWS_WITH(svg(bad), Catch::Contains("Cube/C1[1]"));
 }
 
+TEST_CASE("SVG Gantt: crowded marker labels are thinned, lines kept", "[sim][trace]") {
+  const Timeline t = sample_timeline(0);
+  amla::sim::SvgGanttOptions opt;
+  opt.markers = {{Cycles{2000}, "far"},
+                 {Cycles{100}, "a long marker label"},
+                 {Cycles{110}, "B"},
+                 {Cycles{4200}, "at the right edge"}};
+  const XmlNode root = XmlReader(svg(t, opt)).document();
+  CHECK(root.all("line", "marker").size() == 4);
+  std::vector<std::string> labels;
+  for (const XmlNode* n : root.all("text", "marker-label")) labels.push_back(n->text);
+  CHECK(labels == std::vector<std::string>{"a long marker label", "far", "at the right edge"});
+  CHECK(root.all("text", "marker-label")[2]->attr("text-anchor") == "end");
+}
+
 TEST_CASE("A preload pipeline drawn both ways", "[sim][trace]") {
   namespace pl = amla::sim::preload;
   pl::CvDurations d;

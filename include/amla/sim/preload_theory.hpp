@@ -50,9 +50,9 @@
 // The paper contradicts itself on the form of these edges. Theorem 4.1(2) says all intra-Cycle
 // dependencies are "[V] -> [C]"; Appendix B.3 ("enables [C1] -> [V1], [C2] -> [V2]") and the proof
 // of Theorem B.1 build C_i -> V_i edges, and with V->C edges the theorem is false: Lemma B.2's
-// adversarial durations (a V_k longer than sum C - min C, k < n) leave no V_k -> C_{k+1} edge, so
-// fewer than n - 1 V->C edges exist. We implement the C->V form and the tests check both readings
-// by exhaustive search (EdgeFilter).
+// adversarial durations (a V_k longer than sum C - min C, k < n) make V_k -> C_{k+1} external, so
+// at most n - 2 of the n - 1 V->C edges can be internal. We implement the C->V form; the tests
+// check both readings by exhaustive search (EdgeFilter).
 //
 // Vector-dominated case (sum V >= sum C), "by reversing roles". Reverse time and the chain: the
 // mirrored problem C'_i = V_{n+1-i}, V'_i = C_{n+1-i} is Cube-dominated, and an arrangement of it
@@ -707,6 +707,8 @@ inline PipelineSchedule pipeline_schedule_with_lags(const CvDurations& d, const 
   for (std::size_t p = 0; p + 1 < lag.size(); ++p)
     AMLA_REQUIRE(lag[p] >= lag[p + 1] && lag[p] <= 2 * n, "lag[p]", lag[p],
                  "non-increasing along the chain and <= 2n (p = " + std::to_string(p) + ")");
+  AMLA_REQUIRE(static_cast<double>(a.period.count) * (blocks + lag[0]) < 0x1p62, "blocks", blocks,
+               "(blocks + lag[0]) * period < 2^62 cycles");
   PipelineSchedule s;
   s.blocks = blocks;
   s.lag = lag;
@@ -839,6 +841,8 @@ inline PipelineSchedule serial_schedule(const CvDurations& d, int blocks) {
   AMLA_REQUIRE(blocks >= 1 && blocks <= 1000000, "blocks", blocks, "in [1, 10^6]");
   AMLA_REQUIRE(static_cast<std::int64_t>(blocks) * d.n() <= 10000000, "blocks", blocks,
                "blocks * n <= 10^7 stage runs per unit");
+  AMLA_REQUIRE(static_cast<double>((d.cube_total() + d.vector_total()).count) * blocks < 0x1p62,
+               "blocks", blocks, "blocks * (sum C + sum V) < 2^62 cycles");
   PipelineSchedule s;
   s.blocks = blocks;
   Cycles t{0};

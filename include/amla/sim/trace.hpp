@@ -341,11 +341,12 @@ struct GanttMarker {
 
 /// Layout options of write_svg_gantt.
 struct SvgGanttOptions {
-  int width_px = 1280;               ///< whole picture, in [320, 20000]
-  int lane_height_px = 34;           ///< one row, in [12, 200]
-  bool interval_labels = true;       ///< write the interval's name inside it when it fits
-  std::string subtitle;              ///< a second line under the title
-  std::vector<GanttMarker> markers;  ///< vertical lines with labels
+  int width_px = 1280;          ///< whole picture, in [320, 20000]
+  int lane_height_px = 34;      ///< one row, in [12, 200]
+  bool interval_labels = true;  ///< write the interval's name inside it when it fits
+  std::string subtitle;         ///< a second line under the title
+  std::vector<GanttMarker>
+      markers;  ///< vertical lines; a label overlapping an earlier one is dropped
 };
 
 namespace detail {
@@ -597,6 +598,12 @@ inline void write_svg_gantt(std::ostream& os, const Timeline& t, const SvgGanttO
   os << s;
   s.clear();
 
+  // A frame around the lanes.
+  if (!t.lanes.empty())
+    s += "<rect class=\"frame\" x=\"" + attr_num(left) + "\" y=\"" + attr_num(lanes_top) +
+         "\" width=\"" + attr_num(plot_w) + "\" height=\"" + attr_num(lanes_h) +
+         "\" fill=\"none\" stroke=\"#C8C8C8\" stroke-width=\"1\"/>\n";
+
   // Intervals.
   const double pad = std::max(2.0, lane_h * 0.14);
   for (std::size_t l = 0; l < t.lanes.size(); ++l) {
@@ -628,20 +635,29 @@ inline void write_svg_gantt(std::ostream& os, const Timeline& t, const SvgGanttO
     s.clear();
   }
 
-  // Markers.
+  // Markers, in time order; a label that would overlap the previous one is left out.
   if (!opt.markers.empty()) {
+    std::vector<const GanttMarker*> ms;
+    for (const auto& m : opt.markers) ms.push_back(&m);
+    std::stable_sort(ms.begin(), ms.end(),
+                     [](const GanttMarker* a, const GanttMarker* b) { return a->at < b->at; });
+    double last_right = -1e300;
     s += "<g class=\"markers\">\n";
-    for (const auto& m : opt.markers) {
-      const double x = x_of(m.at);
+    for (const GanttMarker* m : ms) {
+      const double x = x_of(m->at);
       s += "<line class=\"marker\" x1=\"" + attr_num(x) + "\" y1=\"" + attr_num(lanes_top - 4) +
            "\" x2=\"" + attr_num(x) + "\" y2=\"" + attr_num(axis_y) +
            "\" stroke=\"#666666\" stroke-width=\"1\" stroke-dasharray=\"4 3\"/>\n";
-      // Labels sit right of their line, or left of it where they would leave the picture.
-      const bool flip =
-          x + 3 + detail::text_width_px(detail::utf8_sanitize(m.label), 10) > opt.width_px - 4;
+      if (m->label.empty()) continue;
+      // Right of the line, or left of it where it would leave the picture.
+      const double w = detail::text_width_px(detail::utf8_sanitize(m->label), 10);
+      const bool flip = x + 3 + w > opt.width_px - 4;
+      const double lo = flip ? x - 3 - w : x + 3;
+      if (lo < last_right + 6) continue;
+      last_right = lo + w;
       s += "<text class=\"marker-label\" x=\"" + attr_num(flip ? x - 3 : x + 3) + "\" y=\"" +
            attr_num(lanes_top - 6) + "\" font-size=\"10\" text-anchor=\"" +
-           (flip ? "end" : "start") + "\" fill=\"#555555\">" + xml_escape(m.label) + "</text>\n";
+           (flip ? "end" : "start") + "\" fill=\"#555555\">" + xml_escape(m->label) + "</text>\n";
     }
     s += "</g>\n";
   }
