@@ -146,6 +146,7 @@ int main(int argc, char** argv) {
       ac::kernel_kind kernel;
       ac::rescale_mode mode;
       int reps;
+      ac::l2_hint hint = ac::l2_hint::none;
     };
     std::vector<Config> configs;
     const std::vector<int> sks =
@@ -155,7 +156,16 @@ int main(int argc, char** argv) {
         for (int s_k : sks) configs.push_back({128, s_q, s_k, ac::kernel_kind::hopper, mode, 15});
       }
     }
+    // L2 policy of the KV loads (FlashMLA reports that evict-first helps).
+    for (ac::l2_hint hint : {ac::l2_hint::evict_first, ac::l2_hint::evict_last}) {
+      for (int s_q : {1, 2}) {
+        configs.push_back(
+            {128, s_q, 4096, ac::kernel_kind::hopper, ac::rescale_mode::standard, 15, hint});
+      }
+    }
+    // Split-KV at a small batch.
     configs.push_back({16, 2, 4096, ac::kernel_kind::hopper, ac::rescale_mode::standard, 15});
+    configs.push_back({1, 2, 16384, ac::kernel_kind::hopper, ac::rescale_mode::standard, 15});
     configs.push_back({128, 1, 1024, ac::kernel_kind::simple, ac::rescale_mode::standard, 3});
     for (const Config& c : configs) {
       const int pages_per_seq = c.s_k / page;
@@ -190,6 +200,7 @@ int main(int argc, char** argv) {
       ac::CudaDecodeOptions opt;
       opt.mode = c.mode;
       opt.kernel = c.kernel;
+      opt.kv_l2_hint = c.hint;
       opt.check_tables = true;
       const ac::DecodeLaunch launch = ac::decode(in, outs, opt);  // validates the tables once
       opt.check_tables = false;
@@ -197,11 +208,13 @@ int main(int argc, char** argv) {
                                 c.reps > 5 ? 3 : 1, c.reps);
       const double flop = 2.0 * c.batch * c.s_q * h_q * static_cast<double>(c.s_k) * (576 + 512);
       const double tflops = flop / (ms * 1e-3) / 1e12;
-      const std::string name = std::string(ac::to_string(launch.kernel)) + "/" +
-                               (c.mode == ac::rescale_mode::amla ? "amla" : "standard");
+      std::string name = std::string(ac::to_string(launch.kernel)) + "/" +
+                         (c.mode == ac::rescale_mode::amla ? "amla" : "standard");
+      if (c.hint == ac::l2_hint::evict_first) name += "/evict-first";
+      if (c.hint == ac::l2_hint::evict_last) name += "/evict-last";
       rows.push_back(
           {name, c.batch, c.s_q, c.s_k, launch.num_splits, ms * 1e3, tflops, tflops / gemm_tflops});
-      std::printf("%-16s b %3d s_q %d s_k %5d splits %2d: %9.1f us %7.1f TFLOPS (%.2f of cuBLAS)\n",
+      std::printf("%-28s b %3d s_q %d s_k %5d splits %2d: %9.1f us %7.1f TFLOPS (%.2f of cuBLAS)\n",
                   name.c_str(), c.batch, c.s_q, c.s_k, launch.num_splits, ms * 1e3, tflops,
                   tflops / gemm_tflops);
       std::fflush(stdout);

@@ -309,6 +309,7 @@ struct Variant {
   ac::kernel_kind kernel;
   ac::rescale_mode mode;
   int splits;  // 0 automatic
+  ac::l2_hint hint = ac::l2_hint::none;
 };
 
 constexpr double tol_out = 3e-3;
@@ -362,6 +363,8 @@ void run_case(const Case& c, std::uint64_t seed, cudaStream_t stream) {
       {"hopper/amla", ac::kernel_kind::hopper, ac::rescale_mode::amla, 0},
       {"hopper/standard/3 splits", ac::kernel_kind::hopper, ac::rescale_mode::standard, 3},
       {"hopper/amla/3 splits", ac::kernel_kind::hopper, ac::rescale_mode::amla, 3},
+      {"hopper/standard/evict-first", ac::kernel_kind::hopper, ac::rescale_mode::standard, 0,
+       ac::l2_hint::evict_first},
   };
   std::vector<amla::bf16> simple_out[2];
   for (const Variant& v : variants) {
@@ -370,13 +373,14 @@ void run_case(const Case& c, std::uint64_t seed, cudaStream_t stream) {
     opt.mode = v.mode;
     opt.kernel = v.kernel;
     opt.num_splits = v.splits;
+    opt.kv_l2_hint = v.hint;
     AMLA_CUDA_CHECK(cudaMemsetAsync(out.ptr, 0xFF, out.n * sizeof(amla::bf16), stream));  // NaN
     AMLA_CUDA_CHECK(cudaMemsetAsync(lse.ptr, 0xFF, lse.n * sizeof(float), stream));       // NaN
     ac::DecodeLaunch launch;
     try {
       launch = ac::decode(in, outs, opt, stream);
     } catch (const amla::invalid_argument& e) {
-      std::printf("  %-26s n/a: %s\n", v.name, e.what());
+      std::printf("  %-28s n/a: %s\n", v.name, e.what());
       continue;
     }
     sync_or_die(stream, 60.0, std::string(c.name) + " " + v.name);
@@ -391,7 +395,7 @@ void run_case(const Case& c, std::uint64_t seed, cudaStream_t stream) {
       vs_simple = rel_diff(o, simple_out[mi]);
     }
     std::printf(
-        "  %-26s splits %2d  err %.3e (L %.3e R %.3e)  lse %.2e  vs simple %.3e  unwritten %zu "
+        "  %-28s splits %2d  err %.3e (L %.3e R %.3e)  lse %.2e  vs simple %.3e  unwritten %zu "
         "empty-wrong %zu bad-rows %zu %s\n",
         v.name, launch.num_splits, m.rel_fro, m.rel_fro_left, m.rel_fro_right, m.lse_max_err,
         vs_simple, m.unwritten, m.empty_wrong, m.bad_rows, m.first_bad.c_str());

@@ -5,9 +5,9 @@
 //   S = scale * Q K^T (BF16 operands, FP32 accumulation), m_new = max(m, rowmax S),
 //   P = exp(S - m_new) in FP32, l = l exp(m - m_new) + rowsum P, O = O exp(m - m_new) + BF16(P) V,
 //   out = BF16(O / l), lse = m + ln l.
-// The Hopper kernel runs exactly this for the left half of O and a reordered but equivalent
-// schedule for the right half (detail/hopper_kernel.cuh); the simple kernel is the FP32 float
-// reference (P not rounded). Tests compare both with the CPU golden and the CPU Base recurrence.
+// The Hopper kernel runs exactly this block order on both halves of O (detail/hopper_kernel.cuh);
+// the simple kernel is the FP32 float reference (P not rounded). Tests compare both with the CPU
+// golden and the CPU Base recurrence.
 #pragma once
 
 #include "amla/backend/cuda/decode.cuh"

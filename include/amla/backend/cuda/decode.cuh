@@ -17,7 +17,7 @@
 // Kernels:
 //   simple  any shape: one CTA per query row, FP32 throughout (detail/simple_kernel.cuh).
 //   hopper  the DeepSeek shape (d_qk 576, d_v 512, V inside kv, h_kv 1, page size a multiple of
-//           64 or 8/16/32) on compute capability 9.0: wgmma + TMA, seesaw schedule, split-KV with
+//           64 or 8/16/32) on compute capability 9.0: wgmma + TMA, two warpgroups, split-KV with
 //           an LSE combine (detail/hopper_kernel.cuh documents its schedule).
 //   automatic picks hopper when the problem and device allow it, else simple.
 // Rescaling (rescale.cuh): standard (Base, base.cuh) or AMLA's integer add (amla.cuh).
@@ -103,6 +103,9 @@ struct DeviceDecodeOutputs {
 
 enum class kernel_kind : std::uint8_t { automatic, simple, hopper };
 
+/// L2 eviction priority the Hopper kernel gives the KV cache lines it loads (page sizes >= 64).
+enum class l2_hint : std::uint8_t { none, evict_first, evict_last };
+
 inline const char* to_string(kernel_kind k) {
   switch (k) {
     case kernel_kind::automatic:
@@ -125,6 +128,8 @@ struct CudaDecodeOptions {
   int num_splits = 0;
   /// Copy seqlens and block_table to the host and validate them (synchronises the stream).
   bool check_tables = true;
+  /// Cache policy of the Hopper kernel's KV loads (a tuning knob; results do not depend on it).
+  l2_hint kv_l2_hint = l2_hint::none;
 };
 
 /// What decode() launched.
@@ -368,8 +373,10 @@ void launch_simple(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& out,
 
 template <rescale_mode Mode>
 int launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& out, float scale,
-                  bool causal, int requested_splits, int max_len, const device_facts& dev,
+                  const CudaDecodeOptions& opt, int max_len, const device_facts& dev,
                   cudaStream_t stream) {
+  const bool causal = opt.causal;
+  const int requested_splits = opt.num_splits;
   const DecodeShape& s = in.shape;
   hopper::params p{};
   p.batch = s.batch;
@@ -380,6 +387,7 @@ int launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& out, 
   p.rows = s.s_q * s.h_q;
   p.row_blocks = (p.rows + hopper::rows_per_cta - 1) / hopper::rows_per_cta;
   p.causal = causal ? 1 : 0;
+  p.kv_l2_hint = static_cast<int>(opt.kv_l2_hint);
   p.scale_log2 = static_cast<float>(static_cast<double>(scale) * 1.4426950408889634);
   p.block_table = in.block_table;
   p.seqlens = in.seqlens;
@@ -447,8 +455,7 @@ DecodeLaunch dispatch(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& o
   const bool hopper_ok = why.empty() && opt.kernel != kernel_kind::simple;
   if (hopper_ok) {
     launch.kernel = kernel_kind::hopper;
-    launch.num_splits =
-        launch_hopper<Mode>(in, out, scale, opt.causal, opt.num_splits, max_len, dev, stream);
+    launch.num_splits = launch_hopper<Mode>(in, out, scale, opt, max_len, dev, stream);
   } else {
     launch.kernel = kernel_kind::simple;
     launch.num_splits = 1;

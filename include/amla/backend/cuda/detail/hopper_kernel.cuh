@@ -22,45 +22,44 @@
 // warpgroup. Every chunk has its own mbarrier, so the TMA refills a chunk as soon as its last
 // reader is done and Q K^T consumes chunks in arrival order.
 //
-// ---- The seesaw schedule (FlashMLA deep dive, "seesaw scheduling")
-// ------------------------------- Two consumer warpgroups, no producer warp: WG0 owns O_L = O[:,
-// 0:256], WG1 owns O_R = O[:, 256:512] (each 64 x 256 FP32 = 128 registers per thread). Each
-// iteration takes two KV blocks, A (buffer 0) and B (buffer 1):
-//   WG0  S_A = Q K_A^T            (wgmma SS, 36 x m64n64k16)
-//   WG1  S_B = Q K_B^T            (concurrently)
-//   WG0  m_A = max(m, rowmax S_A); publish frame -> WG1;  P_A = exp2(S_A - m_A)
-//        O_L = rescale(O_L) + P_A V_A[:, L]      (wgmma RS: P_A from registers)
-//   WG1  m_B = max(m_A, rowmax S_B); publish frame -> WG0; P_B = exp2(S_B - m_B)
-//        O_R = rescale_A(rescale_B(O_R)) + P_B V_B[:, R]; write P_B -> KV[1] chunk 8
-//   WG0  P_A' = P_A exp2(m_A - m_B) (in frame B); write P_A' -> KV[0] chunk 8
-//        O_L = rescale_B(O_L) + P_B V_B[:, L]    (wgmma SS: P_B from shared memory)
-//   WG1  O_R += P_A' V_A[:, R]                   (wgmma SS)
-// Refills: KV[0] chunks 0-3 after WG0's first P V; KV[1] chunks 4-7 after WG1's first P V;
-// KV[1] chunks 0-3 and 8 after WG0's second; KV[0] chunks 4-8 after WG1's second. The thread that
-// refills is the first of the warpgroup that read last (program order plus the named barriers
-// below order every other reader before it).
-// Named barriers (producer arrives, consumer syncs; 256 threads): 1 frame A (WG0 -> WG1),
-// 2 frame B (WG1 -> WG0), 3 P_B ready (WG1 -> WG0), 4 P_A' ready (WG0 -> WG1); 5 and 6 are
-// warpgroup-local (128 threads).
+// ---- The schedule: two warpgroups, O split by columns, blocks in pairs --------------------
+// Two consumer warpgroups, no producer warp: WG0 owns O_L = O[:, 0:256], WG1 owns
+// O_R = O[:, 256:512] (each 64 x 256 FP32 = 128 registers per thread). Each iteration takes two
+// KV blocks, A (buffer 0) and B (buffer 1); each block's Q K^T is computed by one warpgroup, its
+// P V by both:
+//   1. WG0: S_A = Q K_A^T (wgmma SS, 36 x m64n64k16); WG1: S_B = Q K_B^T, concurrently.
+//   2. WG0: frame A = step(frame, rowmax S_A), P_A = exp2(S_A - m_A); publishes frame A and P_A
+//      (into KV[0] chunk 8); named barrier 1.
+//   3. WG0: O_L = step_A(O_L) + P_A V_A[:, L] (RS, P_A from registers);
+//      WG1: O_R = step_A(O_R) + P_A V_A[:, R] (SS, P_A from shared memory).
+//   4. WG1, while both halves of step 3 run: frame B = step(frame A, rowmax S_B), P_B; publishes
+//      them (P_B into KV[1] chunk 8); named barrier 2.
+//   5. WG0: O_L = step_B(O_L) + P_B V_B[:, L] (SS); WG1: O_R = step_B(O_R) + P_B V_B[:, R] (RS).
+// Both halves therefore follow the CPU recurrence's block order exactly, block size 64 (Base:
+// O = O exp(m_old - m_new) + BF16(P) V; AMLA: O = AS_FP32(AS_INT32(O) + k) + BF16(P S16) V).
+// This is the FlashMLA deep dive's idea (two warpgroups, one output split in halves, P handed
+// across in shared memory) without its seesaw reordering: block A's P V runs on both halves right
+// after frame A, so all of KV[0] is free one P V earlier and the next pair's first Q K^T finds its
+// data. Refills: KV[0] chunks 0-3 after WG0's step 3, KV[0] chunks 4-8 after WG1's step 3, KV[1]
+// chunks 4-7 after WG1's step 5, KV[1] chunks 0-3 and 8 after WG0's step 5. The thread that
+// refills is the first of the warpgroup that read last (program order and the two named barriers
+// order every other reader before it).
 //
-// ---- In the simulator's vocabulary (amla/sim)
-// ------------------------------------------------------
-//   Cube  = the tensor cores, driven by wgmma from both warpgroups: C1 (Q K^T) per block, C2 (P V)
-//           split in two halves per block (V_L by WG0, V_R by WG1).
-//   Vector = the CUDA cores of the same two warpgroups: V1 (mask, max, exp2, P cast, publish) and
-//           the rescale of O in registers (standard: an FP32 multiply; AMLA: an integer add).
-//   Preload depth: two KV blocks resident (KV[0], KV[1]); the next pair streams in chunk by chunk
-//           while the current pair's P V runs (half of each buffer is refilled one P V earlier).
-//   Each warpgroup is both Cube issuer and Vector worker; the overlap comes from the seesaw: one
-//   warpgroup's V1 runs while the other's C1 or C2 occupies the tensor cores.
+// ---- In the simulator's vocabulary (amla/sim) ---------------------------------------------
+//   Cube: the tensor cores, driven by wgmma from both warpgroups: C1 (Q K^T) per block, C2 (P V)
+//     in two halves per block (V_L by WG0, V_R by WG1).
+//   Vector: the CUDA cores of the same two warpgroups: V1 (mask, max, exp2, P cast, publish) and
+//     the rescale of O in registers (standard: an FP32 multiply; AMLA: an integer add).
+//   Preload depth: two KV blocks resident (KV[0], KV[1]); block A of the next pair streams in
+//     while the current pair's block-B P V runs, block B while the next block A's Q K^T runs.
+//   Each warpgroup is both Cube issuer and Vector worker. The overlap comes from the pairing:
+//     WG0's V1 of block A runs while WG1's C1 of block B occupies the tensor cores, WG1's V1 of
+//     block B while both halves of block A's C2 run.
 //
-// ---- Rescaling modes (rescale.cuh)
-// ----------------------------------------------------------------- Standard: O *= exp2(m_old -
-// m_new), skipped when every row of the warp has factor 1 (exact). AMLA: O's bits += k (k_A + k_B
-// for O_R, whose two adds commute exactly as integer adds), P scaled by S16 before its BF16 cast,
-// out = O / (l * S16). WG1's O_R receives block A after block B; P_A' = BF16(exp2(S_A - m_B) *
-// S16_B) puts block A's P in block B's frame. The left half follows the CPU recurrence's operation
-// order exactly; the right half differs by that reorder.
+// ---- Rescaling modes (rescale.cuh) ----------------------------------------------------------
+// Standard: O *= exp2(m_old - m_new), skipped when every row of the warp has factor 1 (exact).
+// AMLA: O's bits += k for every row that has seen a key (k is never 0 there: the +1e-6 nudge
+// alone gives 8), P scaled by S16 before its BF16 cast, out = O / (l * S16).
 #pragma once
 
 #include "amla/backend/cuda/detail/check.cuh"
@@ -84,12 +83,10 @@ inline constexpr int tile_bytes = chunks * chunk_bytes;
 inline constexpr int threads = 256;
 
 enum barrier_id : int {
-  bar_frame_a = 1,
-  bar_frame_b = 2,
-  bar_p_b = 3,
-  bar_p_a = 4,
-  bar_wg0 = 5,
-  bar_wg1 = 6,
+  bar_p_a = 1,  ///< WG0 -> WG1: frame A and P_A published
+  bar_p_b = 2,  ///< WG1 -> WG0: frame B and P_B published
+  bar_wg0 = 3,  ///< WG0 alone (128 threads)
+  bar_wg1 = 4,  ///< WG1 alone
 };
 
 /// A row's frame as published to the other warpgroup, with the step that produced it.
@@ -120,6 +117,7 @@ struct params {
   int row_blocks;  ///< ceil(rows / 64)
   int num_splits;
   int causal;
+  int kv_l2_hint;  ///< 0 none, 1 evict first, 2 evict last (TMA loads of the KV cache)
   float scale_log2;
   const std::int32_t* block_table;
   const std::int32_t* seqlens;
@@ -293,26 +291,6 @@ __device__ __forceinline__ void store_p_tile(std::uint8_t* tile, const std::uint
   }
 }
 
-/// P scaled per row and cast to BF16, written k-step by k-step into a swizzled 64 x 64 tile (four
-/// packed registers live at a time: the caller still holds the fragments of a wgmma in flight).
-__device__ __forceinline__ void store_p_tile_scaled(std::uint8_t* tile, const float (&s)[32],
-                                                    float ps0, float ps1, int r0, int quad) {
-  const int r1 = r0 + 8;
-#pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {
-    const int i = 8 * kk;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int unit = 2 * kk + h;
-      const int e = i + 4 * h;
-      *reinterpret_cast<std::uint32_t*>(tile + r0 * 128 + ((unit ^ (r0 & 7)) << 4) + quad * 4) =
-          pack_bf16(s[e + 0] * ps0, s[e + 1] * ps0);
-      *reinterpret_cast<std::uint32_t*>(tile + r1 * 128 + ((unit ^ (r1 & 7)) << 4) + quad * 4) =
-          pack_bf16(s[e + 2] * ps1, s[e + 3] * ps1);
-    }
-  }
-}
-
 /// Zeroes V rows [first_key, 64) of chunks [c_lo, c_hi) (the keys past the CTA's last visible
 /// one, which may hold anything, NaN included, and would poison P V with 0 * NaN). Called by one
 /// warpgroup (128 threads) that then fences and syncs before its wgmma reads them.
@@ -340,17 +318,6 @@ __device__ __forceinline__ void rescale_rows(float (&o)[N], const frame_step& st
   }
 #pragma unroll
   for (int i = 0; i < N; ++i) o[i] = rescale_o<Mode>(o[i], (i & 2) ? st1 : st0);
-}
-
-/// The combined step of O_R for blocks A then B: o_scale multiplies, o_add adds (exactly the two
-/// successive integer adds, which commute).
-__device__ __forceinline__ frame_step compose(const frame_step& a, const frame_step& b) {
-  frame_step st = b;
-  st.o_scale = a.o_scale * b.o_scale;
-  st.o_add = static_cast<std::int32_t>(static_cast<std::uint32_t>(a.o_add) +
-                                       static_cast<std::uint32_t>(b.o_add));
-  st.l_scale = a.l_scale * b.l_scale;
-  return st;
 }
 
 template <rescale_mode Mode>
@@ -423,7 +390,7 @@ __global__ void __launch_bounds__(threads, 1)
     float s[32];
 
     if (wg == 0) {
-      // ---- WG0: block A ----
+      // ---- WG0: S_A, frame A, P_A (to registers and to KV[0] chunk 8 for WG1) ----
       qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 0, parity);
       const bool masked = (kb_a + 1) * block_keys > vis_min;
       scale_mask(s, p.scale_log2, masked, kb_a * block_keys, vis0, vis1, quad);
@@ -435,14 +402,18 @@ __global__ void __launch_bounds__(threads, 1)
         sm.msg_a[r0] = frame_message{sa0.next, sa0.o_scale, sa0.o_add};
         sm.msg_a[r1] = frame_message{sa1.next, sa1.o_scale, sa1.o_add};
       }
-      ptx::bar_arrive(bar_frame_a, 256);
       float sum0, sum1;
       exponentiate(s, sa0.next.m, sa1.next.m, sum0, sum1);
       l0 = l0 * sa0.l_scale + sum0;
       l1 = l1 * sa1.l_scale + sum1;
-      rescale_rows<Mode>(o, sa0, sa1);
       std::uint32_t pa[4][4];
       make_p_fragments<Mode == rescale_mode::amla>(pa, s, sa0.p_scale, sa1.p_scale);
+      store_p_tile(sm.kv[0] + 8 * chunk_bytes, pa, r0, quad);
+      ptx::fence_proxy_async_smem();
+      ptx::bar_arrive(bar_p_a, 256);
+
+      // ---- WG0: O_L = step_A(O_L) + P_A V_A[:, L] ----
+      rescale_rows<Mode>(o, sa0, sa1);
       if (kb_a == tail_block) {
         zero_tail(sm.kv[0], tail_first, 0, 4, tid_wg);
         ptx::fence_proxy_async_smem();
@@ -455,39 +426,19 @@ __global__ void __launch_bounds__(threads, 1)
         ptx::wgmma_m64n256k16_rs_btrans(o, pa[kk], desc_v(sm.kv[0], 0, kk), 1);
       }
       ptx::wgmma_commit();
-
-      // ---- WG0: frame B arrives; P_A in frame B for WG1 ----
-      ptx::bar_sync(bar_frame_b, 256);
-      const frame_message mb0 = sm.msg_b[r0], mb1 = sm.msg_b[r1];
-      {
-        const float e0 = sa0.next.m == neg_inf_f ? 0.0f : fast_exp2(sa0.next.m - mb0.frame.m);
-        const float e1 = sa1.next.m == neg_inf_f ? 0.0f : fast_exp2(sa1.next.m - mb1.frame.m);
-        store_p_tile_scaled(sm.kv[0] + 8 * chunk_bytes, s, e0 * mb0.frame.s16, e1 * mb1.frame.s16,
-                            r0, quad);
-        ptx::fence_proxy_async_smem();
-        ptx::bar_arrive(bar_p_a, 256);
-        // l (blocks A) moves to frame B.
-        if (has_b) {
-          l0 *= sa0.next.m == neg_inf_f ? 1.0f : fast_exp2(sa0.next.m - mb0.frame.m);
-          l1 *= sa1.next.m == neg_inf_f ? 1.0f : fast_exp2(sa1.next.m - mb1.frame.m);
-        }
-      }
       ptx::wgmma_wait<0>();
       ptx::fence_regs(o);
       ptx::fence_regs(pa);
       ptx::bar_sync(bar_wg0, 128);  // every warp of WG0 is done reading KV[0] chunks 0-3
       if (leader && kb_a + 2 < kb_end) load_kv(sm, &tm_kv, p, table, seqlen, 0, kb_a + 2, 0, 4);
 
-      // ---- WG0: O_L += P_B V_B[:, L] ----
+      // ---- WG0: O_L = step_B(O_L) + P_B V_B[:, L] (P_B from WG1 through KV[1] chunk 8) ----
       ptx::bar_sync(bar_p_b, 256);
       if (has_b) {
+        const frame_message mb0 = sm.msg_b[r0], mb1 = sm.msg_b[r1];
         const frame_step sb0{mb0.frame, mb0.o_scale, mb0.o_add, 1.0f, 1.0f};
         const frame_step sb1{mb1.frame, mb1.o_scale, mb1.o_add, 1.0f, 1.0f};
-        // O_L holds block A's rows only where frame A had seen a key.
-        frame_step t0 = sb0, t1 = sb1;
-        if (sa0.next.m == neg_inf_f) t0.o_add = 0;
-        if (sa1.next.m == neg_inf_f) t1.o_add = 0;
-        rescale_rows<Mode>(o, t0, t1);
+        rescale_rows<Mode>(o, sb0, sb1);
         if (kb_b == tail_block) {
           zero_tail(sm.kv[1], tail_first, 0, 4, tid_wg);
           ptx::fence_proxy_async_smem();
@@ -501,6 +452,11 @@ __global__ void __launch_bounds__(threads, 1)
                                           desc_v(sm.kv[1], 0, kk), 1);
         }
         ptx::wgmma_commit();
+        // l_L (blocks A so far) moves from frame A to frame B.
+        if (sa0.next.m != neg_inf_f) l0 *= fast_exp2(sa0.next.m - mb0.frame.m);
+        if (sa1.next.m != neg_inf_f) l1 *= fast_exp2(sa1.next.m - mb1.frame.m);
+        f0 = mb0.frame;
+        f1 = mb1.frame;
         ptx::wgmma_wait<0>();
         ptx::fence_regs(o);
         ptx::bar_sync(bar_wg0, 128);
@@ -508,14 +464,12 @@ __global__ void __launch_bounds__(threads, 1)
           load_kv(sm, &tm_kv, p, table, seqlen, 1, kb_b + 2, 0, 4);
           load_kv(sm, &tm_kv, p, table, seqlen, 1, kb_b + 2, 8, 9);
         }
-        f0 = mb0.frame;
-        f1 = mb1.frame;
       } else {
         f0 = sa0.next;
         f1 = sa1.next;
       }
     } else {
-      // ---- WG1: block B ----
+      // ---- WG1: S_B (concurrently with S_A) ----
       if (has_b) {
         qk_product<4, 5, 6, 7, 0, 1, 2, 3, 8>(s, sm, 1, parity);
         const bool masked = (kb_b + 1) * block_keys > vis_min;
@@ -524,62 +478,15 @@ __global__ void __launch_bounds__(threads, 1)
 #pragma unroll
         for (int i = 0; i < 32; ++i) s[i] = neg_inf_f;
       }
-      ptx::bar_sync(bar_frame_a, 256);
-      const frame_message ma0 = sm.msg_a[r0], ma1 = sm.msg_a[r1];
-      float mx0, mx1;
-      row_max(s, mx0, mx1);
-      // An absent block B is the identity step (no add, no scale): frame B = frame A.
-      const frame_step sb0 =
-          has_b ? step_frame<Mode>(ma0.frame, fmaxf(ma0.frame.m, mx0)) : frame_step{ma0.frame};
-      const frame_step sb1 =
-          has_b ? step_frame<Mode>(ma1.frame, fmaxf(ma1.frame.m, mx1)) : frame_step{ma1.frame};
-      if (quad == 0) {
-        sm.msg_b[r0] = frame_message{sb0.next, sb0.o_scale, sb0.o_add};
-        sm.msg_b[r1] = frame_message{sb1.next, sb1.o_scale, sb1.o_add};
-      }
-      ptx::bar_arrive(bar_frame_b, 256);
-      // O_R moves from this WG's last frame f through A to B: both steps at once. A row of O_R
-      // with no contribution yet (f.m = -inf) is exactly 0 and must not get an integer add.
-      const frame_step sa0{ma0.frame, ma0.o_scale, ma0.o_add, 1.0f, 1.0f};
-      const frame_step sa1{ma1.frame, ma1.o_scale, ma1.o_add, 1.0f, 1.0f};
-      frame_step t0 = compose(sa0, sb0), t1 = compose(sa1, sb1);
-      if (f0.m == neg_inf_f) t0.o_add = 0;
-      if (f1.m == neg_inf_f) t1.o_add = 0;
-      float sum0 = 0.0f, sum1 = 0.0f;
-      if (has_b) exponentiate(s, sb0.next.m, sb1.next.m, sum0, sum1);
-      // l_R (blocks B so far) moves from frame f to frame B: exp2(f.m - m_B), 0 when f is empty.
-      l0 = (f0.m == neg_inf_f ? 0.0f : l0 * fast_exp2(f0.m - sb0.next.m)) + sum0;
-      l1 = (f1.m == neg_inf_f ? 0.0f : l1 * fast_exp2(f1.m - sb1.next.m)) + sum1;
-      rescale_rows<Mode>(o, t0, t1);
-      if (has_b) {
-        std::uint32_t pb[4][4];
-        make_p_fragments<Mode == rescale_mode::amla>(pb, s, sb0.p_scale, sb1.p_scale);
-        if (kb_b == tail_block) {
-          zero_tail(sm.kv[1], tail_first, 4, 8, tid_wg);
-          ptx::fence_proxy_async_smem();
-          ptx::bar_sync(bar_wg1, 128);
-        }
-        ptx::fence_regs(o);
-        ptx::wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
-          ptx::wgmma_m64n256k16_rs_btrans(o, pb[kk], desc_v(sm.kv[1], 4, kk), 1);
-        }
-        ptx::wgmma_commit();
-        store_p_tile(sm.kv[1] + 8 * chunk_bytes, pb, r0, quad);
-        ptx::fence_proxy_async_smem();
-        ptx::bar_arrive(bar_p_b, 256);
-        ptx::wgmma_wait<0>();
-        ptx::fence_regs(o);
-        ptx::fence_regs(pb);
-        ptx::bar_sync(bar_wg1, 128);
-        if (leader && kb_b + 2 < kb_end) load_kv(sm, &tm_kv, p, table, seqlen, 1, kb_b + 2, 4, 8);
-      } else {
-        ptx::bar_arrive(bar_p_b, 256);
-      }
 
-      // ---- WG1: O_R += P_A' V_A[:, R] ----
+      // ---- WG1: O_R = step_A(O_R) + P_A V_A[:, R] (P_A from WG0 through KV[0] chunk 8) ----
       ptx::bar_sync(bar_p_a, 256);
+      const frame_message ma0 = sm.msg_a[r0], ma1 = sm.msg_a[r1];
+      {
+        const frame_step sa0{ma0.frame, ma0.o_scale, ma0.o_add, 1.0f, 1.0f};
+        const frame_step sa1{ma1.frame, ma1.o_scale, ma1.o_add, 1.0f, 1.0f};
+        rescale_rows<Mode>(o, sa0, sa1);
+      }
       if (kb_a == tail_block) {
         zero_tail(sm.kv[0], tail_first, 4, 8, tid_wg);
         ptx::fence_proxy_async_smem();
@@ -593,12 +500,59 @@ __global__ void __launch_bounds__(threads, 1)
                                         desc_v(sm.kv[0], 4, kk), 1);
       }
       ptx::wgmma_commit();
-      ptx::wgmma_wait<0>();
-      ptx::fence_regs(o);
-      ptx::bar_sync(bar_wg1, 128);
-      if (leader && kb_a + 2 < kb_end) load_kv(sm, &tm_kv, p, table, seqlen, 0, kb_a + 2, 4, 9);
+
+      // ---- WG1: frame B and P_B while P_A V_A runs ----
+      float mx0, mx1;
+      row_max(s, mx0, mx1);
+      // An absent block B is the identity step (no add, no scale): frame B = frame A.
+      const frame_step sb0 =
+          has_b ? step_frame<Mode>(ma0.frame, fmaxf(ma0.frame.m, mx0)) : frame_step{ma0.frame};
+      const frame_step sb1 =
+          has_b ? step_frame<Mode>(ma1.frame, fmaxf(ma1.frame.m, mx1)) : frame_step{ma1.frame};
+      if (quad == 0) {
+        sm.msg_b[r0] = frame_message{sb0.next, sb0.o_scale, sb0.o_add};
+        sm.msg_b[r1] = frame_message{sb1.next, sb1.o_scale, sb1.o_add};
+      }
+      float sum0 = 0.0f, sum1 = 0.0f;
+      std::uint32_t pb[4][4];
+      if (has_b) {
+        exponentiate(s, sb0.next.m, sb1.next.m, sum0, sum1);
+        make_p_fragments<Mode == rescale_mode::amla>(pb, s, sb0.p_scale, sb1.p_scale);
+        store_p_tile(sm.kv[1] + 8 * chunk_bytes, pb, r0, quad);
+        ptx::fence_proxy_async_smem();
+      }
+      ptx::bar_arrive(bar_p_b, 256);
+      // l_R (blocks B so far) moves from frame f to frame B: exp2(f.m - m_B), 0 when f is empty.
+      l0 = (f0.m == neg_inf_f ? 0.0f : l0 * fast_exp2(f0.m - sb0.next.m)) + sum0;
+      l1 = (f1.m == neg_inf_f ? 0.0f : l1 * fast_exp2(f1.m - sb1.next.m)) + sum1;
       f0 = sb0.next;
       f1 = sb1.next;
+      ptx::wgmma_wait<0>();
+      ptx::fence_regs(o);
+      ptx::bar_sync(bar_wg1, 128);  // every warp of WG1 is done reading KV[0] chunks 4-8
+      if (leader && kb_a + 2 < kb_end) load_kv(sm, &tm_kv, p, table, seqlen, 0, kb_a + 2, 4, 9);
+
+      // ---- WG1: O_R = step_B(O_R) + P_B V_B[:, R] ----
+      if (has_b) {
+        rescale_rows<Mode>(o, sb0, sb1);
+        if (kb_b == tail_block) {
+          zero_tail(sm.kv[1], tail_first, 4, 8, tid_wg);
+          ptx::fence_proxy_async_smem();
+          ptx::bar_sync(bar_wg1, 128);
+        }
+        ptx::fence_regs(o);
+        ptx::wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+          ptx::wgmma_m64n256k16_rs_btrans(o, pb[kk], desc_v(sm.kv[1], 4, kk), 1);
+        }
+        ptx::wgmma_commit();
+        ptx::wgmma_wait<0>();
+        ptx::fence_regs(o);
+        ptx::fence_regs(pb);
+        ptx::bar_sync(bar_wg1, 128);
+        if (leader && kb_b + 2 < kb_end) load_kv(sm, &tm_kv, p, table, seqlen, 1, kb_b + 2, 4, 8);
+      }
     }
   }
 
