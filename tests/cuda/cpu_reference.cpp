@@ -77,6 +77,12 @@ int HostProblem::visible(int b, int t) const {
   return std::clamp(len - s_q + t + 1, 0, len);
 }
 
+std::size_t HostProblem::kv_offset(int b, int key) const {
+  const int page = block_table[static_cast<std::size_t>(b) * max_pages + key / page_size];
+  return (static_cast<std::size_t>(page) * page_size + key % page_size) * h_kv *
+         static_cast<std::size_t>(d_qk);
+}
+
 HostProblem make_problem(int batch, int s_q, int h_q, const std::vector<int>& seqlens,
                          int page_size, bool causal, float spread, std::uint64_t seed) {
   HostProblem p;

@@ -23,6 +23,8 @@ struct HostProblem {
   std::size_t out_elems() const { return static_cast<std::size_t>(batch) * s_q * h_q * d_v; }
   std::size_t lse_elems() const { return static_cast<std::size_t>(batch) * h_q * s_q; }
   int visible(int b, int t) const;
+  /// Element offset in kv of key `key` of sequence b (KV head 0).
+  std::size_t kv_offset(int b, int key) const;
 };
 
 /// Builds a random problem: N(0, spread^2) values rounded to BF16, pages shuffled, every page and

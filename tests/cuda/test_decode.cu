@@ -15,6 +15,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <map>
 #include <random>
 #include <string>
 #include <thread>
@@ -27,6 +28,7 @@ namespace ct = amla_cuda_test;
 
 int g_failures = 0;
 int g_checks = 0;
+std::size_t g_lemma_garbage = 0;  // elements where the hardware AMLA add broke Lemma 3.1
 
 #define EXPECT(cond, ...)                                           \
   do {                                                              \
@@ -302,14 +304,41 @@ struct Case {
   int page_size;
   bool causal;
   float spread;
+  /// Builds the Lemma 3.1 trap: V column `trap_col` is 0 over the first block (so that column of
+  /// O is exactly 0 after it) and the second block's keys are 4x larger (the max jumps, so the
+  /// AMLA add is a large negative exponent step). -1: no trap.
+  int trap_col = -1;
 };
+
+/// Zeroes column c of the first 64 keys and scales the next 64 keys by 4 (see Case::trap_col).
+void set_trap(ct::HostProblem& p, int c) {
+  for (int b = 0; b < p.batch; ++b) {
+    const int len = p.seqlens[static_cast<std::size_t>(b)];
+    for (int key = 0; key < std::min(len, 128); ++key) {
+      const std::size_t off = p.kv_offset(b, key);
+      if (key < 64) {
+        p.kv[off + static_cast<std::size_t>(c)] = 0;  // +0.0 in BF16
+      } else {
+        for (int d = 0; d < p.d_qk; ++d) {
+          const float x = amla::bf16::from_bits(p.kv[off + d]).to_float();
+          p.kv[off + d] = amla::bf16::from_float(4.0f * x).bits;
+        }
+      }
+    }
+  }
+}
 
 struct Variant {
   const char* name;
   ac::kernel_kind kernel;
   ac::rescale_mode mode;
   int splits;  // 0 automatic
-  ac::l2_hint hint = ac::l2_hint::none;
+  amla::pow2_mode add = amla::pow2_mode::safe;
+  /// For a hardware-add variant: the safe variant it must equal bit for bit except where Lemma
+  /// 3.1 broke (those elements are garbage). nullptr: compared with the golden.
+  const char* twin = nullptr;
+  ac::l2_hint hint = ac::l2_hint::evict_first;
+  bool stagger = true;
 };
 
 constexpr double tol_out = 3e-3;
@@ -332,6 +361,7 @@ void run_case(const Case& c, std::uint64_t seed, cudaStream_t stream) {
   const auto t0 = std::chrono::steady_clock::now();
   ct::HostProblem hp =
       ct::make_problem(c.batch, c.s_q, c.h_q, c.lens, c.page_size, c.causal, c.spread, seed);
+  if (c.trap_col >= 0) set_trap(hp, c.trap_col);
   std::vector<double> gout, glse;
   ct::golden_f64(hp, gout, glse);
   const double cpu_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -356,16 +386,24 @@ void run_case(const Case& c, std::uint64_t seed, cudaStream_t stream) {
   std::printf("-- %s: b %d s_q %d h_q %d page %d %s spread %g, %zu pages (golden %.1f s)\n",
               c.name.c_str(), c.batch, c.s_q, c.h_q, c.page_size, c.causal ? "causal" : "full",
               c.spread, static_cast<std::size_t>(hp.num_pages), cpu_s);
+  using ac::kernel_kind;
+  using ac::rescale_mode;
+  constexpr auto hw = amla::pow2_mode::hardware;
   const Variant variants[] = {
-      {"simple/standard", ac::kernel_kind::simple, ac::rescale_mode::standard, 0},
-      {"simple/amla", ac::kernel_kind::simple, ac::rescale_mode::amla, 0},
-      {"hopper/standard", ac::kernel_kind::hopper, ac::rescale_mode::standard, 0},
-      {"hopper/amla", ac::kernel_kind::hopper, ac::rescale_mode::amla, 0},
-      {"hopper/standard/3 splits", ac::kernel_kind::hopper, ac::rescale_mode::standard, 3},
-      {"hopper/amla/3 splits", ac::kernel_kind::hopper, ac::rescale_mode::amla, 3},
-      {"hopper/standard/evict-first", ac::kernel_kind::hopper, ac::rescale_mode::standard, 0,
-       ac::l2_hint::evict_first},
+      {"simple/standard", kernel_kind::simple, rescale_mode::standard, 0},
+      {"simple/amla", kernel_kind::simple, rescale_mode::amla, 0},
+      {"simple/amla-hw", kernel_kind::simple, rescale_mode::amla, 0, hw, "simple/amla"},
+      {"hopper/standard", kernel_kind::hopper, rescale_mode::standard, 0},
+      {"hopper/amla", kernel_kind::hopper, rescale_mode::amla, 0},
+      {"hopper/amla-hw", kernel_kind::hopper, rescale_mode::amla, 0, hw, "hopper/amla"},
+      {"hopper/standard/3 splits", kernel_kind::hopper, rescale_mode::standard, 3},
+      {"hopper/amla/3 splits", kernel_kind::hopper, rescale_mode::amla, 3},
+      {"hopper/standard/no L2 hint", kernel_kind::hopper, rescale_mode::standard, 0,
+       amla::pow2_mode::safe, nullptr, ac::l2_hint::none},
+      {"hopper/amla-hw/no stagger", kernel_kind::hopper, rescale_mode::amla, 0, hw, "hopper/amla",
+       ac::l2_hint::evict_first, false},
   };
+  std::map<std::string, std::vector<amla::bf16>> outputs;
   std::vector<amla::bf16> simple_out[2];
   for (const Variant& v : variants) {
     ac::CudaDecodeOptions opt;
@@ -374,6 +412,8 @@ void run_case(const Case& c, std::uint64_t seed, cudaStream_t stream) {
     opt.kernel = v.kernel;
     opt.num_splits = v.splits;
     opt.kv_l2_hint = v.hint;
+    opt.amla_add = v.add;
+    opt.stagger_qk = v.stagger;
     AMLA_CUDA_CHECK(cudaMemsetAsync(out.ptr, 0xFF, out.n * sizeof(amla::bf16), stream));  // NaN
     AMLA_CUDA_CHECK(cudaMemsetAsync(lse.ptr, 0xFF, lse.n * sizeof(float), stream));       // NaN
     ac::DecodeLaunch launch;
@@ -386,6 +426,24 @@ void run_case(const Case& c, std::uint64_t seed, cudaStream_t stream) {
     sync_or_die(stream, 60.0, std::string(c.name) + " " + v.name);
     const std::vector<amla::bf16> o = out.download();
     const std::vector<float> l = lse.download();
+    outputs[v.name] = o;
+    if (v.twin != nullptr) {
+      // Hardware add: identical to the safe form except where Lemma 3.1 broke.
+      const std::vector<amla::bf16>& safe = outputs.at(v.twin);
+      std::size_t differ = 0;
+      for (std::size_t i = 0; i < o.size(); ++i) differ += o[i].bits != safe[i].bits ? 1 : 0;
+      if (c.trap_col < 0) g_lemma_garbage += differ;
+      std::printf("  %-28s splits %2d  differs from %s in %zu elements (Lemma 3.1 violations)\n",
+                  v.name, launch.num_splits, v.twin, differ);
+      std::fflush(stdout);
+      if (c.trap_col >= 0) {
+        EXPECT(differ > 0, "%s %s: the Lemma 3.1 trap produced no garbage", c.name.c_str(), v.name);
+      } else {
+        EXPECT(differ <= 64, "%s %s: %zu elements differ from the safe form", c.name.c_str(),
+               v.name, differ);
+      }
+      continue;
+    }
     const Metrics m = measure(hp, o, l, gout, glse);
     const int mi = v.mode == ac::rescale_mode::amla ? 1 : 0;
     double vs_simple = -1;
@@ -474,6 +532,15 @@ int run_gpu(bool quick) {
       {"page 128", 3, 1, 64, {129, 500, 0}, 128, false, 1.0f},
       {"page 1 (simple only)", 2, 1, 16, {5, 33}, 1, true, 1.0f},
       {"peaky scores", 3, 1, 128, {1000, 2000, 700}, 64, false, 4.0f},
+      {"Lemma 3.1 trap (V column 5 zero, then a jump of the max)",
+       2,
+       1,
+       64,
+       {128, 200},
+       64,
+       false,
+       1.0f,
+       5},
   };
   if (!quick) {
     // The issue's grid: b x s_q x causal x h_q with mixed lengths (0, 1, 63, 64, 65, 4133, random).
@@ -493,6 +560,8 @@ int run_gpu(bool quick) {
   }
   for (std::size_t i = 0; i < cases.size(); ++i) run_case(cases[i], seed0 + 1000003 * i, stream);
   AMLA_CUDA_CHECK(cudaStreamDestroy(stream));
+  std::printf("gpu: hardware-form AMLA garbage outside the trap case: %zu elements\n",
+              g_lemma_garbage);
   std::printf("gpu: %d checks, %d failures\n", g_checks, g_failures);
   return g_failures == 0 ? 0 : 1;
 }

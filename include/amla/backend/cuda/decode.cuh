@@ -129,7 +129,15 @@ struct CudaDecodeOptions {
   /// Copy seqlens and block_table to the host and validate them (synchronises the stream).
   bool check_tables = true;
   /// Cache policy of the Hopper kernel's KV loads (a tuning knob; results do not depend on it).
-  l2_hint kv_l2_hint = l2_hint::none;
+  l2_hint kv_l2_hint = l2_hint::evict_first;
+  /// Hopper kernel: the second warpgroup issues its Q K^T only after the first has issued its
+  /// own, so that the first one's softmax overlaps it (a tuning knob; results do not change).
+  bool stagger_qk = true;
+  /// The form of AMLA's integer add (amla::pow2_mode, as attention/amla.hpp's amla_options::
+  /// rescale): hardware is the raw add, garbage where Lemma 3.1 fails (an O element that is 0 or
+  /// tiny when a negative exponent add reaches it); safe keeps the intended value there. checked
+  /// needs the CPU reference's reporting and is rejected here.
+  pow2_mode amla_add = pow2_mode::hardware;
 };
 
 /// What decode() launched.
@@ -337,7 +345,8 @@ inline int choose_splits(int requested, int ctas, int sms, int max_len) {
 
 template <rescale_mode Mode>
 void launch_simple(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& out, float scale,
-                   bool causal, cudaStream_t stream) {
+                   const CudaDecodeOptions& opt, cudaStream_t stream) {
+  const bool causal = opt.causal;
   const DecodeShape& s = in.shape;
   simple::params p{};
   p.batch = s.batch;
@@ -349,6 +358,7 @@ void launch_simple(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& out,
   p.page_size = s.page_size;
   p.max_pages = s.max_pages_per_seq;
   p.causal = causal ? 1 : 0;
+  p.amla_safe = opt.amla_add == pow2_mode::safe ? 1 : 0;
   p.scale_log2 = static_cast<float>(static_cast<double>(scale) * 1.4426950408889634);
   p.q = reinterpret_cast<const __nv_bfloat16*>(in.q);
   p.k = reinterpret_cast<const __nv_bfloat16*>(in.kv);
@@ -388,6 +398,7 @@ int launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& out, 
   p.row_blocks = (p.rows + hopper::rows_per_cta - 1) / hopper::rows_per_cta;
   p.causal = causal ? 1 : 0;
   p.kv_l2_hint = static_cast<int>(opt.kv_l2_hint);
+  p.stagger_qk = opt.stagger_qk ? 1 : 0;
   p.scale_log2 = static_cast<float>(static_cast<double>(scale) * 1.4426950408889634);
   p.block_table = in.block_table;
   p.seqlens = in.seqlens;
@@ -411,13 +422,18 @@ int launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& out, 
     p.out_part = static_cast<float*>(workspace);
     p.lse_part = p.out_part + rows_all * hopper::d_v;
   }
-  AMLA_CUDA_CHECK(cudaFuncSetAttribute(hopper::decode_kernel<Mode>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+  // AMLA's safe add is its own instantiation: its rare fix-up path must not cost the others
+  // registers.
+  using kernel_t = void (*)(CUtensorMap, CUtensorMap, hopper::params);
+  kernel_t kernel = hopper::decode_kernel<Mode, false>;
+  if constexpr (Mode == rescale_mode::amla) {
+    if (opt.amla_add == pow2_mode::safe) kernel = hopper::decode_kernel<Mode, true>;
+  }
+  AMLA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(hopper::smem_bytes)));
   const dim3 grid(static_cast<unsigned>(p.row_blocks), static_cast<unsigned>(s.batch),
                   static_cast<unsigned>(p.num_splits));
-  hopper::decode_kernel<Mode>
-      <<<grid, hopper::threads, hopper::smem_bytes, stream>>>(tm_q, tm_kv, p);
+  kernel<<<grid, hopper::threads, hopper::smem_bytes, stream>>>(tm_q, tm_kv, p);
   AMLA_CUDA_CHECK_LAUNCH("amla::cuda::detail::hopper::decode_kernel");
   if (p.num_splits > 1) {
     combine::params c{};
@@ -460,7 +476,7 @@ DecodeLaunch dispatch(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& o
     launch.kernel = kernel_kind::simple;
     launch.num_splits = 1;
     if (opt.kernel == kernel_kind::automatic) launch.fallback_reason = "the Hopper kernel " + why;
-    launch_simple<Mode>(in, out, scale, opt.causal, stream);
+    launch_simple<Mode>(in, out, scale, opt, stream);
   }
   return launch;
 }

@@ -14,6 +14,8 @@
 
 #include <cstdint>
 
+#include "amla/numeric/pow2.hpp"
+
 namespace amla::cuda {
 
 /// How the kernels rescale the output accumulator when the running max grows.
@@ -102,7 +104,7 @@ __device__ __forceinline__ frame_step step_frame(const row_frame& old, float m_n
   return st;
 }
 
-/// Applies a step's rescale to accumulator elements of one row.
+/// Applies a step's rescale to accumulator elements of one row (the raw AMLA add: hardware form).
 template <rescale_mode Mode>
 __device__ __forceinline__ float rescale_o(float o, const frame_step& st) {
   if constexpr (Mode == rescale_mode::standard) {
@@ -110,6 +112,69 @@ __device__ __forceinline__ float rescale_o(float o, const frame_step& st) {
   } else {
     return __int_as_float(__float_as_int(o) + st.o_add);  // wraps like AtomicAdd<int32>
   }
+}
+
+namespace detail {
+
+/// The magnitudes (FP32 patterns without the sign) for which adding k to the pattern is an exact
+/// multiplication (Lemma 3.1 for the combined add: the source and the result normal):
+/// lo <= mag < lo + span, tested as one unsigned compare (mag - lo) < span.
+struct exact_add_window {
+  std::uint32_t lo;
+  std::uint32_t span;
+};
+__device__ __forceinline__ exact_add_window exact_window(std::int32_t k) {
+  if (k == 0) return {0u, 0xFFFFFFFFu};  // no add: nothing can go wrong
+  constexpr std::int64_t normal_lo = 0x00800000, normal_hi = 0x7F800000;
+  const std::int64_t lo = k < 0 ? normal_lo - k : normal_lo;
+  const std::int64_t hi = k > 0 ? normal_hi - k : normal_hi;
+  return {static_cast<std::uint32_t>(lo), hi > lo ? static_cast<std::uint32_t>(hi - lo) : 0u};
+}
+__device__ __forceinline__ bool add_is_exact(std::uint32_t bits, exact_add_window w) {
+  return ((bits & 0x7FFFFFFFu) - w.lo) < w.span;
+}
+
+/// What AS_FP32(AS_INT32(f) + k) is meant to be where Lemma 3.1 fails: the same add on (sign,
+/// exponent, mantissa) with an unbounded exponent, rounded once to FP32; zeros stay zeros, Inf
+/// and NaN pass through (attention/amla.hpp's amla_intended_add, the "safe" form). Inline integer
+/// code (no call, no loop): a call here would make the kernels spill their accumulators.
+__device__ __forceinline__ float intended_add(float f, std::int32_t k) {
+  // Written with selects only (no branches), so that an unrolled loop of it stays one block.
+  const std::uint32_t u = __float_as_uint(f);
+  const std::uint32_t mag = u & 0x7FFFFFFFu;
+  const std::int32_t e_raw = static_cast<std::int32_t>(mag >> 23);
+  const std::int32_t m_raw = static_cast<std::int32_t>(u & 0x007FFFFFu);
+  // A subnormal source: move its leading bit to position 23 (shift 0 for normal sources).
+  const int shift = e_raw == 0 ? __clz(m_raw | 1) - 8 : 0;
+  const std::int32_t m = e_raw == 0 ? (m_raw << shift) - (1 << 23) : m_raw;
+  const std::int32_t e = e_raw == 0 ? 1 - shift : e_raw;
+  const std::int64_t r = (static_cast<std::int64_t>(e) << 23) + m + k;
+  const std::int64_t e2 = r >> 23;  // floor division: r may be negative
+  const std::uint32_t m2 = static_cast<std::uint32_t>(r & 0x7FFFFF);
+  // Below the normal range: round (2^23 + m2) 2^(e2 - 150) once to a subnormal, ties to even.
+  const int sh = e2 < -30 ? 31 : 1 - static_cast<int>(e2);  // used only when e2 < 1
+  const std::uint32_t mant = (1u << 23) | m2;
+  const std::uint32_t q = sh > 24 ? 0u : mant >> min(sh, 31);
+  const std::uint32_t rem = sh > 24 ? 0u : mant & ((1u << min(sh, 31)) - 1u);
+  const std::uint32_t half = sh > 24 ? 1u : 1u << max(min(sh, 31) - 1, 0);
+  const std::uint32_t sub = q + ((rem > half || (rem == half && (q & 1u))) ? 1u : 0u);
+  const std::uint32_t normal = (static_cast<std::uint32_t>(e2) << 23) | m2;
+  const std::uint32_t out = e2 >= 0xFF ? 0x7F800000u : (e2 >= 1 ? normal : sub);
+  const bool keep = mag == 0u || e_raw == 0xFF;  // +-0, Inf, NaN pass through
+  return keep ? f : __uint_as_float(out | (u & 0x80000000u));
+}
+
+}  // namespace detail
+
+/// The AMLA add in the form `form` (amla::pow2_mode): hardware is the raw add (what an NPU's
+/// AtomicAdd<int32> computes, garbage where Lemma 3.1 fails); safe is the raw add where it is
+/// exact and the intended value elsewhere (a zero stays zero).
+__device__ __forceinline__ float amla_add(float o, std::int32_t k, pow2_mode form) {
+  const std::uint32_t u = __float_as_uint(o);
+  if (form == pow2_mode::safe && !detail::add_is_exact(u, detail::exact_window(k))) {
+    return detail::intended_add(o, k);
+  }
+  return __uint_as_float(u + static_cast<std::uint32_t>(k));
 }
 
 /// The final divisor of a row's accumulator: l (standard) or l * S16 (AMLA).

@@ -27,7 +27,9 @@
 // O_R = O[:, 256:512] (each 64 x 256 FP32 = 128 registers per thread). Each iteration takes two
 // KV blocks, A (buffer 0) and B (buffer 1); each block's Q K^T is computed by one warpgroup, its
 // P V by both:
-//   1. WG0: S_A = Q K_A^T (wgmma SS, 36 x m64n64k16); WG1: S_B = Q K_B^T, concurrently.
+//   1. WG0: S_A = Q K_A^T (wgmma SS, 36 x m64n64k16); WG1: S_B = Q K_B^T, issued once WG0 has
+//      issued S_A (named barrier 5, CudaDecodeOptions::stagger_qk), so that WG0's softmax of A
+//      overlaps S_B on the tensor cores.
 //   2. WG0: frame A = step(frame, rowmax S_A), P_A = exp2(S_A - m_A); publishes frame A and P_A
 //      (into KV[0] chunk 8); named barrier 1.
 //   3. WG0: O_L = step_A(O_L) + P_A V_A[:, L] (RS, P_A from registers);
@@ -87,6 +89,7 @@ enum barrier_id : int {
   bar_p_b = 2,  ///< WG1 -> WG0: frame B and P_B published
   bar_wg0 = 3,  ///< WG0 alone (128 threads)
   bar_wg1 = 4,  ///< WG1 alone
+  bar_qk = 5,   ///< WG0 -> WG1: S_A issued, WG1 may issue S_B (params::stagger_qk)
 };
 
 /// A row's frame as published to the other warpgroup, with the step that produced it.
@@ -118,6 +121,7 @@ struct params {
   int num_splits;
   int causal;
   int kv_l2_hint;  ///< 0 none, 1 evict first, 2 evict last (TMA loads of the KV cache)
+  int stagger_qk;  ///< 1: WG1 issues S_B only after WG0 has issued S_A
   float scale_log2;
   const std::int32_t* block_table;
   const std::int32_t* seqlens;
@@ -170,10 +174,11 @@ __device__ __forceinline__ std::uint64_t desc_v(const std::uint8_t* buf, int c0,
   return ptx::smem_desc_sw128(ptx::smem_u32(buf + c0 * chunk_bytes) + kk * 2048, chunk_bytes, 1024);
 }
 
-/// S = Q K^T for the block in buffer `buf`, consuming chunks in the order given.
+/// S = Q K^T for the block in buffer `buf`, consuming chunks in the order given. With `signal`,
+/// arrives at bar_qk once every wgmma is issued (before waiting for them).
 template <int C0, int C1, int C2, int C3, int C4, int C5, int C6, int C7, int C8>
 __device__ __forceinline__ void qk_product(float (&s)[32], shared_storage& sm, int buf,
-                                           std::uint32_t parity) {
+                                           std::uint32_t parity, bool signal = false) {
   constexpr int order[chunks] = {C0, C1, C2, C3, C4, C5, C6, C7, C8};
 #pragma unroll
   for (int i = 0; i < 32; ++i) s[i] = 0.0f;
@@ -193,6 +198,7 @@ __device__ __forceinline__ void qk_product(float (&s)[32], shared_storage& sm, i
     }
   }
   ptx::wgmma_commit();
+  if (signal) ptx::bar_arrive(bar_qk, 256);
   ptx::wgmma_wait<0>();
   ptx::fence_regs(s);
 }
@@ -307,20 +313,50 @@ __device__ __forceinline__ void zero_tail(std::uint8_t* buf, int first_key, int 
   }
 }
 
-template <rescale_mode Mode, int N>
+template <rescale_mode Mode, bool SafeAdd, int N>
 __device__ __forceinline__ void rescale_rows(float (&o)[N], const frame_step& st0,
                                              const frame_step& st1) {
   if constexpr (Mode == rescale_mode::standard) {
     // A factor of exactly 1 leaves O unchanged: skip the multiply when the whole warp agrees.
     if (__all_sync(0xffffffffu, st0.o_scale == 1.0f && st1.o_scale == 1.0f)) return;
+#pragma unroll
+    for (int i = 0; i < N; ++i) o[i] *= (i & 2) ? st1.o_scale : st0.o_scale;
   } else {
     if (__all_sync(0xffffffffu, st0.o_add == 0 && st1.o_add == 0)) return;
-  }
+    const std::uint32_t k0 = static_cast<std::uint32_t>(st0.o_add);
+    const std::uint32_t k1 = static_cast<std::uint32_t>(st1.o_add);
+    if constexpr (!SafeAdd) {
 #pragma unroll
-  for (int i = 0; i < N; ++i) o[i] = rescale_o<Mode>(o[i], (i & 2) ? st1 : st0);
+      for (int i = 0; i < N; ++i)
+        o[i] = __uint_as_float(__float_as_uint(o[i]) + ((i & 2) ? k1 : k0));
+      return;
+    } else {
+      // Safe form: the raw add everywhere, then, only if some element of the warp broke Lemma 3.1,
+      // its intended value (rescale.cuh).
+      const exact_add_window w0 = exact_window(st0.o_add), w1 = exact_window(st1.o_add);
+      bool bad = false;
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        const std::uint32_t u = __float_as_uint(o[i]);
+        bad |= !add_is_exact(u, (i & 2) ? w1 : w0);
+        o[i] = __uint_as_float(u + ((i & 2) ? k1 : k0));
+      }
+      if (__any_sync(0xffffffffu, bad)) {
+#pragma unroll
+        for (int i = 0; i < N; ++i) {
+          const std::uint32_t k = (i & 2) ? k1 : k0;
+          const std::uint32_t before = __float_as_uint(o[i]) - k;
+          if (!add_is_exact(before, (i & 2) ? w1 : w0)) {
+            o[i] = intended_add(__uint_as_float(before), static_cast<std::int32_t>(k));
+          }
+        }
+      }
+    }
+  }
 }
 
-template <rescale_mode Mode>
+/// SafeAdd: AMLA's add in the safe form (rescale.cuh); false is the raw hardware add.
+template <rescale_mode Mode, bool SafeAdd>
 __global__ void __launch_bounds__(threads, 1)
     decode_kernel(const __grid_constant__ CUtensorMap tm_q,
                   const __grid_constant__ CUtensorMap tm_kv, const params p) {
@@ -391,7 +427,7 @@ __global__ void __launch_bounds__(threads, 1)
 
     if (wg == 0) {
       // ---- WG0: S_A, frame A, P_A (to registers and to KV[0] chunk 8 for WG1) ----
-      qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 0, parity);
+      qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 0, parity, p.stagger_qk != 0);
       const bool masked = (kb_a + 1) * block_keys > vis_min;
       scale_mask(s, p.scale_log2, masked, kb_a * block_keys, vis0, vis1, quad);
       float mx0, mx1;
@@ -413,7 +449,7 @@ __global__ void __launch_bounds__(threads, 1)
       ptx::bar_arrive(bar_p_a, 256);
 
       // ---- WG0: O_L = step_A(O_L) + P_A V_A[:, L] ----
-      rescale_rows<Mode>(o, sa0, sa1);
+      rescale_rows<Mode, SafeAdd>(o, sa0, sa1);
       if (kb_a == tail_block) {
         zero_tail(sm.kv[0], tail_first, 0, 4, tid_wg);
         ptx::fence_proxy_async_smem();
@@ -438,7 +474,7 @@ __global__ void __launch_bounds__(threads, 1)
         const frame_message mb0 = sm.msg_b[r0], mb1 = sm.msg_b[r1];
         const frame_step sb0{mb0.frame, mb0.o_scale, mb0.o_add, 1.0f, 1.0f};
         const frame_step sb1{mb1.frame, mb1.o_scale, mb1.o_add, 1.0f, 1.0f};
-        rescale_rows<Mode>(o, sb0, sb1);
+        rescale_rows<Mode, SafeAdd>(o, sb0, sb1);
         if (kb_b == tail_block) {
           zero_tail(sm.kv[1], tail_first, 0, 4, tid_wg);
           ptx::fence_proxy_async_smem();
@@ -469,7 +505,9 @@ __global__ void __launch_bounds__(threads, 1)
         f1 = sa1.next;
       }
     } else {
-      // ---- WG1: S_B (concurrently with S_A) ----
+      // ---- WG1: S_B (after S_A on the tensor cores when staggered, so WG0's softmax of block A
+      // overlaps it) ----
+      if (p.stagger_qk) ptx::bar_sync(bar_qk, 256);
       if (has_b) {
         qk_product<4, 5, 6, 7, 0, 1, 2, 3, 8>(s, sm, 1, parity);
         const bool masked = (kb_b + 1) * block_keys > vis_min;
@@ -485,7 +523,7 @@ __global__ void __launch_bounds__(threads, 1)
       {
         const frame_step sa0{ma0.frame, ma0.o_scale, ma0.o_add, 1.0f, 1.0f};
         const frame_step sa1{ma1.frame, ma1.o_scale, ma1.o_add, 1.0f, 1.0f};
-        rescale_rows<Mode>(o, sa0, sa1);
+        rescale_rows<Mode, SafeAdd>(o, sa0, sa1);
       }
       if (kb_a == tail_block) {
         zero_tail(sm.kv[0], tail_first, 4, 8, tid_wg);
@@ -534,7 +572,7 @@ __global__ void __launch_bounds__(threads, 1)
 
       // ---- WG1: O_R = step_B(O_R) + P_B V_B[:, R] ----
       if (has_b) {
-        rescale_rows<Mode>(o, sb0, sb1);
+        rescale_rows<Mode, SafeAdd>(o, sb0, sb1);
         if (kb_b == tail_block) {
           zero_tail(sm.kv[1], tail_first, 4, 8, tid_wg);
           ptx::fence_proxy_async_smem();

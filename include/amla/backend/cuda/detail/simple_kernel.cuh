@@ -26,6 +26,7 @@ inline constexpr int block_keys = 64;
 struct params {
   int batch, s_q, h_q, h_kv, d_qk, d_v, page_size, max_pages;
   int causal;
+  int amla_safe;     ///< AMLA add: 0 hardware (raw), 1 safe
   float scale_log2;  ///< softmax scale * log2(e)
   const __nv_bfloat16* q;
   const __nv_bfloat16* k;  ///< the kv cache
@@ -117,7 +118,13 @@ __global__ void __launch_bounds__(threads) decode_kernel(const params p) {
     const bool started = frame.m != detail::neg_inf_f;
     for (int d = tid; d < p.d_v; d += threads) {
       float o = o_s[d];
-      if (started) o = rescale_o<Mode>(o, st);
+      if (started) {
+        if constexpr (Mode == rescale_mode::standard) {
+          o *= st.o_scale;
+        } else {
+          o = amla_add(o, st.o_add, p.amla_safe ? pow2_mode::safe : pow2_mode::hardware);
+        }
+      }
       for (int i = 0; i < nk; ++i) {
         const int key = k0 + i;
         const std::int64_t row =
