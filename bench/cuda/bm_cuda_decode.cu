@@ -92,7 +92,11 @@ double time_ms(F&& launch, void* flush, std::size_t flush_bytes, int warmup, int
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
+  const std::string arg = argc > 1 ? argv[1] : "";
+  const bool quick = arg == "--quick";
+  // --profile: one configuration (b 128, s_q 2, s_k 4096, standard), three launches, for a
+  // profiler (the third launch is the one to look at).
+  const bool profile = arg == "--profile";
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
     std::printf("bm_cuda_decode: no CUDA device visible\n");
@@ -123,7 +127,19 @@ int main(int argc, char** argv) {
                                    CUDA_R_16BF, n, gb, CUDA_R_16BF, n, &beta, gc, CUDA_R_16BF, n,
                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     };
-    const double gemm_ms = time_ms(gemm, flush, flush_bytes, 5, 20);
+    // Warm-up: about two seconds of GEMMs, so that clocks have ramped up before anything is timed
+    // (the first configurations of a cold run measured up to 20% slow).
+    if (!profile) {
+      Timer w;
+      AMLA_CUDA_CHECK(cudaEventRecord(w.a));
+      for (float elapsed = 0; elapsed < 2000.0f;) {
+        for (int i = 0; i < 50; ++i) gemm();
+        AMLA_CUDA_CHECK(cudaEventRecord(w.b));
+        AMLA_CUDA_CHECK(cudaEventSynchronize(w.b));
+        AMLA_CUDA_CHECK(cudaEventElapsedTime(&elapsed, w.a, w.b));
+      }
+    }
+    const double gemm_ms = time_ms(gemm, flush, flush_bytes, 5, profile ? 1 : 20);
     const double gemm_tflops = 2.0 * n * n * static_cast<double>(n) / (gemm_ms * 1e-3) / 1e12;
     std::printf("cuBLAS BF16 GEMM 8192^3: %.3f ms, %.1f TFLOPS\n", gemm_ms, gemm_tflops);
     BM_CUBLAS_CHECK(cublasDestroy(handle));
@@ -144,6 +160,9 @@ int main(int argc, char** argv) {
       bool stagger = true;
     };
     std::vector<Config> configs;
+    if (profile) {
+      configs.push_back({128, 2, 4096, ac::kernel_kind::hopper, ac::rescale_mode::standard, 1});
+    }
     const std::vector<int> sks =
         quick ? std::vector<int>{4096} : std::vector<int>{1024, 4096, 16384};
     for (ac::rescale_mode mode : {ac::rescale_mode::standard, ac::rescale_mode::amla}) {
@@ -151,6 +170,7 @@ int main(int argc, char** argv) {
         for (int s_k : sks) configs.push_back({128, s_q, s_k, ac::kernel_kind::hopper, mode, 15});
       }
     }
+    if (profile) configs.resize(1);
     // No L2 hint on the KV loads, and AMLA's safe add.
     for (int s_q : {1, 2}) {
       configs.push_back({128, s_q, 4096, ac::kernel_kind::hopper, ac::rescale_mode::standard, 15,
@@ -175,13 +195,17 @@ int main(int argc, char** argv) {
     };
     std::vector<Row> rows(configs.size());
     // Two passes over all configurations: the spread between them is the noise of a number.
-    for (int pass = 0; pass < 2; ++pass) {
+    for (int pass = 0; pass < (profile ? 1 : 2); ++pass) {
       for (std::size_t ci = 0; ci < configs.size(); ++ci) {
         const Config& c = configs[ci];
         if (pass == 1 && c.kernel == ac::kernel_kind::simple) {
           rows[ci].us[1] = rows[ci].us[0];
           rows[ci].tflops[1] = rows[ci].tflops[0];
           continue;
+        }
+        if (profile) {
+          rows[ci].us[1] = 0;
+          rows[ci].tflops[1] = 0;
         }
         const int pages_per_seq = c.s_k / page;
         const int num_pages = c.batch * pages_per_seq;
@@ -225,6 +249,9 @@ int main(int argc, char** argv) {
         opt.check_tables = false;
         const double ms = time_ms([&] { ac::decode(in, outs, opt); }, flush, flush_bytes,
                                   c.reps > 5 ? 3 : 1, c.reps);
+        if (profile) {
+          std::printf("profile: decode launched 3 times (table check, warm-up, timed)\n");
+        }
         const double flop = 2.0 * c.batch * c.s_q * h_q * static_cast<double>(c.s_k) * (576 + 512);
         const double tflops = flop / (ms * 1e-3) / 1e12;
         std::string name = std::string(ac::to_string(launch.kernel)) + "/" +

@@ -29,11 +29,21 @@ enum class rescale_mode : std::uint8_t {
 };
 
 /// One query row's state after some KV blocks (base-2 units, see the file comment).
+/// AMLA's per-row scalars n, S32, S16 and c are functions of m alone (see amla_scalars), so a
+/// frame stores only m: the kernels keep 128 accumulators per thread in registers and cannot
+/// afford three more per row.
 struct row_frame {
   float m = -__builtin_huge_valf();  ///< running max of s2; -inf before the first visible key
-  float n = 0.0f;                    ///< AMLA: n_i = round(-m) (0 before the first key)
-  float c = 1.0f;                    ///< AMLA: compensation ratio c_i = S16 / S32 (c_0 = 1)
-  float s16 = 1.0f;                  ///< AMLA: S16_i (1 in standard mode)
+};
+
+/// AMLA's scalars of a running max m (base-2 units): n = rint(-m) (round to nearest even),
+/// S32 = exp2(n + m), S16 = BF16(S32) (nearest even), c = S16 / S32 (Appendix A reading).
+/// A row that has seen no key (m = -inf) has n = 0, S16 = S32 = c = 1.
+struct amla_scalars {
+  float n = 0.0f;
+  float s32 = 1.0f;
+  float s16 = 1.0f;
+  float c = 1.0f;
 };
 
 /// What moving a row from one frame to the next asks of a kernel.
@@ -73,6 +83,21 @@ inline constexpr float amla_nudge = 1e-6f;
 /// S32 = exp2(n + m), S16 = BF16(S32) nearest-even, c = S16 / S32 (Appendix A reading),
 /// eps = 1.5 (c / c_old - 1), k = trunc((max(n - n_old, -30) + eps + 1e-6) * 2^23), evaluated
 /// left to right in FP32 without contraction; a row that has seen no key yet gets no add).
+__device__ __forceinline__ amla_scalars amla_scalars_of(float m) {
+  amla_scalars a;
+  if (m == detail::neg_inf_f) return a;
+  a.n = rintf(-m);
+  a.s32 = exp2f(__fadd_rn(a.n, m));
+  a.s16 = __bfloat162float(__float2bfloat16_rn(a.s32));
+  a.c = __fdiv_rn(a.s16, a.s32);
+  return a;
+}
+
+/// The step from frame `old` to running max `m_new` (>= old.m) in the given mode. Mirrors, per
+/// row, attention/online_softmax.hpp (standard) and attention/amla.hpp (AMLA, amla_scalars_of
+/// for both frames, eps = 1.5 (c / c_old - 1), k = trunc((max(n - n_old, -30) + eps + 1e-6) *
+/// 2^23), evaluated left to right in FP32 without contraction; a row that has seen no key yet
+/// gets no add).
 template <rescale_mode Mode>
 __device__ __forceinline__ frame_step step_frame(const row_frame& old, float m_new) {
   frame_step st;
@@ -86,17 +111,12 @@ __device__ __forceinline__ frame_step step_frame(const row_frame& old, float m_n
   if constexpr (Mode == rescale_mode::standard) {
     st.o_scale = st.l_scale;
   } else {
-    const float n = rintf(-m_new);
-    const float s32 = exp2f(__fadd_rn(n, m_new));
-    const float s16 = __bfloat162float(__float2bfloat16_rn(s32));
-    const float c = __fdiv_rn(s16, s32);
-    st.next.n = n;
-    st.next.c = c;
-    st.next.s16 = s16;
-    st.p_scale = s16;
+    const amla_scalars a = amla_scalars_of(m_new);
+    st.p_scale = a.s16;
     if (started) {
-      const float eps = __fmul_rn(1.5f, __fsub_rn(__fdiv_rn(c, old.c), 1.0f));
-      const float dn = fmaxf(__fsub_rn(n, old.n), detail::amla_exponent_clamp);
+      const amla_scalars b = amla_scalars_of(old.m);
+      const float eps = __fmul_rn(1.5f, __fsub_rn(__fdiv_rn(a.c, b.c), 1.0f));
+      const float dn = fmaxf(__fsub_rn(a.n, b.n), detail::amla_exponent_clamp);
       const float big_n = __fadd_rn(__fadd_rn(dn, eps), detail::amla_nudge);
       st.o_add = __float2int_rz(__fmul_rn(big_n, 8388608.0f));  // * 2^23, truncated
     }
@@ -164,6 +184,18 @@ __device__ __forceinline__ float intended_add(float f, std::int32_t k) {
   return keep ? f : __uint_as_float(out | (u & 0x80000000u));
 }
 
+/// The safe add as the Hopper kernel does it, in three instructions: where the magnitude lies below
+/// the exact window's low end `lo` (a zero, a subnormal, or a value the add would push below the
+/// normal range) the result is the signed zero, elsewhere the raw add. It differs from
+/// intended_add only where intended_add returns a subnormal (|value| < 2^-126): a flush to zero.
+/// The top of the window (overflow to Inf) cannot be reached by an O element: |O| stays below
+/// the key count times max |V|.
+__device__ __forceinline__ float amla_add_flush(float o, std::uint32_t k, std::uint32_t lo) {
+  const std::uint32_t u = __float_as_uint(o);
+  const std::uint32_t mag = u & 0x7FFFFFFFu;
+  return __uint_as_float(u + (mag >= lo ? k : 0u - mag));  // u - mag keeps only the sign
+}
+
 }  // namespace detail
 
 /// The AMLA add in the form `form` (amla::pow2_mode): hardware is the raw add (what an NPU's
@@ -183,7 +215,7 @@ __device__ __forceinline__ float output_divisor(const row_frame& f, float l) {
   if constexpr (Mode == rescale_mode::standard) {
     return l;
   } else {
-    return __fmul_rn(l, f.s16);
+    return __fmul_rn(l, amla_scalars_of(f.m).s16);
   }
 }
 

@@ -32,20 +32,21 @@
 //      overlaps S_B on the tensor cores.
 //   2. WG0: frame A = step(frame, rowmax S_A), P_A = exp2(S_A - m_A); publishes frame A and P_A
 //      (into KV[0] chunk 8); named barrier 1.
-//   3. WG0: O_L = step_A(O_L) + P_A V_A[:, L] (RS, P_A from registers);
-//      WG1: O_R = step_A(O_R) + P_A V_A[:, R] (SS, P_A from shared memory).
+//   3. WG0: O_L = step_A(O_L) + P_A V_A[:, L]; WG1: O_R = step_A(O_R) + P_A V_A[:, R] (both
+//      wgmma SS with P_A from shared memory: its fragments would cost 16 registers per thread
+//      across the O rescale, and the AMLA kernels have none to spare).
 //   4. WG1, while both halves of step 3 run: frame B = step(frame A, rowmax S_B), P_B; publishes
 //      them (P_B into KV[1] chunk 8); named barrier 2.
-//   5. WG0: O_L = step_B(O_L) + P_B V_B[:, L] (SS); WG1: O_R = step_B(O_R) + P_B V_B[:, R] (RS).
+//   5. WG0: O_L = step_B(O_L) + P_B V_B[:, L]; WG1: O_R = step_B(O_R) + P_B V_B[:, R] (SS).
 // Both halves therefore follow the CPU recurrence's block order exactly, block size 64 (Base:
 // O = O exp(m_old - m_new) + BF16(P) V; AMLA: O = AS_FP32(AS_INT32(O) + k) + BF16(P S16) V).
 // This is the FlashMLA deep dive's idea (two warpgroups, one output split in halves, P handed
 // across in shared memory) without its seesaw reordering: block A's P V runs on both halves right
 // after frame A, so all of KV[0] is free one P V earlier and the next pair's first Q K^T finds its
-// data. Refills: KV[0] chunks 0-3 after WG0's step 3, KV[0] chunks 4-8 after WG1's step 3, KV[1]
-// chunks 4-7 after WG1's step 5, KV[1] chunks 0-3 and 8 after WG0's step 5. The thread that
-// refills is the first of the warpgroup that read last (program order and the two named barriers
-// order every other reader before it).
+// data. Refills: KV[b] chunks 0-3 by WG0 after its step 3 (b = 0) or 5 (b = 1); KV[b] chunks
+// 4-8 by WG1 after its own step and after WG0 has signalled (named barriers 6, 7) that it is done
+// with chunk 8, the P tile both read. The refilling thread is the first of its warpgroup, after a
+// warpgroup barrier (every warp's wgmma is complete).
 //
 // ---- In the simulator's vocabulary (amla/sim) ---------------------------------------------
 //   Cube: the tensor cores, driven by wgmma from both warpgroups: C1 (Q K^T) per block, C2 (P V)
@@ -85,11 +86,13 @@ inline constexpr int tile_bytes = chunks * chunk_bytes;
 inline constexpr int threads = 256;
 
 enum barrier_id : int {
-  bar_p_a = 1,  ///< WG0 -> WG1: frame A and P_A published
-  bar_p_b = 2,  ///< WG1 -> WG0: frame B and P_B published
-  bar_wg0 = 3,  ///< WG0 alone (128 threads)
-  bar_wg1 = 4,  ///< WG1 alone
-  bar_qk = 5,   ///< WG0 -> WG1: S_A issued, WG1 may issue S_B (params::stagger_qk)
+  bar_p_a = 1,     ///< WG0 -> WG1: frame A and P_A published
+  bar_p_b = 2,     ///< WG1 -> WG0: frame B and P_B published
+  bar_wg0 = 3,     ///< WG0 alone (128 threads)
+  bar_wg1 = 4,     ///< WG1 alone
+  bar_qk = 5,      ///< WG0 -> WG1: S_A issued, WG1 may issue S_B (params::stagger_qk)
+  bar_a_done = 6,  ///< WG0 -> WG1: WG0's P_A V_A done (KV[0] chunk 8 may be refilled)
+  bar_b_done = 7,  ///< WG0 -> WG1: WG0's P_B V_B done (KV[1] chunk 8 may be refilled)
 };
 
 /// A row's frame as published to the other warpgroup, with the step that produced it.
@@ -331,25 +334,12 @@ __device__ __forceinline__ void rescale_rows(float (&o)[N], const frame_step& st
         o[i] = __uint_as_float(__float_as_uint(o[i]) + ((i & 2) ? k1 : k0));
       return;
     } else {
-      // Safe form: the raw add everywhere, then, only if some element of the warp broke Lemma 3.1,
-      // its intended value (rescale.cuh).
-      const exact_add_window w0 = exact_window(st0.o_add), w1 = exact_window(st1.o_add);
-      bool bad = false;
+      // Safe form in one pass (rescale.cuh, amla_add_flush): a second, fix-up pass over the 128
+      // accumulators makes the kernel spill.
+      const std::uint32_t lo0 = exact_window(st0.o_add).lo, lo1 = exact_window(st1.o_add).lo;
 #pragma unroll
       for (int i = 0; i < N; ++i) {
-        const std::uint32_t u = __float_as_uint(o[i]);
-        bad |= !add_is_exact(u, (i & 2) ? w1 : w0);
-        o[i] = __uint_as_float(u + ((i & 2) ? k1 : k0));
-      }
-      if (__any_sync(0xffffffffu, bad)) {
-#pragma unroll
-        for (int i = 0; i < N; ++i) {
-          const std::uint32_t k = (i & 2) ? k1 : k0;
-          const std::uint32_t before = __float_as_uint(o[i]) - k;
-          if (!add_is_exact(before, (i & 2) ? w1 : w0)) {
-            o[i] = intended_add(__uint_as_float(before), static_cast<std::int32_t>(k));
-          }
-        }
+        o[i] = amla_add_flush(o[i], (i & 2) ? k1 : k0, (i & 2) ? lo1 : lo0);
       }
     }
   }
@@ -426,7 +416,7 @@ __global__ void __launch_bounds__(threads, 1)
     float s[32];
 
     if (wg == 0) {
-      // ---- WG0: S_A, frame A, P_A (to registers and to KV[0] chunk 8 for WG1) ----
+      // ---- WG0: S_A, frame A, P_A (into KV[0] chunk 8, for both warpgroups) ----
       qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 0, parity, p.stagger_qk != 0);
       const bool masked = (kb_a + 1) * block_keys > vis_min;
       scale_mask(s, p.scale_log2, masked, kb_a * block_keys, vis0, vis1, quad);
@@ -442,30 +432,32 @@ __global__ void __launch_bounds__(threads, 1)
       exponentiate(s, sa0.next.m, sa1.next.m, sum0, sum1);
       l0 = l0 * sa0.l_scale + sum0;
       l1 = l1 * sa1.l_scale + sum1;
-      std::uint32_t pa[4][4];
-      make_p_fragments<Mode == rescale_mode::amla>(pa, s, sa0.p_scale, sa1.p_scale);
-      store_p_tile(sm.kv[0] + 8 * chunk_bytes, pa, r0, quad);
+      {
+        std::uint32_t pa[4][4];
+        make_p_fragments<Mode == rescale_mode::amla>(pa, s, sa0.p_scale, sa1.p_scale);
+        store_p_tile(sm.kv[0] + 8 * chunk_bytes, pa, r0, quad);
+      }
       ptx::fence_proxy_async_smem();
       ptx::bar_arrive(bar_p_a, 256);
 
-      // ---- WG0: O_L = step_A(O_L) + P_A V_A[:, L] ----
+      // ---- WG0: O_L = step_A(O_L) + P_A V_A[:, L] (P_A from shared memory: holding its
+      // fragments in registers across the rescale would cost 16 registers per thread) ----
       rescale_rows<Mode, SafeAdd>(o, sa0, sa1);
-      if (kb_a == tail_block) {
-        zero_tail(sm.kv[0], tail_first, 0, 4, tid_wg);
-        ptx::fence_proxy_async_smem();
-        ptx::bar_sync(bar_wg0, 128);
-      }
+      if (kb_a == tail_block) zero_tail(sm.kv[0], tail_first, 0, 4, tid_wg);
+      ptx::fence_proxy_async_smem();
+      ptx::bar_sync(bar_wg0, 128);  // all of P_A (and the zeroed tail) written
       ptx::fence_regs(o);
       ptx::wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
-        ptx::wgmma_m64n256k16_rs_btrans(o, pa[kk], desc_v(sm.kv[0], 0, kk), 1);
+        ptx::wgmma_m64n256k16_ss_btrans(o, desc_kmajor(sm.kv[0] + 8 * chunk_bytes, kk),
+                                        desc_v(sm.kv[0], 0, kk), 1);
       }
       ptx::wgmma_commit();
       ptx::wgmma_wait<0>();
       ptx::fence_regs(o);
-      ptx::fence_regs(pa);
-      ptx::bar_sync(bar_wg0, 128);  // every warp of WG0 is done reading KV[0] chunks 0-3
+      ptx::bar_sync(bar_wg0, 128);  // every warp of WG0 is done reading KV[0] chunks 0-3 and 8
+      ptx::bar_arrive(bar_a_done, 256);
       if (leader && kb_a + 2 < kb_end) load_kv(sm, &tm_kv, p, table, seqlen, 0, kb_a + 2, 0, 4);
 
       // ---- WG0: O_L = step_B(O_L) + P_B V_B[:, L] (P_B from WG1 through KV[1] chunk 8) ----
@@ -496,10 +488,8 @@ __global__ void __launch_bounds__(threads, 1)
         ptx::wgmma_wait<0>();
         ptx::fence_regs(o);
         ptx::bar_sync(bar_wg0, 128);
-        if (leader && kb_b + 2 < kb_end) {
-          load_kv(sm, &tm_kv, p, table, seqlen, 1, kb_b + 2, 0, 4);
-          load_kv(sm, &tm_kv, p, table, seqlen, 1, kb_b + 2, 8, 9);
-        }
+        ptx::bar_arrive(bar_b_done, 256);
+        if (leader && kb_b + 2 < kb_end) load_kv(sm, &tm_kv, p, table, seqlen, 1, kb_b + 2, 0, 4);
       } else {
         f0 = sa0.next;
         f1 = sa1.next;
@@ -509,7 +499,7 @@ __global__ void __launch_bounds__(threads, 1)
       // overlaps it) ----
       if (p.stagger_qk) ptx::bar_sync(bar_qk, 256);
       if (has_b) {
-        qk_product<4, 5, 6, 7, 0, 1, 2, 3, 8>(s, sm, 1, parity);
+        qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 1, parity);
         const bool masked = (kb_b + 1) * block_keys > vis_min;
         scale_mask(s, p.scale_log2, masked, kb_b * block_keys, vis0, vis1, quad);
       } else {
@@ -552,9 +542,9 @@ __global__ void __launch_bounds__(threads, 1)
         sm.msg_b[r1] = frame_message{sb1.next, sb1.o_scale, sb1.o_add};
       }
       float sum0 = 0.0f, sum1 = 0.0f;
-      std::uint32_t pb[4][4];
       if (has_b) {
         exponentiate(s, sb0.next.m, sb1.next.m, sum0, sum1);
+        std::uint32_t pb[4][4];
         make_p_fragments<Mode == rescale_mode::amla>(pb, s, sb0.p_scale, sb1.p_scale);
         store_p_tile(sm.kv[1] + 8 * chunk_bytes, pb, r0, quad);
         ptx::fence_proxy_async_smem();
@@ -567,10 +557,12 @@ __global__ void __launch_bounds__(threads, 1)
       f1 = sb1.next;
       ptx::wgmma_wait<0>();
       ptx::fence_regs(o);
-      ptx::bar_sync(bar_wg1, 128);  // every warp of WG1 is done reading KV[0] chunks 4-8
+      ptx::bar_sync(bar_wg1, 128);     // every warp of WG1 is done reading KV[0] chunks 4-8
+      ptx::bar_sync(bar_a_done, 256);  // and WG0 with chunk 8 (P_A)
       if (leader && kb_a + 2 < kb_end) load_kv(sm, &tm_kv, p, table, seqlen, 0, kb_a + 2, 4, 9);
 
-      // ---- WG1: O_R = step_B(O_R) + P_B V_B[:, R] ----
+      // ---- WG1: O_R = step_B(O_R) + P_B V_B[:, R] (P_B from shared memory; the barrier above
+      // ordered all four warps' rows of it) ----
       if (has_b) {
         rescale_rows<Mode, SafeAdd>(o, sb0, sb1);
         if (kb_b == tail_block) {
@@ -582,14 +574,15 @@ __global__ void __launch_bounds__(threads, 1)
         ptx::wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
-          ptx::wgmma_m64n256k16_rs_btrans(o, pb[kk], desc_v(sm.kv[1], 4, kk), 1);
+          ptx::wgmma_m64n256k16_ss_btrans(o, desc_kmajor(sm.kv[1] + 8 * chunk_bytes, kk),
+                                          desc_v(sm.kv[1], 4, kk), 1);
         }
         ptx::wgmma_commit();
         ptx::wgmma_wait<0>();
         ptx::fence_regs(o);
-        ptx::fence_regs(pb);
         ptx::bar_sync(bar_wg1, 128);
-        if (leader && kb_b + 2 < kb_end) load_kv(sm, &tm_kv, p, table, seqlen, 1, kb_b + 2, 4, 8);
+        ptx::bar_sync(bar_b_done, 256);  // WG0 is done with KV[1] chunk 8 (P_B)
+        if (leader && kb_b + 2 < kb_end) load_kv(sm, &tm_kv, p, table, seqlen, 1, kb_b + 2, 4, 9);
       }
     }
   }
