@@ -30,7 +30,13 @@ using MatrixD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::Row
 
 namespace detail {
 inline std::string shape_text(Eigen::Index rows, Eigen::Index cols) {
-  return "[" + std::to_string(rows) + " x " + std::to_string(cols) + "]";
+  // Built by appending: GCC 12 warns falsely (-Wrestrict, bug 105329) on "literal" + string&&.
+  std::string s("[");
+  s += std::to_string(rows);
+  s += " x ";
+  s += std::to_string(cols);
+  s += ']';
+  return s;
 }
 template <class DA, class DB>
 void check_inner(const char* fn, const Eigen::MatrixBase<DA>& a, const Eigen::MatrixBase<DB>& b) {

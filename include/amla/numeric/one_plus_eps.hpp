@@ -16,8 +16,9 @@
 // mantissa step, relative at most 2^-24. Hence for every normal F whose result stays normal,
 //   |F' / (F (1 + eps)) - 1| <= |eps| / (2 (1 - |eps|)) + 2^-24,
 // which for |eps| <= 2^-8 is at most 1.9608e-3 + 6e-8. The error is signed and mantissa
-// dependent, but its mean over uniformly spread mantissas is eps (1.5 ln 2 - 1) ~= 0.04 eps,
-// nearly unbiased: that, not the worst case, is why the constant is 1.5.
+// dependent, but its mean over uniformly spread mantissas is eps (1.5 ln 2 - 1) ~= 0.04 eps (plus
+// 9/16 eps^2 from the carry region), nearly unbiased: that, not the worst case, is why the
+// constant is 1.5.
 // Rounding of k. `nearest_even` rounds 1.5 * 2^23 * eps to the nearest integer, ties to even
 // (std::nearbyint under the default FP environment). `toward_zero` truncates, like an FP32 -> INT32
 // cast with CAST_TRUNC: the "unrounded" reading, whose extra error is below one mantissa step,

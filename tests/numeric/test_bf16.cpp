@@ -1,0 +1,151 @@
+// Tests for amla/numeric/bf16.hpp: exact bit patterns, and an exhaustive comparison of both
+// conversions against an independent reference over all 2^32 FP32 patterns.
+#include <algorithm>
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <thread>
+#include <vector>
+
+#include "amla/numeric/bf16.hpp"
+
+namespace {
+
+std::uint16_t rne_bits(std::uint32_t u) {
+  return amla::bf16::from_float(amla::as_fp32(u)).bits;
+}
+std::uint16_t rtz_bits(std::uint32_t u) {
+  return amla::bf16::from_float(amla::as_fp32(u), amla::bf16_rounding::toward_zero).bits;
+}
+
+// Magnitude of a non-negative BF16 pattern as a double; the pattern one past the largest finite
+// value (0x7F80) stands for 2^128, the next step of the binade, so that "round to nearest" on the
+// real line reproduces IEEE overflow-to-infinity.
+double bf16_magnitude(std::uint32_t mag_bits) {
+  if (mag_bits == 0x7F80u) return std::ldexp(1.0, 128);
+  return static_cast<double>(amla::as_fp32(mag_bits << 16));
+}
+
+// Independent reference for round-to-nearest-even: pick between the two neighbouring BF16 values
+// by comparing exact distances computed in double (no integer carry tricks).
+std::uint16_t reference_rne(std::uint32_t u) {
+  const std::uint32_t sign = u & 0x80000000u;
+  const std::uint32_t mag = u & 0x7FFFFFFFu;
+  if (mag > 0x7F800000u) return static_cast<std::uint16_t>((u >> 16) | 0x0040u);  // quiet NaN
+  const std::uint32_t lo = mag >> 16;
+  std::uint32_t pick = lo;
+  if ((mag & 0xFFFFu) != 0) {
+    const double x = static_cast<double>(amla::as_fp32(mag));
+    const double below = x - bf16_magnitude(lo);
+    const double above = bf16_magnitude(lo + 1) - x;
+    if (above < below || (above == below && (lo & 1u) != 0)) pick = lo + 1;
+  }
+  return static_cast<std::uint16_t>((sign >> 16) | pick);
+}
+
+std::uint16_t reference_rtz(std::uint32_t u) {
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<std::uint16_t>((u >> 16) | 0x0040u);
+  return static_cast<std::uint16_t>(u >> 16);
+}
+
+}  // namespace
+
+TEST_CASE("round to nearest even on named bit patterns", "[bf16]") {
+  CHECK(rne_bits(0x3F800000u) == 0x3F80);  // 1.0 exact
+  CHECK(rne_bits(0x3F808000u) == 0x3F80);  // tie, kept lsb 0: stays (ties to even)
+  CHECK(rne_bits(0x3F818000u) == 0x3F82);  // tie, kept lsb 1: rounds up to even
+  CHECK(rne_bits(0x3F808001u) == 0x3F81);  // just above the tie: up
+  CHECK(rne_bits(0x3F807FFFu) == 0x3F80);  // just below the tie: down
+  CHECK(rne_bits(0x3FFF8000u) == 0x4000);  // mantissa carry bumps the exponent: 1.99.. -> 2
+  CHECK(rne_bits(0x7F7FFFFFu) == 0x7F80);  // FLT_MAX overflows to +Inf
+  CHECK(rne_bits(0xFF7FFFFFu) == 0xFF80);  // and -FLT_MAX to -Inf
+  CHECK(rne_bits(0x7F7F7FFFu) == 0x7F7F);  // largest value that stays finite
+  CHECK(rne_bits(0x7F7F8000u) == 0x7F80);  // tie above the largest BF16 (odd): to Inf
+  CHECK(rne_bits(0x7F800000u) == 0x7F80);  // +Inf
+  CHECK(rne_bits(0xFF800000u) == 0xFF80);  // -Inf
+  CHECK(rne_bits(0x00000000u) == 0x0000);  // +0
+  CHECK(rne_bits(0x80000000u) == 0x8000);  // -0 keeps its sign
+  CHECK(rne_bits(0x00008000u) == 0x0000);  // subnormal tie to even (0)
+  CHECK(rne_bits(0x00018000u) == 0x0002);  // subnormal tie to even (2)
+  CHECK(rne_bits(0x007FFFFFu) == 0x0080);  // largest subnormal rounds up to the smallest normal
+  CHECK(rne_bits(0x7F800001u) == 0x7FC0);  // signalling NaN becomes quiet, not Inf
+  CHECK(rne_bits(0x7FFFFFFFu) == 0x7FFF);  // NaN with full payload: no carry into the sign
+  CHECK(rne_bits(0xFFC00001u) == 0xFFC0);  // negative quiet NaN keeps its sign
+}
+
+TEST_CASE("truncation on named bit patterns", "[bf16]") {
+  CHECK(rtz_bits(0x3F80FFFFu) == 0x3F80);
+  CHECK(rtz_bits(0xBF81FFFFu) == 0xBF81);
+  CHECK(rtz_bits(0x7F7FFFFFu) == 0x7F7F);  // no overflow under truncation
+  CHECK(rtz_bits(0x7F800001u) == 0x7FC0);  // a NaN must not truncate to Inf
+  CHECK(rtz_bits(0xFF800000u) == 0xFF80);
+  CHECK(rtz_bits(0x80000000u) == 0x8000);
+}
+
+TEST_CASE("widening is exact for all 65536 BF16 patterns", "[bf16]") {
+  for (std::uint32_t b = 0; b <= 0xFFFFu; ++b) {
+    const auto h = amla::bf16::from_bits(static_cast<std::uint16_t>(b));
+    const float f = h.to_float();
+    REQUIRE(amla::as_uint32(f) == (b << 16));
+    if (!std::isnan(f)) {
+      // Narrowing a BF16 value again is the identity under both roundings.
+      REQUIRE(amla::bf16::from_float(f).bits == b);
+      REQUIRE(amla::bf16::from_float(f, amla::bf16_rounding::toward_zero).bits == b);
+      REQUIRE(amla::is_bf16_exact(f));
+    }
+  }
+}
+
+TEST_CASE("both conversions match the reference on every FP32 pattern", "[bf16][exhaustive]") {
+#ifdef AMLA_TEST_REDUCED
+  const std::uint64_t stride = 4099;  // a prime stride under sanitizers: ~1M patterns
+#else
+  const std::uint64_t stride = 1;  // all 2^32
+#endif
+  const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  std::atomic<std::uint64_t> rne_bad{0}, rtz_bad{0}, checked{0};
+  std::atomic<std::uint64_t> first_bad{~std::uint64_t{0}};
+  std::vector<std::thread> pool;
+  const std::uint64_t total = std::uint64_t{1} << 32;
+  for (unsigned t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      std::uint64_t bad_rne = 0, bad_rtz = 0, n = 0;
+      for (std::uint64_t i = t * stride; i < total; i += threads * stride) {
+        const auto u = static_cast<std::uint32_t>(i);
+        const bool ok_rne = rne_bits(u) == reference_rne(u);
+        const bool ok_rtz = rtz_bits(u) == reference_rtz(u);
+        bad_rne += !ok_rne;
+        bad_rtz += !ok_rtz;
+        ++n;
+        if (!(ok_rne && ok_rtz)) {
+          std::uint64_t cur = first_bad.load();
+          while (i < cur && !first_bad.compare_exchange_weak(cur, i)) {
+          }
+        }
+      }
+      rne_bad += bad_rne;
+      rtz_bad += bad_rtz;
+      checked += n;
+    });
+  }
+  for (auto& th : pool) th.join();
+  INFO("first mismatching pattern: " << std::hex << first_bad.load());
+  CHECK(checked.load() == (total + stride - 1) / stride);
+  CHECK(rne_bad.load() == 0);
+  CHECK(rtz_bad.load() == 0);
+}
+
+TEST_CASE("round_bf16 is idempotent and monotone", "[bf16]") {
+  float prev = -std::numeric_limits<float>::infinity();
+  for (float x = -300.0f; x < 300.0f; x += 0.173f) {
+    const float r = amla::round_bf16(x);
+    CHECK(amla::round_bf16(r) == r);
+    CHECK(r >= prev);
+    prev = r;
+    // The rounding error is at most half a BF16 ulp (2^(e-8) for x in [2^e, 2^(e+1))), so at most
+    // 2^-8 relative.
+    CHECK(std::fabs(r - x) <= std::ldexp(std::fabs(x), -8));
+  }
+}
