@@ -51,6 +51,73 @@ void fill(void* p, std::size_t n, std::uint64_t seed, float a) {
   AMLA_CUDA_CHECK_LAUNCH("fill_random");
 }
 
+/// Tensor-core rate of the two wgmma shapes the Hopper kernel issues, from shared memory tiles
+/// (1024-byte aligned, 128-byte swizzle, contents as left by fill_smem), two warpgroups per CTA
+/// each issuing `groups` batches of 16 wgmma before waiting. Shape 0: m64n64k16, A and B K-major
+/// (Q K^T). Shape 1: m64n256k16, B MN-major (P V). Shape 2: m64n256k16, B K-major (a GEMM's).
+template <int Shape>
+__global__ void __launch_bounds__(256, 1) wgmma_rate(int groups, float* sink) {
+  namespace ptx = amla::cuda::detail::ptx;
+  extern __shared__ std::uint8_t raw[];
+  std::uint8_t* base = reinterpret_cast<std::uint8_t*>(
+      (reinterpret_cast<std::uintptr_t>(raw) + 1023) & ~static_cast<std::uintptr_t>(1023));
+  // A: 64 x 64 (8 KB) per warpgroup; B: 256 x 64 (32 KB) per warpgroup.
+  for (int i = threadIdx.x; i < 2 * (8192 + 32768) / 4; i += blockDim.x) {
+    reinterpret_cast<std::uint32_t*>(base)[i] = 0x3C003C00u ^ (i * 2654435761u & 0x00FF00FFu);
+  }
+  ptx::fence_proxy_async_smem();
+  __syncthreads();
+  const int wg = threadIdx.x / 128;
+  std::uint8_t* a = base + wg * (8192 + 32768);
+  std::uint8_t* b = a + 8192;
+  if constexpr (Shape == 0) {
+    float d[32] = {};
+    for (int g = 0; g < groups; ++g) {
+      ptx::wgmma_fence();
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+          ptx::wgmma_m64n64k16_ss_kmajor(
+              d, ptx::smem_desc_sw128(ptx::smem_u32(a) + kk * 32, 16, 1024),
+              ptx::smem_desc_sw128(ptx::smem_u32(b) + kk * 32, 16, 1024), 1);
+        }
+      }
+      ptx::wgmma_commit();
+      ptx::wgmma_wait<0>();
+      ptx::fence_regs(d);
+    }
+    float acc = 0;
+    for (float x : d) acc += x;
+    if (acc == 1.2345f) sink[threadIdx.x] = acc;
+  } else {
+    float d[128] = {};
+    for (int g = 0; g < groups; ++g) {
+      ptx::wgmma_fence();
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+          const std::uint64_t da = ptx::smem_desc_sw128(ptx::smem_u32(a) + kk * 32, 16, 1024);
+          if constexpr (Shape == 1) {
+            ptx::wgmma_m64n256k16_ss_btrans(
+                d, da, ptx::smem_desc_sw128(ptx::smem_u32(b) + kk * 2048, 8192, 1024), 1);
+          } else {
+            ptx::wgmma_m64n256k16_ss_kmajor(
+                d, da, ptx::smem_desc_sw128(ptx::smem_u32(b) + kk * 32, 16, 1024), 1);
+          }
+        }
+      }
+      ptx::wgmma_commit();
+      ptx::wgmma_wait<0>();
+      ptx::fence_regs(d);
+    }
+    float acc = 0;
+    for (float x : d) acc += x;
+    if (acc == 1.2345f) sink[threadIdx.x] = acc;
+  }
+}
+
 struct Timer {
   cudaEvent_t a, b;
   Timer() {
@@ -147,6 +214,30 @@ int main(int argc, char** argv) {
     AMLA_CUDA_CHECK(cudaFree(gb));
     AMLA_CUDA_CHECK(cudaFree(gc));
 
+    // ---- wgmma rates (one CTA per SM, nothing but the tensor cores and shared memory) ----
+    if (!profile) {
+      float* sink = nullptr;
+      AMLA_CUDA_CHECK(cudaMalloc(&sink, 256 * sizeof(float)));
+      const int smem = 2 * (8192 + 32768) + 1024;
+      const char* names[3] = {"m64n64k16 SS, K-major B (Q K^T)", "m64n256k16 SS, MN-major B (P V)",
+                              "m64n256k16 SS, K-major B (GEMM)"};
+      for (int shape = 0; shape < 3; ++shape) {
+        auto k = shape == 0 ? wgmma_rate<0> : shape == 1 ? wgmma_rate<1> : wgmma_rate<2>;
+        AMLA_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        const int groups = 2000;
+        auto run = [&] {
+          k<<<prop.multiProcessorCount, 256, smem>>>(groups, sink);
+          AMLA_CUDA_CHECK_LAUNCH("wgmma_rate");
+        };
+        const double ms = time_ms(run, flush, flush_bytes, 2, 5);
+        const double n = shape == 0 ? 64 : 256;
+        const double flop = 2.0 * prop.multiProcessorCount * 2 * groups * 16 * 64 * n * 16;
+        std::printf("wgmma %-34s %7.1f TFLOPS (%.2f of cuBLAS)\n", names[shape],
+                    flop / (ms * 1e-3) / 1e12, flop / (ms * 1e-3) / 1e12 / gemm_tflops);
+      }
+      AMLA_CUDA_CHECK(cudaFree(sink));
+    }
+
     // ---- decode ----
     const int h_q = 128, page = 64;
     std::mt19937 rng(12345);
@@ -170,7 +261,7 @@ int main(int argc, char** argv) {
         for (int s_k : sks) configs.push_back({128, s_q, s_k, ac::kernel_kind::hopper, mode, 15});
       }
     }
-    if (profile) configs.resize(1);
+
     // No L2 hint on the KV loads, and AMLA's safe add.
     for (int s_q : {1, 2}) {
       configs.push_back({128, s_q, 4096, ac::kernel_kind::hopper, ac::rescale_mode::standard, 15,
@@ -188,6 +279,7 @@ int main(int argc, char** argv) {
     configs.push_back({1, 2, 16384, ac::kernel_kind::hopper, ac::rescale_mode::standard, 15});
     configs.push_back({128, 1, 1024, ac::kernel_kind::simple, ac::rescale_mode::standard, 3});
 
+    if (profile) configs.resize(1);
     struct Row {
       std::string name;
       int batch, s_q, s_k, splits;

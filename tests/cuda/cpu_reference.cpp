@@ -10,6 +10,9 @@
 #include <random>
 #include <thread>
 
+#include "amla/attention/amla.hpp"
+#include "amla/attention/decode_problem.hpp"
+#include "amla/attention/online_softmax.hpp"
 #include "amla/numeric/bf16.hpp"
 
 namespace amla_cuda_test {
@@ -202,13 +205,37 @@ void golden_f64(const HostProblem& p, std::vector<double>& out, std::vector<doub
   });
 }
 
-bool have_cpu_recurrences() {
-  return false;
-}
-
-bool cpu_recurrence(const HostProblem&, const std::string&, std::vector<float>&,
-                    std::vector<float>&) {
-  return false;
+void cpu_recurrence(const HostProblem& p, const std::string& mode, std::vector<std::uint16_t>& out,
+                    std::vector<float>& lse) {
+  namespace at = amla::attention;
+  std::vector<amla::bf16> q(p.q.size()), kv(p.kv.size());
+  for (std::size_t i = 0; i < q.size(); ++i) q[i] = amla::bf16::from_bits(p.q[i]);
+  for (std::size_t i = 0; i < kv.size(); ++i) kv[i] = amla::bf16::from_bits(p.kv[i]);
+  at::DecodeInputs<amla::bf16> in;
+  in.shape = at::DecodeShape{p.batch, p.s_q,       p.h_q,       p.h_kv,     p.d_qk,
+                             p.d_v,   p.num_pages, p.page_size, p.max_pages};
+  in.q = q;
+  in.kv = kv;
+  in.block_table = p.block_table;
+  in.seqlens = p.seqlens;
+  at::DecodeOptions options;
+  options.causal = p.causal;
+  options.softmax_scale = p.scale;
+  std::vector<amla::bf16> o(p.out_elems());
+  lse.assign(p.lse_elems(), 0.0f);
+  const at::DecodeOutputs<amla::bf16, float> outputs{o, lse};
+  if (mode == "base") {
+    at::BaseOptions base;
+    base.block_size = 64;
+    at::base_decode(in, options, outputs, base);
+  } else {
+    at::AmlaOptions amla;
+    amla.block_size = 64;
+    amla.rescale = amla::pow2_mode::safe;
+    at::amla_decode(in, options, outputs, amla);
+  }
+  out.resize(o.size());
+  for (std::size_t i = 0; i < o.size(); ++i) out[i] = o[i].bits;
 }
 
 }  // namespace amla_cuda_test

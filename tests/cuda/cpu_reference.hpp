@@ -37,11 +37,10 @@ HostProblem make_problem(int batch, int s_q, int h_q, const std::vector<int>& se
 /// out [batch, s_q, h_q, d_v], lse [batch, h_q, s_q] (natural log, -inf for empty rows).
 void golden_f64(const HostProblem& p, std::vector<double>& out, std::vector<double>& lse);
 
-/// Whether the CPU library's Base and AMLA recurrences are available to this build.
-bool have_cpu_recurrences();
-/// The CPU recurrence of a mode ("base" or "amla") with 64-key blocks, BF16 output, as the CUDA
-/// kernels compute it. Returns false (and leaves the outputs alone) when unavailable.
-bool cpu_recurrence(const HostProblem& p, const std::string& mode, std::vector<float>& out,
+/// The CPU library's recurrence of a mode, as the CUDA kernels compute it: "base"
+/// (attention/online_softmax.hpp) or "amla" (attention/amla.hpp, safe add), BF16 operands,
+/// 64-key blocks, BF16 output. out holds BF16 bit patterns [batch, s_q, h_q, d_v].
+void cpu_recurrence(const HostProblem& p, const std::string& mode, std::vector<std::uint16_t>& out,
                     std::vector<float>& lse);
 
 }  // namespace amla_cuda_test
