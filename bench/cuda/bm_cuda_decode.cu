@@ -246,7 +246,7 @@ int main(int argc, char** argv) {
       ac::kernel_kind kernel;
       ac::rescale_mode mode;
       int reps;
-      ac::l2_hint hint = ac::l2_hint::evict_first;
+      ac::l2_hint hint = ac::l2_hint::none;
       amla::pow2_mode add = amla::pow2_mode::hardware;
       bool stagger = true;
     };
@@ -262,17 +262,17 @@ int main(int argc, char** argv) {
       }
     }
 
-    // No L2 hint on the KV loads, and AMLA's safe add.
+    // Evict-first L2 hint on the KV loads, and AMLA's safe add.
     for (int s_q : {1, 2}) {
       configs.push_back({128, s_q, 4096, ac::kernel_kind::hopper, ac::rescale_mode::standard, 15,
-                         ac::l2_hint::none});
+                         ac::l2_hint::evict_first});
     }
     configs.push_back({128, 2, 4096, ac::kernel_kind::hopper, ac::rescale_mode::amla, 15,
-                       ac::l2_hint::evict_first, amla::pow2_mode::safe});
+                       ac::l2_hint::none, amla::pow2_mode::safe});
     // Both warpgroups issuing Q K^T at once (no stagger).
     for (int s_q : {1, 2}) {
       configs.push_back({128, s_q, 4096, ac::kernel_kind::hopper, ac::rescale_mode::standard, 15,
-                         ac::l2_hint::evict_first, amla::pow2_mode::hardware, false});
+                         ac::l2_hint::none, amla::pow2_mode::hardware, false});
     }
     // Split-KV at small batches.
     configs.push_back({16, 2, 4096, ac::kernel_kind::hopper, ac::rescale_mode::standard, 15});
@@ -349,9 +349,7 @@ int main(int argc, char** argv) {
         std::string name = std::string(ac::to_string(launch.kernel)) + "/" +
                            (c.mode == ac::rescale_mode::amla ? "amla" : "standard");
         if (c.mode == ac::rescale_mode::amla && c.add == amla::pow2_mode::safe) name += "-safe";
-        if (c.hint == ac::l2_hint::none && c.kernel == ac::kernel_kind::hopper) {
-          name += "/no-L2-hint";
-        }
+        if (c.hint == ac::l2_hint::evict_first) name += "/evict-first";
         if (!c.stagger && c.kernel == ac::kernel_kind::hopper) name += "/no-stagger";
         Row& r = rows[ci];
         r.name = name;

@@ -8,10 +8,22 @@
 //   O <- AS_FP32(AS_INT32(O) + k) (not for a row's first block with keys),
 //   O <- O + BF16(exp(S - m) * S16) V,  out = BF16(O / (l * S16)),  lse = m + ln l.
 // On a GPU O lives in registers, so the integer add costs what the FP32 multiply of Base costs
-// (one instruction per element); the mode exists so that kernel engineers can run and check the
-// Ascend formulation on the hardware at hand. The add is the raw "hardware" form: an O element
-// that is exactly 0 or tiny turns into garbage exactly as attention/amla.hpp's hardware mode
-// documents (the CPU reference counts and locates those cases; the GPU does not).
+// (one instruction per element), but Base skips its multiply whenever the max did not move and
+// AMLA cannot (the +1e-6 nudge alone makes k = 8): the mode exists so that kernel engineers can
+// run and check the Ascend formulation on the hardware at hand, not to be faster here.
+//
+// The form of the add is CudaDecodeOptions::amla_add (amla::pow2_mode), as the CPU header's
+// AmlaOptions::rescale:
+//   hardware (default, the paper's kernel): the raw add. An O element that is exactly 0 (an exact
+//     cancellation in P V, or a zero column of V) or tiny when a negative exponent step reaches it
+//     turns into garbage (e.g. +0 becomes -1.7e38), exactly as attention/amla.hpp's hardware mode
+//     documents. On random N(0,1) inputs the GPU tests see this in a handful of the ~10^9
+//     output elements of a full run, and deterministically in a constructed trap.
+//   safe: the intended value there. The simple kernel computes it exactly as the CPU header does
+//     (the add with an unbounded exponent, rounded once); the Hopper kernel flushes values below
+//     the normal range to signed zero (they differ by less than 2^-126) and is slower (255
+//     registers: bench/CUDA_RESULTS.md).
+//   checked: rejected (the CPU reference counts and locates violations; the GPU does not).
 #pragma once
 
 #include "amla/backend/cuda/decode.cuh"

@@ -129,7 +129,9 @@ struct CudaDecodeOptions {
   /// Copy seqlens and block_table to the host and validate them (synchronises the stream).
   bool check_tables = true;
   /// Cache policy of the Hopper kernel's KV loads (a tuning knob; results do not depend on it).
-  l2_hint kv_l2_hint = l2_hint::evict_first;
+  /// Measured on an H200 (bench/CUDA_RESULTS.md): evict-first, which FlashMLA reports helps it,
+  /// gave no gain here, so the default is none.
+  l2_hint kv_l2_hint = l2_hint::none;
   /// Hopper kernel: the second warpgroup issues its Q K^T only after the first has issued its
   /// own, so that the first one's softmax overlaps it (a tuning knob; results do not change).
   bool stagger_qk = true;
