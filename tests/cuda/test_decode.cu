@@ -1,8 +1,9 @@
 // tests/cuda/test_decode.cu: tests of the CUDA backend (amla/backend/cuda/*.cuh).
 //
 //   cuda_decode validate   host-side argument validation; needs no GPU (CI runs it)
-//   cuda_decode gpu        every kernel and mode against the float64 golden on fresh random
-//                          problems; exits 77 (ctest: skipped) when no GPU is visible
+//   cuda_decode gpu        every kernel and mode against the float64 golden and the CPU
+//                          recurrence it mirrors (Base, AMLA) on fresh random problems; exits 77
+//                          (ctest: skipped) when no GPU is visible
 //   cuda_decode gpu-quick  the same on the small cases only
 //
 // A plain program (no Catch2): the GPU machines that run it have only the CUDA toolkit.

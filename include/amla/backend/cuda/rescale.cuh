@@ -124,16 +124,6 @@ __device__ __forceinline__ frame_step step_frame(const row_frame& old, float m_n
   return st;
 }
 
-/// Applies a step's rescale to accumulator elements of one row (the raw AMLA add: hardware form).
-template <rescale_mode Mode>
-__device__ __forceinline__ float rescale_o(float o, const frame_step& st) {
-  if constexpr (Mode == rescale_mode::standard) {
-    return o * st.o_scale;
-  } else {
-    return __int_as_float(__float_as_int(o) + st.o_add);  // wraps like AtomicAdd<int32>
-  }
-}
-
 namespace detail {
 
 /// The magnitudes (FP32 patterns without the sign) for which adding k to the pattern is an exact

@@ -11,16 +11,15 @@
 // out and lse; with several it writes a normalised FP32 partial and its lse, and combine.cuh
 // merges them.
 //
-// ---- Shared memory (224 KB)
-// ----------------------------------------------------------------------
-//   Q        64 x 576 BF16, as 9 column chunks of 64 x 64 (8 KB, 128-byte swizzle)    72 KB
-//   KV[0..1] two KV blocks of 64 keys x 576, same 9-chunk layout                        144 KB
-//   messages per-row frames and scales the two warpgroups pass each other, l exchange   3.5 KB
+// ---- Shared memory (218 KB) --------------------------------------------------------------
+//   Q         64 x 576 BF16 as 9 column chunks of 64 x 64 (8 KB each, 128-byte swizzle)  72 KB
+//   KV[0..1]  two KV blocks of 64 keys x 576, the same 9-chunk layout                    144 KB
+//   messages  per-row frames the warpgroups pass each other, the l exchange, mbarriers    2 KB
 // Chunk c of a buffer holds columns [64c, 64c + 64). Chunks 0-3 are V's left half, 4-7 V's right
-// half, chunk 8 the RoPE part of K, used only by Q K^T; once that product is done, chunk 8 is
-// reused to hand the block's P (64 x 64 BF16, the same 8 KB swizzled layout) to the other
-// warpgroup. Every chunk has its own mbarrier, so the TMA refills a chunk as soon as its last
-// reader is done and Q K^T consumes chunks in arrival order.
+// half, chunk 8 the RoPE part of K, used only by Q K^T; once that product is done, chunk 8 holds
+// the block's P (64 x 64 BF16, the same 8 KB swizzled layout) that both warpgroups' P V read. Every
+// chunk has its own mbarrier, so the TMA refills a chunk as soon as its last reader is done and Q
+// K^T consumes chunks in arrival order.
 //
 // ---- The schedule: two warpgroups, O split by columns, blocks in pairs --------------------
 // Two consumer warpgroups, no producer warp: WG0 owns O_L = O[:, 0:256], WG1 owns
