@@ -249,7 +249,6 @@ int main(int argc, char** argv) {
       ac::l2_hint hint = ac::l2_hint::none;
       amla::pow2_mode add = amla::pow2_mode::hardware;
       bool stagger = true;
-      bool prefetch = true;
     };
     std::vector<Config> configs;
     if (profile) {
@@ -274,13 +273,6 @@ int main(int argc, char** argv) {
     for (int s_q : {1, 2}) {
       configs.push_back({128, s_q, 4096, ac::kernel_kind::hopper, ac::rescale_mode::standard, 15,
                          ac::l2_hint::none, amla::pow2_mode::hardware, false});
-    }
-    // Without the L2 prefetch of the next pair.
-    for (int s_q : {1, 2}) {
-      for (int s_k : {4096, 16384}) {
-        configs.push_back({128, s_q, s_k, ac::kernel_kind::hopper, ac::rescale_mode::standard, 15,
-                           ac::l2_hint::none, amla::pow2_mode::hardware, true, false});
-      }
     }
     // Split-KV at small batches.
     configs.push_back({16, 2, 4096, ac::kernel_kind::hopper, ac::rescale_mode::standard, 15});
@@ -344,7 +336,6 @@ int main(int argc, char** argv) {
         opt.kv_l2_hint = c.hint;
         opt.amla_add = c.add;
         opt.stagger_qk = c.stagger;
-        opt.l2_prefetch = c.prefetch;
         opt.check_tables = true;
         const ac::DecodeLaunch launch = ac::decode(in, outs, opt);  // validates the tables once
         opt.check_tables = false;
@@ -360,7 +351,6 @@ int main(int argc, char** argv) {
         if (c.mode == ac::rescale_mode::amla && c.add == amla::pow2_mode::safe) name += "-safe";
         if (c.hint == ac::l2_hint::evict_first) name += "/evict-first";
         if (!c.stagger && c.kernel == ac::kernel_kind::hopper) name += "/no-stagger";
-        if (!c.prefetch && c.kernel == ac::kernel_kind::hopper) name += "/no-prefetch";
         Row& r = rows[ci];
         r.name = name;
         r.batch = c.batch;

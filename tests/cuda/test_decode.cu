@@ -342,7 +342,6 @@ struct Variant {
   const char* twin = nullptr;
   ac::l2_hint hint = ac::l2_hint::none;
   bool stagger = true;
-  bool prefetch = true;
 };
 
 constexpr double tol_out = 3e-3;
@@ -417,8 +416,6 @@ void run_case(const Case& c, std::uint64_t seed, cudaStream_t stream) {
        amla::pow2_mode::safe, nullptr, ac::l2_hint::evict_first},
       {"hopper/amla-hw/no stagger", kernel_kind::hopper, rescale_mode::amla, 0, hw, "hopper/amla",
        ac::l2_hint::none, false},
-      {"hopper/amla-hw/no prefetch", kernel_kind::hopper, rescale_mode::amla, 0, hw, "hopper/amla",
-       ac::l2_hint::none, true, false},
   };
   std::map<std::string, std::vector<amla::bf16>> outputs;
   std::vector<amla::bf16> simple_out[2];
@@ -431,7 +428,6 @@ void run_case(const Case& c, std::uint64_t seed, cudaStream_t stream) {
     opt.kv_l2_hint = v.hint;
     opt.amla_add = v.add;
     opt.stagger_qk = v.stagger;
-    opt.l2_prefetch = v.prefetch;
     AMLA_CUDA_CHECK(cudaMemsetAsync(out.ptr, 0xFF, out.n * sizeof(amla::bf16), stream));  // NaN
     AMLA_CUDA_CHECK(cudaMemsetAsync(lse.ptr, 0xFF, lse.n * sizeof(float), stream));       // NaN
     ac::DecodeLaunch launch;

@@ -135,9 +135,6 @@ struct CudaDecodeOptions {
   /// Hopper kernel: the second warpgroup issues its Q K^T only after the first has issued its
   /// own, so that the first one's softmax overlaps it (a tuning knob; results do not change).
   bool stagger_qk = true;
-  /// Hopper kernel: prefetch the next pair of KV blocks into L2 one iteration ahead (page sizes
-  /// >= 64; a tuning knob, results do not change).
-  bool l2_prefetch = true;
   /// The form of AMLA's integer add (amla::pow2_mode, as attention/amla.hpp's amla_options::
   /// rescale): hardware is the raw add, garbage where Lemma 3.1 fails (an O element that is 0 or
   /// tiny when a negative exponent add reaches it); safe keeps the intended value there. checked
@@ -404,7 +401,6 @@ int launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& out, 
   p.causal = causal ? 1 : 0;
   p.kv_l2_hint = static_cast<int>(opt.kv_l2_hint);
   p.stagger_qk = opt.stagger_qk ? 1 : 0;
-  p.l2_prefetch = opt.l2_prefetch ? 1 : 0;
   p.scale_log2 = static_cast<float>(static_cast<double>(scale) * 1.4426950408889634);
   p.block_table = in.block_table;
   p.seqlens = in.seqlens;

@@ -122,9 +122,8 @@ struct params {
   int row_blocks;  ///< ceil(rows / 64)
   int num_splits;
   int causal;
-  int kv_l2_hint;   ///< 0 none, 1 evict first, 2 evict last (TMA loads of the KV cache)
-  int stagger_qk;   ///< 1: WG1 issues S_B only after WG0 has issued S_A
-  int l2_prefetch;  ///< 1: prefetch the next pair's KV blocks into L2 (page sizes >= 64)
+  int kv_l2_hint;  ///< 0 none, 1 evict first, 2 evict last (TMA loads of the KV cache)
+  int stagger_qk;  ///< 1: WG1 issues S_B only after WG0 has issued S_A
   float scale_log2;
   const std::int32_t* block_table;
   const std::int32_t* seqlens;
@@ -166,14 +165,6 @@ __device__ __forceinline__ void load_kv(shared_storage& sm, const CUtensorMap* m
       }
     }
   }
-}
-
-/// Prefetches KV block kb (all 9 chunks) into L2, for page sizes >= 64 (one thread).
-__device__ __forceinline__ void prefetch_kv(const CUtensorMap* map, const params& p,
-                                            const std::int32_t* table, int kb) {
-  const int key0 = kb * block_keys;
-  const int row = table[key0 / p.page_size] * p.page_size + key0 % p.page_size;
-  for (int c = 0; c < chunks; ++c) ptx::tma_prefetch_2d(map, c * 64, row);
 }
 
 /// Descriptor of a K-major 64-row tile chunk (Q, K or P), k-step kk (16 columns) within it.
@@ -424,13 +415,6 @@ __global__ void __launch_bounds__(threads, 1)
     float s[32];
 
     if (wg == 0) {
-      // The next pair into L2 a whole iteration before its shared-memory refills: the refill of
-      // a pair's second block is needed only about one Q K^T after it is issued, too soon for a
-      // miss to DRAM.
-      if (p.l2_prefetch && leader && p.page_size >= block_keys) {
-        if (kb_a + 2 < kb_end) prefetch_kv(&tm_kv, p, table, kb_a + 2);
-        if (kb_a + 3 < kb_end) prefetch_kv(&tm_kv, p, table, kb_a + 3);
-      }
       // ---- WG0: S_A, frame A, P_A (into KV[0] chunk 8, for both warpgroups) ----
       qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 0, parity, p.stagger_qk != 0);
       const bool masked = (kb_a + 1) * block_keys > vis_min;

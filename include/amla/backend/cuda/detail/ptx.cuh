@@ -55,13 +55,6 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, i
       "l"(reinterpret_cast<std::uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_u32(bar))
       : "memory");
 }
-/// Prefetches the box at (c0, c1) of `map` into L2 (no shared memory, no completion to wait for).
-__device__ __forceinline__ void tma_prefetch_2d(const CUtensorMap* map, int c0, int c1) {
-  asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global [%0, {%1, %2}];" ::"l"(
-                   reinterpret_cast<std::uint64_t>(map)),
-               "r"(c0), "r"(c1)
-               : "memory");
-}
 /// The same copy with an L2 cache policy (from make_l2_policy) for the data it brings in.
 __device__ __forceinline__ void tma_load_2d_hint(void* dst, const CUtensorMap* map, int c0, int c1,
                                                  std::uint64_t* bar, std::uint64_t policy) {
