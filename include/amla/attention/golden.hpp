@@ -1,0 +1,117 @@
+// amla/attention/golden.hpp: float64 softmax attention, the truth every recurrence is checked
+// against.
+//
+// The inputs are taken exactly as given (a bf16 cache is already BF16; a float cache is used at
+// full float precision: golden never rounds operands). Everything after that is float64: the
+// scores S = Q K^T, x = scale * S, the row max m over the visible keys, p = exp(x - m), the row
+// sum l, O = (P V) / l and lse = m + log(l) (natural log). Two passes over exact scores, not an
+// online recurrence, so the only errors are float64 roundings (relative ~1e-15, far below the
+// 1e-5 that float32 modes are held to). exp is Eigen's vectorised float64 exp (within a couple of
+// ulps of the true value).
+//
+// Rows that see no key give out = 0 and lse = -inf (decode_problem.hpp explains why).
+#pragma once
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <span>
+#include <vector>
+
+#include "amla/attention/decode_problem.hpp"
+#include "amla/attention/head_group.hpp"
+#include "amla/config.hpp"
+#include "amla/numeric/gemm.hpp"
+
+namespace amla::attention {
+
+/// Keys per float64 GEMM panel (bounds the float64 copy of K and V held at once).
+inline constexpr Eigen::Index golden_key_panel = 1024;
+
+/// Float64 attention of one head group into caller buffers: out [rows, d_v], lse [rows].
+/// Throws amla::invalid_argument on inconsistent shapes or a bad scale or visible count.
+inline void golden_attention(const HeadGroup& g, Eigen::Ref<MatrixD> out, std::span<double> lse) {
+  validate_head_group("golden_attention", g, out.rows(), out.cols(), lse.size());
+  const Eigen::Index rows = g.rows();
+  const Eigen::Index n = max_visible_keys(g);  // keys past every row's window are never read
+  const double scale = static_cast<double>(g.scale);
+
+  out.setZero();
+  if (rows == 0) return;
+  MatrixD p(rows, n);  // scores, then probabilities (unnormalised)
+  if (n > 0) {
+    const MatrixD qd = g.q.cast<double>();
+    for (Eigen::Index j0 = 0; j0 < n; j0 += golden_key_panel) {
+      const Eigen::Index nb = std::min(golden_key_panel, n - j0);
+      const MatrixD kd = g.k.middleRows(j0, nb).cast<double>();
+      p.middleCols(j0, nb).noalias() = qd * kd.transpose();
+    }
+  }
+  std::vector<double> l(static_cast<std::size_t>(rows), 0.0);
+  for (Eigen::Index r = 0; r < rows; ++r) {
+    const Eigen::Index vis = g.visible_keys(r);
+    auto row = p.row(r);
+    if (vis == 0) {
+      row.setZero();
+      lse[static_cast<std::size_t>(r)] = -std::numeric_limits<double>::infinity();
+      continue;
+    }
+    auto x = row.head(vis).array();
+    x *= scale;
+    const double m = x.maxCoeff();
+    x = (x - m).exp();
+    row.tail(n - vis).setZero();
+    const double sum = x.sum();
+    l[static_cast<std::size_t>(r)] = sum;
+    lse[static_cast<std::size_t>(r)] = m + std::log(sum);
+  }
+  for (Eigen::Index j0 = 0; j0 < n; j0 += golden_key_panel) {
+    const Eigen::Index nb = std::min(golden_key_panel, n - j0);
+    const MatrixD vd = g.v.middleRows(j0, nb).cast<double>();
+    out.noalias() += p.middleCols(j0, nb) * vd;
+  }
+  for (Eigen::Index r = 0; r < rows; ++r) {
+    const double sum = l[static_cast<std::size_t>(r)];
+    if (sum > 0.0) out.row(r) /= sum;
+  }
+}
+
+/// Float64 outputs of one head group, with float views for comparisons against kernels.
+struct GoldenResult {
+  MatrixD out;          ///< [rows, d_v]
+  Eigen::VectorXd lse;  ///< [rows], natural log; -inf for rows that see no key
+
+  MatrixF out_float() const { return out.cast<float>(); }
+  Eigen::VectorXf lse_float() const { return lse.cast<float>(); }
+};
+
+/// Float64 attention of one head group.
+inline GoldenResult golden_attention(const HeadGroup& g) {
+  GoldenResult r{MatrixD(g.rows(), g.d_v()), Eigen::VectorXd(g.rows())};
+  golden_attention(g, r.out, std::span<double>(r.lse.data(), static_cast<std::size_t>(g.rows())));
+  return r;
+}
+
+/// Float64 attention over a paged decode problem into caller buffers (out may be float, double
+/// or bf16; a narrower out is rounded once from the float64 value).
+template <decode_element T, class OutT, class LseT>
+void golden_decode(const DecodeInputs<T>& in, const DecodeOptions& options,
+                   const DecodeOutputs<OutT, LseT>& outputs) {
+  run_decode<double>("golden_decode", in, options, outputs, operand_gather::as_stored,
+                     [](const HeadGroup& g, const GroupLocation&, Eigen::Ref<MatrixD> out,
+                        std::span<double> lse) { golden_attention(g, out, lse); });
+}
+
+/// Float64 attention over a paged decode problem, into owned float64 buffers.
+template <decode_element T>
+DecodeResult<double, double> golden_decode(const DecodeInputs<T>& in,
+                                           const DecodeOptions& options = {}) {
+  validate_decode("golden_decode", in, options);
+  DecodeResult<double, double> result(in.shape);
+  golden_decode(in, options, result.view());
+  return result;
+}
+
+}  // namespace amla::attention

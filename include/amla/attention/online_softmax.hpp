@@ -1,0 +1,194 @@
+// amla/attention/online_softmax.hpp: "Base", FlashAttention's online softmax as a Cube/Vector
+// (tensor core / CUDA core) decode kernel computes it: AMLA Algorithm 1.
+//
+// For each KV block i of block_size keys (512 in AMLA, 64 in FlashMLA), per query row:
+//   [C1] S_i = Q K_i^T                  BF16 operands, FP32 accumulation (a matrix unit)
+//   [V1] x = S_i * scale                FP32 (the kernel multiplies by the scale; it does not
+//                                       divide by sqrt(d_qk))
+//        m_i = max(m_{i-1}, rowmax(x))  over the row's visible keys of the block only
+//        P_i = exp(x - m_i)             FP32, keys the row cannot see get P = 0
+//        l_i = l_{i-1} exp(m_{i-1} - m_i) + rowsum(P_i)   FP32, the sum of the FP32 P (before
+//                                       the cast below, as FlashAttention/FlashMLA sum it)
+//        P_i -> BF16                    the cast that feeds the second matrix product
+//   [C2] T_i = P_i V_i                  BF16 operands, FP32 accumulation, into its own buffer
+//   [V2] O_i = O_{i-1} exp(m_{i-1} - m_i) + T_i   FP32 multiply, then FP32 add (no FMA)
+// and at the end O = O_N / l_N (FP32 division) and lse = m_N + log(l_N) (natural log).
+// The optional BF16 cast of the output is DecodeOptions::round_output_bf16 (or round_bf16_inplace
+// on a dense result). In precision::float32 mode nothing is cast to BF16: operands are used as
+// given and P stays FP32.
+//
+// Rows and blocks that see nothing. A row's running max starts at -inf; a block in which the row
+// sees no key leaves m, l and O untouched (its P row is 0 and the rescale factor is exactly 1), so
+// no -inf - (-inf) is ever formed. A row that sees no key at all ends with l = 0 and gets out = 0,
+// lse = -inf. Keys past the largest visible count of the group are never read.
+//
+// Arithmetic details that differ from a given kernel only in the last bits: exp is Eigen's
+// vectorised expf (within a few ulps; hardware uses its own approximations), row sums and row
+// maxima reduce in Eigen's vector order, and the matrix products accumulate in Eigen's order
+// (numeric/gemm.hpp explains why that is below the BF16 level). S_i is computed for several blocks
+// in one product (a panel): each element is the same dot product either way.
+#pragma once
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <vector>
+
+#include "amla/attention/decode_problem.hpp"
+#include "amla/attention/head_group.hpp"
+#include "amla/config.hpp"
+#include "amla/numeric/bf16.hpp"
+#include "amla/numeric/gemm.hpp"
+
+namespace amla::attention {
+
+/// Options of the Base recurrence.
+struct BaseOptions {
+  precision mode = precision::bf16;
+  int block_size = 512;  ///< keys per KV block (AMLA 512, FlashMLA 64); >= 1
+  /// Dense core only: the caller guarantees q, k and v are already BF16 values, so bf16 mode
+  /// uses them without making rounded copies (the paged driver sets this after rounding while
+  /// gathering). Ignored in float32 mode. Wrong values here silently skip the operand casts.
+  bool operands_prerounded = false;
+};
+
+namespace detail {
+
+/// Rounds n finite floats to BF16 in place, round to nearest even: the integer form of
+/// bf16::from_float without its NaN branch, so the loop vectorises (P is finite by
+/// construction: exp of a non-positive number).
+inline void round_bf16_finite_inplace(float* x, Eigen::Index n) noexcept {
+  for (Eigen::Index i = 0; i < n; ++i) {
+    const std::uint32_t u = std::bit_cast<std::uint32_t>(x[i]);
+    x[i] = std::bit_cast<float>((u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u);
+  }
+}
+
+/// Keys per [C1] panel: a multiple of the block size near 4096 keys, so a panel of S stays a few
+/// MB while each product is large enough to run at full speed.
+inline Eigen::Index base_panel_keys(Eigen::Index block) noexcept {
+  return std::max<Eigen::Index>(block, (4096 / block) * block);
+}
+
+}  // namespace detail
+
+/// Base attention of one head group into caller buffers: out [rows, d_v], lse [rows].
+/// Throws amla::invalid_argument on inconsistent shapes, a bad visible count, scale or block size.
+inline void base_attention(const HeadGroup& g, const BaseOptions& options, Eigen::Ref<MatrixF> out,
+                           std::span<float> lse) {
+  validate_head_group("base_attention", g, out.rows(), out.cols(), lse.size());
+  AMLA_REQUIRE(options.block_size >= 1, "options.block_size", options.block_size, "must be >= 1");
+  using Eigen::Index;
+  const Index rows = g.rows();
+  const Index n = max_visible_keys(g);
+  const Index block = options.block_size;
+  const bool bf16_mode = options.mode == precision::bf16;
+  const float scale = g.scale;
+  constexpr float neg_inf = -std::numeric_limits<float>::infinity();
+
+  // Operands as the matrix unit sees them.
+  const bool copy = bf16_mode && !options.operands_prerounded;
+  MatrixF q_own, k_own, v_own;
+  if (copy) {
+    q_own = rounded_bf16(g.q);
+    k_own = rounded_bf16(g.k.topRows(n));
+    v_own = rounded_bf16(g.v.topRows(n));
+  }
+  const Eigen::Ref<const MatrixF> q = copy ? Eigen::Ref<const MatrixF>(q_own) : g.q;
+  const Eigen::Ref<const MatrixF> k = copy ? Eigen::Ref<const MatrixF>(k_own) : g.k.topRows(n);
+  const Eigen::Ref<const MatrixF> v = copy ? Eigen::Ref<const MatrixF>(v_own) : g.v.topRows(n);
+
+  out.setZero();
+  std::vector<float> m(static_cast<std::size_t>(rows), neg_inf);
+  std::vector<float> l(static_cast<std::size_t>(rows), 0.0f);
+  Eigen::VectorXf alpha(rows);
+  const Index panel = detail::base_panel_keys(block);
+  MatrixF s(rows, std::min(panel, n));
+  MatrixF t(rows, g.d_v());
+
+  for (Index p0 = 0; p0 < n; p0 += panel) {
+    const Index pn = std::min(panel, n - p0);
+    // [C1] for every block of the panel.
+    s.leftCols(pn).noalias() = q * k.middleRows(p0, pn).transpose();
+    for (Index j0 = p0; j0 < p0 + pn; j0 += block) {
+      const Index nb = std::min(block, n - j0);
+      // [V1] row by row (a row of a block is a few KB: it stays in L1 across the passes).
+      for (Index r = 0; r < rows; ++r) {
+        float* x = s.row(r).data() + (j0 - p0);
+        const Index vb = std::clamp<Index>(g.visible_keys(r) - j0, 0, nb);
+        std::fill(x + vb, x + nb, 0.0f);
+        if (vb == 0) {
+          alpha(r) = 1.0f;
+          continue;
+        }
+        Eigen::Map<Eigen::ArrayXf> xr(x, vb);
+        xr *= scale;
+        const std::size_t ri = static_cast<std::size_t>(r);
+        const float m_new = std::max(m[ri], xr.maxCoeff());
+        alpha(r) = std::exp(m[ri] - m_new);  // exp(-inf) = 0 on the row's first block
+        xr = (xr - m_new).exp();
+        l[ri] = l[ri] * alpha(r) + xr.sum();
+        m[ri] = m_new;
+        if (bf16_mode) detail::round_bf16_finite_inplace(x, vb);
+      }
+      // [C2] and [V2].
+      t.noalias() = s.middleCols(j0 - p0, nb) * v.middleRows(j0, nb);
+      out.array().colwise() *= alpha.array();
+      out += t;
+    }
+  }
+  for (Index r = 0; r < rows; ++r) {
+    const std::size_t ri = static_cast<std::size_t>(r);
+    if (l[ri] > 0.0f) {
+      out.row(r) /= l[ri];
+      lse[ri] = m[ri] + std::log(l[ri]);
+    } else {
+      out.row(r).setZero();
+      lse[ri] = neg_inf;
+    }
+  }
+}
+
+/// Base outputs of one head group.
+struct BaseResult {
+  MatrixF out;          ///< [rows, d_v]
+  Eigen::VectorXf lse;  ///< [rows], natural log; -inf for rows that see no key
+};
+
+/// Base attention of one head group.
+inline BaseResult base_attention(const HeadGroup& g, const BaseOptions& options = {}) {
+  BaseResult r{MatrixF(g.rows(), g.d_v()), Eigen::VectorXf(g.rows())};
+  base_attention(g, options, r.out,
+                 std::span<float>(r.lse.data(), static_cast<std::size_t>(g.rows())));
+  return r;
+}
+
+/// Base attention over a paged decode problem into caller buffers. In bf16 mode a float cache is
+/// rounded to BF16 once, while gathering.
+template <decode_element T, class OutT, class LseT>
+void base_decode(const DecodeInputs<T>& in, const DecodeOptions& options,
+                 const DecodeOutputs<OutT, LseT>& outputs, const BaseOptions& base = {}) {
+  AMLA_REQUIRE(base.block_size >= 1, "base.block_size", base.block_size, "must be >= 1");
+  BaseOptions core = base;
+  core.operands_prerounded = true;  // the gather below rounds (or the cache is bf16)
+  run_decode<float>("base_decode", in, options, outputs, gather_for(base.mode),
+                    [&core](const HeadGroup& g, const GroupLocation&, Eigen::Ref<MatrixF> out,
+                            std::span<float> lse) { base_attention(g, core, out, lse); });
+}
+
+/// Base attention over a paged decode problem, into owned float buffers.
+template <decode_element T>
+DecodeResult<float, float> base_decode(const DecodeInputs<T>& in, const DecodeOptions& options = {},
+                                       const BaseOptions& base = {}) {
+  validate_decode("base_decode", in, options);
+  DecodeResult<float, float> result(in.shape);
+  base_decode(in, options, result.view(), base);
+  return result;
+}
+
+}  // namespace amla::attention

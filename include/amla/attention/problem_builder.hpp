@@ -1,0 +1,380 @@
+// amla/attention/problem_builder.hpp: random, valid, reproducible decode problems that own their
+// memory, for tests, examples and benchmarks.
+//
+//   auto p = amla::attention::ProblemBuilder()
+//                .batch(2).heads(16, 1).dims(576, 512).page_size(64)
+//                .seqlens({1000, 0}).distribution(ValueDistribution::normal(1.0)).seed(7)
+//                .build<amla::bf16>();
+//   amla::attention::golden_decode(p.inputs());
+//
+// Values. Q, K and V are drawn from N(0, s^2) or U(-a, a) (AMLA Tables 3 and 4) and rounded to
+// BF16 (for a float problem too, unless round_to_bf16(false)). The draws come from
+// std::mt19937_64 through amla's own Box-Muller and 53-bit uniform transforms (the standard
+// distributions are implementation-defined), so a seed gives the same problem with every
+// compiler. The values are drawn in logical order (q[b, t, h, :], then for each sequence its keys
+// 0..seqlen-1 and KV heads, then V likewise) from a stream of their own: the page size, the page
+// shuffle and the spare pages never change them, so two problems that differ only in paging have
+// the same attention result.
+//
+// Paging. Each sequence takes ceil(seqlen / page_size) pages; page ids are shuffled (by default)
+// with a second stream, and spare_pages unused pages are added. With poison_unused (default on)
+// every unused page, every slot past a sequence's end in its last page, and every block_table
+// entry past a sequence's pages hold garbage: NaN in the caches and an out-of-range page id in the
+// table, so a kernel that reads or validates them is caught.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <numbers>
+#include <random>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "amla/attention/decode_problem.hpp"
+#include "amla/attention/detail/convert.hpp"
+#include "amla/config.hpp"
+#include "amla/numeric/bf16.hpp"
+
+namespace amla::attention {
+
+/// The distribution of generated Q, K and V values.
+struct ValueDistribution {
+  enum class kind : std::uint8_t { normal, uniform };
+  kind type = kind::normal;
+  double param = 1.0;  ///< s of N(0, s^2), or a of U(-a, a)
+
+  static ValueDistribution normal(double s) { return {kind::normal, s}; }
+  static ValueDistribution uniform(double a) { return {kind::uniform, a}; }
+  std::string name() const {
+    const std::string p = amla::detail::to_text(param);
+    return type == kind::normal ? "N(0, " + p + "^2)" : "U(-" + p + ", " + p + ")";
+  }
+};
+
+/// A decode problem that owns its tensors (layouts as in decode_problem.hpp).
+template <decode_element T>
+struct DecodeProblem {
+  DecodeShape shape;
+  std::vector<T> q;
+  std::vector<T> kv;
+  std::vector<T> v;  ///< empty: V is the first d_v columns of kv
+  std::vector<std::int32_t> block_table;
+  std::vector<std::int32_t> seqlens;
+
+  DecodeInputs<T> inputs() const { return {shape, q, kv, v, block_table, seqlens}; }
+  bool v_in_kv() const { return v.empty(); }
+  /// Pointer to key s (of sequence b) of KV head g in kv, through the block table.
+  const T* key(int b, int s, int g) const { return kv.data() + slot(b, s, g) * shape.d_qk; }
+  /// Pointer to value s of KV head g (in v, or in kv when V is shared).
+  const T* value(int b, int s, int g) const {
+    return v_in_kv() ? key(b, s, g) : v.data() + slot(b, s, g) * shape.d_v;
+  }
+  const T* query(int b, int t, int h) const { return q.data() + shape.q_offset(b, t, h); }
+
+ private:
+  std::size_t slot(int b, int s, int g) const {
+    const int page =
+        block_table[static_cast<std::size_t>(b) * shape.max_pages_per_seq + s / shape.page_size];
+    return shape.slot_index(page, s % shape.page_size, g);
+  }
+};
+
+namespace detail {
+
+/// Compiler-independent N(0, 1) and U[0, 1) draws from std::mt19937_64 (whose output sequence
+/// the standard fixes).
+class ValueStream {
+ public:
+  explicit ValueStream(std::uint64_t seed) : rng_(seed) {}
+  /// Uniform in [0, 1) with 53 random bits.
+  double uniform01() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
+  /// Standard normal by Box-Muller (both outputs of a pair are used).
+  double normal() {
+    if (has_spare_) {
+      has_spare_ = false;
+      return spare_;
+    }
+    const double u1 = (static_cast<double>(rng_() >> 11) + 1.0) * 0x1.0p-53;  // (0, 1]
+    const double u2 = uniform01();
+    const double radius = std::sqrt(-2.0 * std::log(u1));
+    const double angle = 2.0 * std::numbers::pi * u2;
+    spare_ = radius * std::sin(angle);
+    has_spare_ = true;
+    return radius * std::cos(angle);
+  }
+  double draw(const ValueDistribution& d) {
+    return d.type == ValueDistribution::kind::normal ? d.param * normal()
+                                                     : d.param * (2.0 * uniform01() - 1.0);
+  }
+  std::mt19937_64& engine() { return rng_; }
+
+ private:
+  std::mt19937_64 rng_;
+  double spare_ = 0.0;
+  bool has_spare_ = false;
+};
+
+template <class T>
+T element_from(double x, bool round) {
+  if constexpr (std::is_same_v<T, bf16>) {
+    return amla::detail::bf16_from_double(x);
+  } else {
+    return round ? amla::detail::bf16_from_double(x).to_float() : static_cast<float>(x);
+  }
+}
+
+template <class T>
+T poison_value() {
+  if constexpr (std::is_same_v<T, bf16>) {
+    return bf16::from_bits(0x7FC0u);
+  } else {
+    return std::numeric_limits<float>::quiet_NaN();
+  }
+}
+
+}  // namespace detail
+
+/// Builds random valid decode problems; every setter returns *this. Invalid settings throw
+/// amla::invalid_argument from build().
+class ProblemBuilder {
+ public:
+  /// DeepSeek-V3 MLA decode: h_q 128, h_kv 1, d_qk 576, d_v 512 (V in the K cache), page 64.
+  static ProblemBuilder deepseek_mla(int batch, int seqlen) {
+    ProblemBuilder b;
+    b.batch(batch).heads(128, 1).dims(576, 512).page_size(64).seqlens(
+        std::vector<int>(static_cast<std::size_t>(batch), seqlen));
+    return b;
+  }
+
+  ProblemBuilder& batch(int n) {
+    shape_.batch = n;
+    return *this;
+  }
+  ProblemBuilder& s_q(int n) {
+    shape_.s_q = n;
+    return *this;
+  }
+  ProblemBuilder& heads(int h_q, int h_kv = 1) {
+    shape_.h_q = h_q;
+    shape_.h_kv = h_kv;
+    return *this;
+  }
+  ProblemBuilder& dims(int d_qk, int d_v) {
+    shape_.d_qk = d_qk;
+    shape_.d_v = d_v;
+    return *this;
+  }
+  ProblemBuilder& page_size(int n) {
+    shape_.page_size = n;
+    return *this;
+  }
+  /// Explicit sequence lengths. Several lengths set the batch to their count; a single length is
+  /// used for every sequence of the batch (set with batch(), before or after).
+  ProblemBuilder& seqlens(std::vector<int> lens) {
+    seqlens_ = std::move(lens);
+    if (seqlens_.size() > 1) shape_.batch = static_cast<int>(seqlens_.size());
+    random_lens_ = false;
+    return *this;
+  }
+  /// Lengths drawn uniformly from [min_len, max_len] per sequence (from the layout stream).
+  ProblemBuilder& random_seqlens(int min_len, int max_len) {
+    min_len_ = min_len;
+    max_len_ = max_len;
+    random_lens_ = true;
+    return *this;
+  }
+  /// Use a separate V cache [num_pages, page_size, h_kv, d_v] instead of kv's first d_v columns.
+  ProblemBuilder& separate_v(bool on = true) {
+    separate_v_ = on;
+    return *this;
+  }
+  /// Distribution of Q, K and V.
+  ProblemBuilder& distribution(ValueDistribution d) {
+    q_dist_ = kv_dist_ = d;
+    return *this;
+  }
+  ProblemBuilder& q_distribution(ValueDistribution d) {
+    q_dist_ = d;
+    return *this;
+  }
+  ProblemBuilder& kv_distribution(ValueDistribution d) {
+    kv_dist_ = d;
+    return *this;
+  }
+  ProblemBuilder& seed(std::uint64_t s) {
+    seed_ = s;
+    return *this;
+  }
+  ProblemBuilder& shuffle_pages(bool on = true) {
+    shuffle_ = on;
+    return *this;
+  }
+  /// Unused pages added to the cache (poisoned when poison_unused is on).
+  ProblemBuilder& spare_pages(int n) {
+    spare_pages_ = n;
+    return *this;
+  }
+  /// block_table columns beyond the longest sequence's need.
+  ProblemBuilder& extra_table_columns(int n) {
+    extra_columns_ = n;
+    return *this;
+  }
+  ProblemBuilder& poison_unused(bool on = true) {
+    poison_ = on;
+    return *this;
+  }
+  /// Round generated values to BF16 in float problems too (bf16 problems always are).
+  ProblemBuilder& round_to_bf16(bool on = true) {
+    round_ = on;
+    return *this;
+  }
+
+  const DecodeShape& shape() const { return shape_; }
+
+  template <decode_element T = bf16>
+  DecodeProblem<T> build() const {
+    constexpr const char* fn = "ProblemBuilder::build";
+    if (!(q_dist_.param > 0.0) || !(kv_dist_.param > 0.0) || !std::isfinite(q_dist_.param) ||
+        !std::isfinite(kv_dist_.param)) {
+      amla::detail::throw_invalid(fn, "distribution", q_dist_.name() + " / " + kv_dist_.name(),
+                                  "the parameter must be finite and > 0");
+    }
+    if (spare_pages_ < 0) {
+      amla::detail::throw_invalid(fn, "spare_pages", std::to_string(spare_pages_), "must be >= 0");
+    }
+    if (extra_columns_ < 0) {
+      amla::detail::throw_invalid(fn, "extra_table_columns", std::to_string(extra_columns_),
+                                  "must be >= 0");
+    }
+    if (shape_.page_size < 1) {
+      amla::detail::throw_invalid(fn, "page_size", std::to_string(shape_.page_size),
+                                  "must be >= 1");
+    }
+    detail::ValueStream layout(seed_ ^ 0x9E3779B97F4A7C15ull);
+    detail::ValueStream values(seed_);
+
+    DecodeProblem<T> p;
+    p.shape = shape_;
+    DecodeShape& s = p.shape;
+    if (random_lens_) {
+      if (min_len_ < 0 || max_len_ < min_len_) {
+        amla::detail::throw_invalid(
+            fn, "random_seqlens",
+            "[" + std::to_string(min_len_) + ", " + std::to_string(max_len_) + "]",
+            "must satisfy 0 <= min <= max");
+      }
+      if (s.batch < 1) {
+        amla::detail::throw_invalid(fn, "batch", std::to_string(s.batch), "must be >= 1");
+      }
+      p.seqlens.resize(static_cast<std::size_t>(s.batch));
+      for (auto& len : p.seqlens) {
+        len = min_len_ + static_cast<int>(layout.uniform01() * (max_len_ - min_len_ + 1));
+      }
+    } else {
+      if (seqlens_.size() != 1 && seqlens_.size() != static_cast<std::size_t>(s.batch)) {
+        amla::detail::throw_invalid(
+            fn, "seqlens", std::to_string(seqlens_.size()) + " lengths",
+            "must hold one length (used for every sequence) or batch = " + std::to_string(s.batch));
+      }
+      for (const int len : seqlens_) {
+        if (len < 0) {
+          amla::detail::throw_invalid(fn, "seqlens", std::to_string(len), "must be >= 0");
+        }
+      }
+      if (seqlens_.size() == 1) {
+        p.seqlens.assign(static_cast<std::size_t>(std::max(s.batch, 0)), seqlens_[0]);
+      } else {
+        p.seqlens.assign(seqlens_.begin(), seqlens_.end());
+      }
+    }
+    std::vector<int> pages_of(p.seqlens.size());
+    int used_pages = 0, widest = 0;
+    for (std::size_t b = 0; b < p.seqlens.size(); ++b) {
+      pages_of[b] = (p.seqlens[b] + s.page_size - 1) / s.page_size;
+      used_pages += pages_of[b];
+      widest = std::max(widest, pages_of[b]);
+    }
+    s.max_pages_per_seq = std::max(widest + extra_columns_, 1);
+    s.num_pages = std::max(used_pages + spare_pages_, 1);
+    // Validates every dimension before anything large is allocated.
+    validate_shape(fn, s, !separate_v_);
+
+    // Page assignment: a (shuffled) permutation of page ids, handed out in sequence order.
+    std::vector<std::int32_t> ids(static_cast<std::size_t>(s.num_pages));
+    for (int i = 0; i < s.num_pages; ++i) ids[static_cast<std::size_t>(i)] = i;
+    if (shuffle_) {
+      for (std::size_t i = ids.size(); i > 1; --i) {  // Fisher-Yates on the layout stream
+        const auto j = static_cast<std::size_t>(layout.uniform01() * static_cast<double>(i));
+        std::swap(ids[i - 1], ids[j]);
+      }
+    }
+    p.block_table.assign(static_cast<std::size_t>(s.batch) * s.max_pages_per_seq, 0);
+    std::size_t next = 0;
+    for (int b = 0; b < s.batch; ++b) {
+      for (int i = 0; i < s.max_pages_per_seq; ++i) {
+        auto& e = p.block_table[static_cast<std::size_t>(b) * s.max_pages_per_seq + i];
+        if (i < pages_of[static_cast<std::size_t>(b)]) {
+          e = ids[next++];
+        } else if (poison_) {
+          e = (i % 2 == 0) ? -1 : s.num_pages + 1000 + i;  // out of range: must never be read
+        }
+      }
+    }
+
+    const T fill = poison_ ? detail::poison_value<T>() : T{};
+    p.q.resize(s.q_elems());
+    p.kv.assign(s.kv_elems(), fill);
+    if (separate_v_) p.v.assign(s.v_elems(), fill);
+    for (auto& x : p.q) x = detail::element_from<T>(values.draw(q_dist_), round_);
+    for (int b = 0; b < s.batch; ++b) {
+      for (int key = 0; key < p.seqlens[static_cast<std::size_t>(b)]; ++key) {
+        for (int g = 0; g < s.h_kv; ++g) {
+          T* dst = p.kv.data() + slot(p, b, key, g) * s.d_qk;
+          for (int d = 0; d < s.d_qk; ++d)
+            dst[d] = detail::element_from<T>(values.draw(kv_dist_), round_);
+        }
+      }
+    }
+    if (separate_v_) {
+      for (int b = 0; b < s.batch; ++b) {
+        for (int key = 0; key < p.seqlens[static_cast<std::size_t>(b)]; ++key) {
+          for (int g = 0; g < s.h_kv; ++g) {
+            T* dst = p.v.data() + slot(p, b, key, g) * s.d_v;
+            for (int d = 0; d < s.d_v; ++d)
+              dst[d] = detail::element_from<T>(values.draw(kv_dist_), round_);
+          }
+        }
+      }
+    }
+    return p;
+  }
+
+ private:
+  template <class T>
+  static std::size_t slot(const DecodeProblem<T>& p, int b, int key, int g) {
+    const DecodeShape& s = p.shape;
+    const int page =
+        p.block_table[static_cast<std::size_t>(b) * s.max_pages_per_seq + key / s.page_size];
+    return s.slot_index(page, key % s.page_size, g);
+  }
+
+  DecodeShape shape_{1, 1, 128, 1, 576, 512, 1, 64, 1};
+  std::vector<int> seqlens_{1024};
+  bool random_lens_ = false;
+  int min_len_ = 0, max_len_ = 0;
+  bool separate_v_ = false;
+  ValueDistribution q_dist_{}, kv_dist_{};
+  std::uint64_t seed_ = 0x5EEDull;
+  bool shuffle_ = true;
+  int spare_pages_ = 1;
+  int extra_columns_ = 1;
+  bool poison_ = true;
+  bool round_ = true;
+};
+
+}  // namespace amla::attention
