@@ -213,7 +213,7 @@ TEST_CASE("bf16: naive, absorb and TyphoonMLA agree at the BF16 level", "[mla][t
   }
 }
 
-TEST_CASE("bf16: the fall-back is bit-identical to absorb; outputs can be cast to BF16",
+TEST_CASE("bf16: the fall-back is bit-identical to absorb and outputs can be cast to BF16",
           "[mla][typhoon]") {
   const auto p = mla::MlaProblemBuilder(small)
                      .s_q(2)
