@@ -1,0 +1,491 @@
+// amla/attention/amla.hpp: the AMLA recurrence (AMLA paper, Algorithm 2 with Appendix A), as an
+// Ascend kernel computes it: the output O is rescaled in place by ONE integer AtomicAdd on its
+// FP32 bit pattern per KV block, instead of an FP32 multiply.
+//
+// ---- The recurrence, per query row (all scalars FP32 unless said) ----------------------------
+//   S_i   = scale * (Q K_i^T)                        (BF16 operands, FP32 accumulation)
+//   m_i   = max(m_{i-1}, rowmax S_i)                 (m_0 = -inf)
+//   n_i   = round(-m_i / ln2)                        rounded to nearest, ties to even (rint)
+//   P_i   = exp(S_i - m_i),  l_i = l_{i-1} exp(m_{i-1} - m_i) + rowsum P_i
+//   S32_i = exp(ln2 (n_i + m_i / ln2))               (= 1/r_i of eq. 4, in [2^-1/2, 2^1/2])
+//   S16_i = BF16(S32_i)                              (round to nearest even, widened back)
+//   c_i   = S16_i / S32_i                            (default reading, see below; c_0 = 1)
+//   eps   = 1.5 (c_i / c_{i-1} - 1)
+//   N     = max(n_i - n_{i-1}, -30) + eps + 1e-6     (evaluated left to right in FP32)
+//   k_i   = Cast_to_int32(N * 2^23)                  truncation toward zero, see below
+//   O    <- AS_FP32(AS_INT32(O) + k_i)               one integer add per element (i > 1)
+//   O    <- O + BF16(P_i * S16_i) V_i                (BF16 operands, FP32 accumulation)
+//   out   = O / (l_N * S16_N),   lse = m_N + ln(l_N)
+// The rounding of n_i is immaterial to the invariant (any integer works, the paper's bound
+// 2^-1/2 <= S32 <= 2^1/2 needs round to nearest; ties occur only when -m/ln2 is exactly k + 1/2).
+//
+// ---- Which c_i cancels the BF16 rounding of S16 (Algorithm 2 line 11 vs Appendix A) ----------
+// Let O_i* = sum_{j<=i} exp(S_j - m_i) V_j be the unnormalised output at the running max (what
+// Base holds). Block i adds S16_i * exp(S_i - m_i) V_i, so the accumulator stays consistent iff
+// it holds O_i = S16_i O_i* after every block. Given O_{i-1} = S16_{i-1} O_{i-1}*, the rescale
+// must multiply by
+//   F_i = (S16_i / S16_{i-1}) exp(m_{i-1} - m_i).
+// From S32_i = exp(n_i ln2 + m_i), exp(m_i) = S32_i 2^-n_i, hence
+//   exp(m_{i-1} - m_i) = 2^(n_i - n_{i-1}) S32_{i-1} / S32_i   and
+//   F_i = 2^(n_i - n_{i-1}) * (S16_i / S32_i) / (S16_{i-1} / S32_{i-1}).
+// So the factor next to the power of two is c_i / c_{i-1} with c = S16 / S32: Appendix A's
+// c_i = r_i / r'_i, since r_i = 1/S32 and r'_i = 1/S16. With it, eps (ideally) removes the
+// whole effect of rounding S16 and the final division by S16_N is exact bookkeeping.
+// Algorithm 2 as printed, c_i = S32/S16, multiplies by the reciprocal (1 + e)^-1 ~ 1 - e of the
+// needed 1 + e: it does not cancel the rounding error, it doubles it (to first order).
+// `amla_compensation::none` (eps = 0) leaves it once. Only the ratio c_i / c_{i-1} matters, so an
+// error appears only where m (hence S32) changes from block to block; the 1.5 = 1 + 1/2 factor is
+// Appendix A's linearisation of a multiply by (1 + e) as an add on the mantissa with the mantissa
+// taken at mid-range (numeric/one_plus_eps.hpp derives its error, |e|/2 worst case).
+//
+// ---- The cast of N and the +1e-6 --------------------------------------------------------------
+// N * 2^23 is exact in FP32 (a power-of-two scaling). A float N with |N| >= 1 is a multiple of
+// 2^-23, so N * 2^23 is then already an integer and the cast cannot round; the cast's rounding
+// only matters when |N| < 1 (dn = 0, or dn = -1 with eps + nudge > 0), and by less than one unit
+// (a relative 1.2e-7). The +1e-6 is the classic guard of a TRUNCATING float -> int cast,
+// (int)(x + 1e-6): it lifts a value meant to be an integer but computed a hair below it over the
+// integer before the truncation; a round-to-nearest cast would need no guard. We therefore model
+// Cast_to_int32 as truncation toward zero (Ascend's CAST_TRUNC, C's static_cast), selectable via
+// `AmlaOptions::n_cast`. Note the side effect the paper does not mention: after the 2^23 scaling
+// the guard is 1e-6 * 2^23 = 8.39 units, so every block adds 8 to every mantissa of O (the FP32
+// sum dn + 1e-6 makes it 8 for |dn| < 16, 16 for 16 <= |dn| < 32): a drift of 8 / (2^23 + M),
+// about +6.4e-7 relative per block (at most 9.5e-7). It is part of the kernel, so it is
+// reproduced when emulating BF16; `AmlaOptions::nudge` can set it to 0 to measure it.
+//
+// ---- Lemma 3.1 inside the recurrence ------------------------------------------------------------
+// The add is a multiplication only while the O element and the result are normal FP32 numbers
+// (0 < E < 255 before and after, numeric/pow2.hpp). An element that is exactly 0 (a zero column
+// of V, or P V cancelling exactly), subnormal, or tiny enough that E + (n_i - n_{i-1}) <= 0,
+// becomes garbage: +0 with k = -2^24 + 8 becomes the pattern 0xFF000008 (-1.7e38), a tiny element
+// can become a NaN pattern or flip its sign. The modes (`AmlaOptions::rescale`, amla::pow2_mode):
+//   hardware  the raw add everywhere (what the NPU computes); violations are counted (cheap: one
+//             branch-free flag per row, a second pass only over flagged rows), not located.
+//   checked   the same values, and every violation is located in the report: block, row,
+//             column, the add k, the value before, after, and the intended value.
+//   safe      the add where it is exact, and the intended value elsewhere: the same add carried
+//             out with an unbounded exponent, rounded once to FP32 (zeros stay zeros, tiny results
+//             round to subnormals, Inf/NaN pass through). Violations are counted and located.
+// Lemma 3.1's precondition is checked for the combined add k (exponent part and mantissa part):
+// a carry out of the mantissa into the exponent is fine, a result or source outside the normal
+// range is not. The first block of a row never adds (Algorithm 2 line 15, per row: a row whose
+// first visible key lies in a later block starts there).
+//
+// ---- Masks, empty rows and lse ------------------------------------------------------------------
+// A row attends keys [0, visible) (attention/head_group.hpp). Masked keys get P = 0 and take no
+// part in the max; a block with no visible key for a started row still performs the add (the
+// kernel adds for every row): dn = 0, eps = 0, so k = Cast(1e-6 * 2^23) = 8. A row that sees no key
+// gives out = 0 and lse = -inf. lse is natural-log, from m and l exactly as Base computes it: the
+// integer exponents n_i only re-scale O (exp(m_N) = S32_N 2^-n_N links the two bookkeepings; a
+// base-2 consumer uses lse_to_log2, decode_problem.hpp).
+//
+// ---- float32 mode (precision::float32)
+// ------------------------------------------------------------ No BF16 rounding anywhere: S16 = S32
+// (so c == 1 and eps == 0 in every reading), P is not rounded, the inputs are used as given, and
+// the nudge defaults to 0. The rescale is then an exact multiply by 2^max(n_i - n_{i-1}, -30)
+// wherever Lemma 3.1 holds: more exact than Base's FP32 factor exp(m_{i-1} - m_i).
+//
+// Exponentials: P = exp(S - m) uses Eigen's vectorised exp (<= 2 ulp; values below e^-87.3 flush
+// to 0); the per-row scalars (S32, exp(m_{i-1} - m_i)) use std::exp.
+#pragma once
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "amla/attention/decode_problem.hpp"
+#include "amla/attention/head_group.hpp"
+#include "amla/config.hpp"
+#include "amla/numeric/bf16.hpp"
+#include "amla/numeric/bits.hpp"
+#include "amla/numeric/gemm.hpp"
+#include "amla/numeric/one_plus_eps.hpp"
+#include "amla/numeric/pow2.hpp"
+
+namespace amla::attention {
+
+/// Which c_i the (1 + eps) compensation uses (see the file comment for the derivation).
+enum class amla_compensation : std::uint8_t {
+  appendix_a,  ///< c_i = S16 / S32 = r_i / r'_i: cancels the BF16 rounding of S16 (default)
+  as_printed,  ///< c_i = S32 / S16, Algorithm 2 line 11 as printed: doubles that error
+  none,        ///< eps = 0: no compensation
+};
+
+/// Options of the AMLA recurrence. The defaults are the paper's kernel. The first three are
+/// BaseOptions' (attention/online_softmax.hpp), so the two recurrences can be swapped; the BF16
+/// cast of the output is DecodeOptions::round_output_bf16 (or round_bf16_inplace on a dense
+/// result), as for Base.
+struct AmlaOptions {
+  /// bf16: the kernel's precision (BF16 operands, S16 and P cast to BF16, FP32 accumulation);
+  /// float32: no BF16 rounding anywhere (S16 = S32, so eps = 0).
+  precision mode = precision::bf16;
+  int block_size = 512;  ///< keys per KV block (AMLA: 512), >= 1
+  /// Dense core only: the caller guarantees q, k and v are already BF16 values, so bf16 mode
+  /// uses them without making rounded copies (the paged driver sets this after rounding while
+  /// gathering). Ignored in float32 mode.
+  bool operands_prerounded = false;
+  /// Which c_i the (1 + eps) compensation uses.
+  amla_compensation compensation = amla_compensation::appendix_a;
+  /// The form of the integer-add rescale: hardware, checked or safe (see the file comment).
+  pow2_mode rescale = pow2_mode::hardware;
+  /// The clamp of max(n_i - n_{i-1}, clamp) (line 13: -30), in [-126, 0].
+  int exponent_clamp = -30;
+  /// The +1e-6 of line 13, finite, in [0, 2^-10]. Unset: 1e-6 in bf16 mode, 0 in float32 mode
+  /// (there eps == 0 and dn is an exact integer, so N * 2^23 is an exact integer and the guard
+  /// has nothing to guard; keeping it would add its drift of ~6.4e-7 per block to a mode that
+  /// promises 1e-5).
+  std::optional<float> nudge;
+  /// Rounding of Cast_to_int32(N * 2^23) (see the file comment: truncation).
+  eps_rounding n_cast = eps_rounding::toward_zero;
+};
+
+/// One element where the integer add broke Lemma 3.1's preconditions.
+struct AmlaViolation {
+  Eigen::Index block = 0;  ///< KV block index (0-based: block i covers keys [i B, (i + 1) B))
+  Eigen::Index row = 0;    ///< query row of the head group (r = t * heads_per_group + j)
+  Eigen::Index col = 0;    ///< column of O (0 .. d_v - 1)
+  std::int32_t add = 0;    ///< the integer k added to the pattern
+  float before = 0.0f;     ///< the O element before the add
+  float after = 0.0f;      ///< the raw hardware result AS_FP32(AS_INT32(before) + k)
+  float intended = 0.0f;   ///< the add with an unbounded exponent (what safe mode keeps)
+  int batch = 0;           ///< sequence (paged entry point; 0 for a lone head group)
+  int kv_head = 0;         ///< KV head (paged entry point; 0 for a lone head group)
+};
+
+/// What the rescales did. `violations` counts every failing element in every mode; `located`
+/// lists them in checked and safe modes, ordered by (batch, kv_head, block, row, col), and stays
+/// empty in hardware mode.
+struct AmlaReport {
+  std::size_t violations = 0;
+  std::vector<AmlaViolation> located;
+  /// Element adds performed: d_v per row and block after the row's first.
+  std::size_t rescaled_elements = 0;
+};
+
+/// AMLA outputs of one head group (BaseResult plus the report).
+struct AmlaResult {
+  MatrixF out;          ///< [rows, d_v]
+  Eigen::VectorXf lse;  ///< [rows], natural log; -inf for rows that see no key
+  AmlaReport report;
+};
+
+namespace detail {
+
+/// Cast_to_int32 of an FP32 value with the given rounding; NaN and values outside the int32 range
+/// give INT32_MIN, as x86's cvttss2si does (the recurrence never produces them from finite input).
+inline std::int32_t amla_cast_int32(float x, eps_rounding mode) noexcept {
+  const float r = mode == eps_rounding::toward_zero ? std::trunc(x) : std::nearbyint(x);
+  if (!(r >= -2147483648.0f && r < 2147483648.0f)) return std::numeric_limits<std::int32_t>::min();
+  return static_cast<std::int32_t>(r);
+}
+
+/// The value AS_FP32(AS_INT32(f) + k) is meant to have: the same add on (sign, exponent, mantissa)
+/// with an unbounded exponent, rounded once to FP32. Equals the raw add bit for bit whenever f and
+/// the result are normal. Zeros stay zeros (the multiply of 0), Inf and NaN pass through.
+inline float amla_intended_add(float f, std::int32_t k) noexcept {
+  if (f == 0.0f || !std::isfinite(f)) return f;
+  const std::uint32_t u = as_uint32(f);
+  const std::uint32_t sign = u & fp32::sign_mask;
+  std::int64_t e = static_cast<std::int64_t>((u & fp32::exponent_mask) >> fp32::mantissa_bits);
+  std::int64_t m = static_cast<std::int64_t>(u & fp32::mantissa_mask);
+  if (e == 0) {  // subnormal: normalise so that the implicit leading bit is explicit
+    e = 1;
+    while (m < (std::int64_t{1} << fp32::mantissa_bits)) {
+      m <<= 1;
+      --e;
+    }
+    m -= std::int64_t{1} << fp32::mantissa_bits;
+  }
+  const std::int64_t one = std::int64_t{1} << fp32::mantissa_bits;
+  const std::int64_t r = e * one + m + k;
+  // Floor division by 2^23 (r may be negative).
+  const std::int64_t e2 = r >= 0 ? r / one : -((-r + one - 1) / one);
+  const std::int64_t m2 = r - e2 * one;
+  // (1 + m2 / 2^23) 2^(e2 - 127) is exact in double for every e2 reachable here; the conversion
+  // to float rounds once (to a subnormal, or to Inf on overflow).
+  const double mag = std::ldexp(static_cast<double>(one + m2),
+                                static_cast<int>(e2) - fp32::exponent_bias - fp32::mantissa_bits);
+  const float v = static_cast<float>(mag);
+  return sign != 0u ? -v : v;
+}
+
+/// Round every element of [p, p + n) to BF16 (nearest even), in place; NaN stays a quiet NaN.
+/// Written on the bit patterns so that it vectorises.
+inline void amla_round_bf16_inplace(float* p, Eigen::Index n) noexcept {
+  for (Eigen::Index j = 0; j < n; ++j) {
+    const std::uint32_t u = as_uint32(p[j]);
+    const std::uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+    const std::uint32_t nan = (u | 0x00400000u) & 0xFFFF0000u;
+    p[j] = as_fp32((u & 0x7FFFFFFFu) > 0x7F800000u ? nan : rounded);
+  }
+}
+
+/// Adds k to the pattern of every element of o[0, n). Returns whether some element broke Lemma
+/// 3.1's preconditions (the source or the result outside the normal range). Branch-free.
+inline bool amla_add_bits(float* o, Eigen::Index n, std::int32_t k) noexcept {
+  const auto ku = static_cast<std::uint32_t>(k);
+  constexpr std::uint32_t lo = 0x00800000u;         // smallest normal magnitude pattern
+  constexpr std::uint32_t span = 0x7F800000u - lo;  // normal magnitudes: [lo, lo + span)
+  std::uint32_t bad = 0;
+  for (Eigen::Index j = 0; j < n; ++j) {
+    const std::uint32_t u = as_uint32(o[j]);
+    const std::uint32_t mag = u & 0x7FFFFFFFu;
+    // With |k| < 2^31 the unsigned sum lands in the normal window only if the true sum does.
+    const std::uint32_t res = mag + ku;
+    bad |=
+        static_cast<std::uint32_t>(mag - lo >= span) | static_cast<std::uint32_t>(res - lo >= span);
+    o[j] = as_fp32(u + ku);
+  }
+  return bad != 0u;
+}
+
+/// Whether the add of k to the (pre-add) value `before` breaks Lemma 3.1's preconditions.
+inline bool amla_add_violates(float before, std::int32_t k) noexcept {
+  const std::uint32_t mag = as_uint32(before) & 0x7FFFFFFFu;
+  const std::uint32_t res = mag + static_cast<std::uint32_t>(k);
+  return mag - 0x00800000u >= 0x7F000000u || res - 0x00800000u >= 0x7F000000u;
+}
+
+/// Validates the options (the head group itself is validated by the entry points).
+inline void amla_validate_options(const char* fn, const char* name, const AmlaOptions& o) {
+  using amla::detail::throw_invalid;
+  using amla::detail::to_text;
+  const std::string p = std::string(name) + ".";
+  const auto arg = [&p](const char* field) { return p + field; };
+  if (o.block_size < 1)
+    throw_invalid(fn, arg("block_size").c_str(), to_text(o.block_size), "must be >= 1");
+  if (o.compensation != amla_compensation::appendix_a &&
+      o.compensation != amla_compensation::as_printed &&
+      o.compensation != amla_compensation::none) {
+    throw_invalid(fn, arg("compensation").c_str(), to_text(static_cast<int>(o.compensation)),
+                  "must be amla_compensation::appendix_a, as_printed or none");
+  }
+  if (o.rescale != pow2_mode::hardware && o.rescale != pow2_mode::checked &&
+      o.rescale != pow2_mode::safe) {
+    throw_invalid(fn, arg("rescale").c_str(), to_text(static_cast<int>(o.rescale)),
+                  "must be pow2_mode::hardware, checked or safe");
+  }
+  if (o.n_cast != eps_rounding::toward_zero && o.n_cast != eps_rounding::nearest_even) {
+    throw_invalid(fn, arg("n_cast").c_str(), to_text(static_cast<int>(o.n_cast)),
+                  "must be eps_rounding::toward_zero or nearest_even");
+  }
+  if (o.exponent_clamp > 0 || o.exponent_clamp < -126) {
+    throw_invalid(fn, arg("exponent_clamp").c_str(), to_text(o.exponent_clamp),
+                  "must lie in [-126, 0]");
+  }
+  if (o.nudge && !(std::isfinite(*o.nudge) && *o.nudge >= 0.0f && *o.nudge <= 0x1p-10f)) {
+    throw_invalid(fn, arg("nudge").c_str(), to_text(*o.nudge), "must be finite and in [0, 2^-10]");
+  }
+}
+
+/// The recurrence itself; arguments already validated. Appends to `report`.
+inline void amla_core(const HeadGroup& g, Eigen::Ref<MatrixF> o, std::span<float> lse,
+                      const AmlaOptions& opt, AmlaReport& report) {
+  const Eigen::Index rows = g.rows();
+  const Eigen::Index dv = g.d_v();
+  const bool bf16 = opt.mode == precision::bf16;
+  const bool locate = opt.rescale != pow2_mode::hardware;
+  const float nudge = opt.nudge.value_or(bf16 ? 1e-6f : 0.0f);
+  constexpr float ln2 = 0.693147180559945309f;
+  constexpr float neg_inf = -std::numeric_limits<float>::infinity();
+
+  o.setZero();  // the accumulator O, normalised at the end
+  std::fill(lse.begin(), lse.end(), empty_row_lse);
+  // Keys past every row's window are never read: they need not even be finite.
+  Eigen::Index keys_used = 0;
+  for (Eigen::Index r = 0; r < rows; ++r) keys_used = std::max(keys_used, g.visible_keys(r));
+  if (rows == 0 || keys_used == 0) return;
+
+  // Per-row state: m, l as in Base; n (integer-valued), c_{i-1} and the last S16 for AMLA.
+  const auto urows = static_cast<std::size_t>(rows);
+  std::vector<float> m(urows, neg_inf), l(urows, 0.0f), n(urows, 0.0f), c_prev(urows, 1.0f),
+      s16_last(urows, 1.0f);
+
+  const Eigen::Index bk = std::min<Eigen::Index>(opt.block_size, keys_used);
+  MatrixF s(rows, bk);   // scores, then P
+  MatrixF pv(rows, dv);  // P_i V_i
+
+  for (Eigen::Index k0 = 0, blk = 0; k0 < keys_used; k0 += bk, ++blk) {
+    const Eigen::Index nb = std::min(bk, keys_used - k0);
+    auto sb = s.leftCols(nb);
+    sb.noalias() = g.q * g.k.middleRows(k0, nb).transpose();
+    sb *= g.scale;
+
+    for (Eigen::Index r = 0; r < rows; ++r) {
+      const auto ru = static_cast<std::size_t>(r);
+      const Eigen::Index vis = std::clamp<Eigen::Index>(g.visible_keys(r) - k0, 0, nb);
+      auto srow = sb.row(r);
+      const bool started = m[ru] != neg_inf;
+      if (vis == 0 && !started) {  // nothing seen yet: O row stays 0, no add (line 15)
+        srow.setZero();
+        continue;
+      }
+      // Online softmax statistics, exactly as Base: m, P = exp(S - m), l.
+      const float m_old = m[ru];
+      const float m_new = vis > 0 ? std::max(m_old, srow.head(vis).maxCoeff()) : m_old;
+      if (vis > 0) srow.head(vis) = (srow.head(vis).array() - m_new).exp();
+      srow.tail(nb - vis).setZero();
+      const float up = started ? std::exp(m_old - m_new) : 0.0f;
+      l[ru] = l[ru] * up + srow.head(vis).sum();
+      m[ru] = m_new;
+      // AMLA's scalars (lines 8-11).
+      const float n_new = std::nearbyint(-m_new / ln2);
+      const float s32 = std::exp(ln2 * (n_new + m_new / ln2));
+      const float s16 = bf16 ? round_bf16(s32) : s32;
+      float c = 1.0f;
+      if (opt.compensation == amla_compensation::appendix_a) c = s16 / s32;
+      if (opt.compensation == amla_compensation::as_printed) c = s32 / s16;
+      const float eps = 1.5f * (c / c_prev[ru] - 1.0f);
+      // Line 12: P scaled by S16, then cast to BF16.
+      srow *= s16;
+      if (bf16) amla_round_bf16_inplace(srow.data(), nb);
+      // Lines 13-17: one integer add of k on the pattern of every O element of the row.
+      if (started) {
+        const float dn = std::max(n_new - n[ru], static_cast<float>(opt.exponent_clamp));
+        const float big_n = dn + eps + nudge;
+        const std::int32_t k = amla_cast_int32(big_n * 0x1p23f, opt.n_cast);
+        float* orow = o.row(r).data();
+        report.rescaled_elements += static_cast<std::size_t>(dv);
+        if (amla_add_bits(orow, dv, k)) {
+          // Rare path: the pattern before the add is the one after it minus k (mod 2^32).
+          for (Eigen::Index j = 0; j < dv; ++j) {
+            const float after = orow[j];
+            const float before = as_fp32(as_uint32(after) - static_cast<std::uint32_t>(k));
+            if (!amla_add_violates(before, k)) continue;
+            ++report.violations;
+            if (!locate) continue;
+            const float intended = amla_intended_add(before, k);
+            AmlaViolation v;
+            v.block = blk;
+            v.row = r;
+            v.col = j;
+            v.add = k;
+            v.before = before;
+            v.after = after;
+            v.intended = intended;
+            report.located.push_back(v);
+            if (opt.rescale == pow2_mode::safe) orow[j] = intended;
+          }
+        }
+      }
+      n[ru] = n_new;
+      c_prev[ru] = c;
+      s16_last[ru] = s16;
+    }
+
+    // Lines 19-20: O += P_i V_i (FP32 accumulation).
+    pv.noalias() = sb * g.v.middleRows(k0, nb);
+    o += pv;
+  }
+
+  // Line 22: O / (l_N S16_N); lse from the FP32 statistics as in Base.
+  for (Eigen::Index r = 0; r < rows; ++r) {
+    const auto ru = static_cast<std::size_t>(r);
+    if (m[ru] == neg_inf) {
+      o.row(r).setZero();
+      continue;
+    }
+    const float denom = l[ru] * s16_last[ru];
+    o.row(r) /= denom;
+    lse[ru] = m[ru] + std::log(l[ru]);
+  }
+}
+
+}  // namespace detail
+
+/// AMLA attention of one head group (attention/head_group.hpp) into caller buffers: out
+/// [rows, d_v], lse [rows] (natural log). Returns the rescale report. In bf16 mode the operands
+/// are rounded to BF16 first unless options.operands_prerounded says they already are. Throws
+/// amla::invalid_argument on bad options, inconsistent shapes, a bad visible count or scale.
+inline AmlaReport amla_attention(const HeadGroup& g, const AmlaOptions& options,
+                                 Eigen::Ref<MatrixF> out, std::span<float> lse) {
+  validate_head_group("amla_attention", g, out.rows(), out.cols(), lse.size());
+  detail::amla_validate_options("amla_attention", "options", options);
+  AmlaReport report;
+  if (options.mode == precision::bf16 && !options.operands_prerounded) {
+    // Operands as the matrix unit sees them; keys past every row's window are not copied (they
+    // are never read and need not even be finite).
+    const Eigen::Index n = max_visible_keys(g);
+    const MatrixF q = rounded_bf16(g.q);
+    const MatrixF k = rounded_bf16(g.k.topRows(n));
+    const MatrixF v = rounded_bf16(g.v.topRows(n));
+    const HeadGroup rounded{q, k, v, g.visible, g.scale};
+    detail::amla_core(rounded, out, lse, options, report);
+  } else {
+    detail::amla_core(g, out, lse, options, report);
+  }
+  return report;
+}
+
+/// AMLA attention of one head group, into owned outputs.
+inline AmlaResult amla_attention(const HeadGroup& g, const AmlaOptions& options = {}) {
+  AmlaResult r{MatrixF(g.rows(), g.d_v()), Eigen::VectorXf(g.rows()), {}};
+  r.report = amla_attention(g, options, r.out,
+                            std::span<float>(r.lse.data(), static_cast<std::size_t>(g.rows())));
+  return r;
+}
+
+/// AMLA attention over a paged decode problem (attention/decode_problem.hpp) into caller
+/// buffers. The driver gathers each head group (rounding a float cache to BF16 once in bf16
+/// mode), runs the recurrence on its row chunks and scatters out and lse. Returns the report of
+/// the whole problem; located violations carry their batch, KV head and group row (r = t * h_q /
+/// h_kv + j: token t, query head kv_head * h_q / h_kv + j). Validates everything first (nothing
+/// is written on a throw).
+template <decode_element T, class OutT, class LseT>
+AmlaReport amla_decode(const DecodeInputs<T>& in, const DecodeOptions& options,
+                       const DecodeOutputs<OutT, LseT>& outputs, const AmlaOptions& amla = {}) {
+  detail::amla_validate_options("amla_decode", "amla", amla);
+  AmlaOptions core = amla;
+  core.operands_prerounded = true;  // the gather rounds (or the cache is bf16)
+  AmlaReport report;
+  std::mutex report_mutex;
+  run_decode<float>("amla_decode", in, options, outputs, gather_for(amla.mode),
+                    [&](const HeadGroup& g, const GroupLocation& at, Eigen::Ref<MatrixF> out,
+                        std::span<float> lse) {
+                      AmlaReport part;
+                      detail::amla_core(g, out, lse, core, part);
+                      for (AmlaViolation& v : part.located) {
+                        v.batch = at.batch;
+                        v.kv_head = at.kv_head;
+                        v.row += at.row_begin;
+                      }
+                      const std::lock_guard<std::mutex> lock(report_mutex);
+                      report.violations += part.violations;
+                      report.rescaled_elements += part.rescaled_elements;
+                      report.located.insert(report.located.end(), part.located.begin(),
+                                            part.located.end());
+                    });
+  // Chunks finish in any order: sort into the documented, thread-count-independent order.
+  std::sort(report.located.begin(), report.located.end(),
+            [](const AmlaViolation& a, const AmlaViolation& b) {
+              return std::tie(a.batch, a.kv_head, a.block, a.row, a.col) <
+                     std::tie(b.batch, b.kv_head, b.block, b.row, b.col);
+            });
+  return report;
+}
+
+/// Owned float outputs of amla_decode (a DecodeResult, as base_decode returns) and the report.
+struct AmlaDecodeResult : DecodeResult<float, float> {
+  AmlaReport report;
+  explicit AmlaDecodeResult(const DecodeShape& s) : DecodeResult<float, float>(s) {}
+};
+
+/// AMLA attention over a paged decode problem, into owned float buffers.
+template <decode_element T>
+AmlaDecodeResult amla_decode(const DecodeInputs<T>& in, const DecodeOptions& options = {},
+                             const AmlaOptions& amla = {}) {
+  validate_decode("amla_decode", in, options);
+  AmlaDecodeResult result(in.shape);
+  result.report = amla_decode(in, options, result.view(), amla);
+  return result;
+}
+
+}  // namespace amla::attention
