@@ -1,0 +1,199 @@
+// amla/attention/split_kv.hpp: split-KV decoding with the log-sum-exp combine (Flash-Decoding;
+// FlashMLA's splitkv kernel followed by its combine kernel).
+//
+// The keys of a head group are cut into num_splits contiguous ranges of whole KV blocks (the
+// split kernel hands each SM a run of blocks). Each split runs Base (bf16 or float32 mode) over
+// its range alone and yields a normalised partial output O_s (FP32, not cast to BF16: the split
+// kernel keeps its accumulators in float) and lse_s. The combine is exact softmax algebra:
+//   M = max_s lse_s,  L = log(sum_s exp(lse_s - M)) + M,
+//   out = sum_s exp(lse_s - L) O_s,  lse = L
+// computed in this order (FlashMLA's combine order), in FP32 for the kernel emulation or in any
+// Scalar (combine_splits is a template; float64 partials combine to float64 rounding). Each term
+// is a multiply then an add, no FMA. A split in which a row sees no key (an empty range, or one
+// past the row's causal window) has lse_s = -inf and weight exp(-inf) = 0: it is skipped, never
+// turned into NaN. When every split is empty the row gets out = 0 and lse = -inf.
+#pragma once
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "amla/attention/decode_problem.hpp"
+#include "amla/attention/head_group.hpp"
+#include "amla/attention/online_softmax.hpp"
+#include "amla/config.hpp"
+#include "amla/numeric/gemm.hpp"
+
+namespace amla::attention {
+
+/// Options of split-KV decoding.
+struct SplitKvOptions {
+  int num_splits = 4;  ///< >= 1; splits beyond the number of KV blocks are empty
+  BaseOptions split;   ///< the recurrence inside each split (mode and KV block size)
+};
+
+/// A half-open range of keys [begin, end).
+struct KeyRange {
+  Eigen::Index begin = 0;
+  Eigen::Index end = 0;
+  Eigen::Index size() const { return end - begin; }
+  friend bool operator==(const KeyRange&, const KeyRange&) = default;
+};
+
+/// The key ranges of the splits: ceil(n_keys / block_size) blocks dealt in runs of
+/// ceil(blocks / num_splits) consecutive blocks; trailing splits may be empty (begin = end =
+/// n_keys). Throws amla::invalid_argument for n_keys < 0, block_size < 1 or num_splits < 1.
+inline std::vector<KeyRange> split_key_ranges(Eigen::Index n_keys, int block_size, int num_splits) {
+  AMLA_REQUIRE(n_keys >= 0, "n_keys", n_keys, "must be >= 0");
+  AMLA_REQUIRE(block_size >= 1, "block_size", block_size, "must be >= 1");
+  AMLA_REQUIRE(num_splits >= 1, "num_splits", num_splits, "must be >= 1");
+  const Eigen::Index blocks = (n_keys + block_size - 1) / block_size;
+  const Eigen::Index per_split = (blocks + num_splits - 1) / num_splits;
+  std::vector<KeyRange> ranges(static_cast<std::size_t>(num_splits));
+  for (int s = 0; s < num_splits; ++s) {
+    const Eigen::Index b0 = std::min(blocks, s * per_split);
+    const Eigen::Index b1 = std::min(blocks, (s + 1) * per_split);
+    ranges[static_cast<std::size_t>(s)] = {std::min(n_keys, b0 * block_size),
+                                           std::min(n_keys, b1 * block_size)};
+  }
+  return ranges;
+}
+
+/// One split's result: normalised out [rows, d_v] and lse [rows] over `keys`.
+template <class Scalar>
+struct SplitPartial {
+  Eigen::Matrix<Scalar, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> out;
+  Eigen::Matrix<Scalar, Eigen::Dynamic, 1> lse;
+  KeyRange keys;
+};
+
+/// The LSE combine of split partials into out [rows, d_v] and lse [rows] (see the file comment).
+/// Throws amla::invalid_argument when there are no partials or their shapes disagree.
+template <class Scalar>
+void combine_splits(
+    std::span<const SplitPartial<Scalar>> parts,
+    Eigen::Ref<Eigen::Matrix<Scalar, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> out,
+    std::span<Scalar> lse) {
+  AMLA_REQUIRE(!parts.empty(), "parts", "0 partials", "must hold at least one split");
+  const Eigen::Index rows = out.rows();
+  for (std::size_t s = 0; s < parts.size(); ++s) {
+    const auto& p = parts[s];
+    if (p.out.rows() != rows || p.out.cols() != out.cols() || p.lse.size() != rows) {
+      amla::detail::throw_invalid("combine_splits", "parts",
+                                  "parts[" + std::to_string(s) + "] with out " +
+                                      amla::detail::shape_text(p.out.rows(), p.out.cols()) +
+                                      " and " + std::to_string(p.lse.size()) + " lse values",
+                                  "every partial must match out " +
+                                      amla::detail::shape_text(rows, out.cols()) +
+                                      " with one lse per row");
+    }
+  }
+  AMLA_REQUIRE(lse.size() == static_cast<std::size_t>(rows), "lse", lse.size(),
+               "must hold one value per row of out");
+  constexpr Scalar neg_inf = -std::numeric_limits<Scalar>::infinity();
+  for (Eigen::Index r = 0; r < rows; ++r) {
+    Scalar max_lse = neg_inf;
+    for (const auto& p : parts) max_lse = std::max(max_lse, p.lse(r));
+    auto o = out.row(r);
+    o.setZero();
+    if (max_lse == neg_inf) {
+      lse[static_cast<std::size_t>(r)] = neg_inf;
+      continue;
+    }
+    Scalar sum = 0;
+    for (const auto& p : parts) {
+      if (p.lse(r) != neg_inf) sum += std::exp(p.lse(r) - max_lse);
+    }
+    const Scalar global = std::log(sum) + max_lse;
+    for (const auto& p : parts) {
+      if (p.lse(r) == neg_inf) continue;
+      const Scalar w = std::exp(p.lse(r) - global);
+      o += w * p.out.row(r);
+    }
+    lse[static_cast<std::size_t>(r)] = global;
+  }
+}
+
+/// The rows' view of one key range: keys [range.begin, range.end) of g, with each row's visible
+/// count cut to the range (visible_out is the storage the returned group points into).
+inline HeadGroup restrict_keys(const HeadGroup& g, KeyRange range, std::vector<int>& visible_out) {
+  visible_out.resize(static_cast<std::size_t>(g.rows()));
+  for (Eigen::Index r = 0; r < g.rows(); ++r) {
+    visible_out[static_cast<std::size_t>(r)] = static_cast<int>(
+        std::clamp<Eigen::Index>(g.visible_keys(r) - range.begin, 0, range.size()));
+  }
+  return HeadGroup{g.q, g.k.middleRows(range.begin, range.size()),
+                   g.v.middleRows(range.begin, range.size()), visible_out, g.scale};
+}
+
+/// Every split's partial result for one head group (Base inside each split).
+inline std::vector<SplitPartial<float>> split_kv_partials(const HeadGroup& g,
+                                                          const SplitKvOptions& options) {
+  validate_head_group("split_kv_partials", g, g.rows(), g.d_v(),
+                      static_cast<std::size_t>(g.rows()));
+  AMLA_REQUIRE(options.split.block_size >= 1, "options.split.block_size", options.split.block_size,
+               "must be >= 1");
+  AMLA_REQUIRE(options.num_splits >= 1, "options.num_splits", options.num_splits, "must be >= 1");
+  const auto ranges = split_key_ranges(g.n_keys(), options.split.block_size, options.num_splits);
+  std::vector<SplitPartial<float>> parts(ranges.size());
+  std::vector<int> visible;
+  for (std::size_t s = 0; s < ranges.size(); ++s) {
+    const HeadGroup sub = restrict_keys(g, ranges[s], visible);
+    auto& p = parts[s];
+    p.keys = ranges[s];
+    p.out.resize(g.rows(), g.d_v());
+    p.lse.resize(g.rows());
+    base_attention(sub, options.split, p.out,
+                   std::span<float>(p.lse.data(), static_cast<std::size_t>(g.rows())));
+  }
+  return parts;
+}
+
+/// Split-KV attention of one head group into out [rows, d_v] and lse [rows].
+inline void split_kv_attention(const HeadGroup& g, const SplitKvOptions& options,
+                               Eigen::Ref<MatrixF> out, std::span<float> lse) {
+  validate_head_group("split_kv_attention", g, out.rows(), out.cols(), lse.size());
+  const auto parts = split_kv_partials(g, options);
+  combine_splits<float>(parts, out, lse);
+}
+
+/// Split-KV attention of one head group.
+inline BaseResult split_kv_attention(const HeadGroup& g, const SplitKvOptions& options = {}) {
+  BaseResult r{MatrixF(g.rows(), g.d_v()), Eigen::VectorXf(g.rows())};
+  split_kv_attention(g, options, r.out,
+                     std::span<float>(r.lse.data(), static_cast<std::size_t>(g.rows())));
+  return r;
+}
+
+/// Split-KV attention over a paged decode problem into caller buffers. Every sequence is cut into
+/// options.num_splits ranges of its own length.
+template <decode_element T, class OutT, class LseT>
+void split_kv_decode(const DecodeInputs<T>& in, const DecodeOptions& options,
+                     const DecodeOutputs<OutT, LseT>& outputs, const SplitKvOptions& split = {}) {
+  AMLA_REQUIRE(split.split.block_size >= 1, "split.split.block_size", split.split.block_size,
+               "must be >= 1");
+  AMLA_REQUIRE(split.num_splits >= 1, "split.num_splits", split.num_splits, "must be >= 1");
+  SplitKvOptions core = split;
+  core.split.operands_prerounded = true;  // rounded while gathering (or a bf16 cache)
+  run_decode<float>("split_kv_decode", in, options, outputs, gather_for(split.split.mode),
+                    [&core](const HeadGroup& g, const GroupLocation&, Eigen::Ref<MatrixF> out,
+                            std::span<float> lse) { split_kv_attention(g, core, out, lse); });
+}
+
+/// Split-KV attention over a paged decode problem, into owned float buffers.
+template <decode_element T>
+DecodeResult<float, float> split_kv_decode(const DecodeInputs<T>& in,
+                                           const DecodeOptions& options = {},
+                                           const SplitKvOptions& split = {}) {
+  validate_decode("split_kv_decode", in, options);
+  DecodeResult<float, float> result(in.shape);
+  split_kv_decode(in, options, result.view(), split);
+  return result;
+}
+
+}  // namespace amla::attention

@@ -1,0 +1,251 @@
+// amla/mla/decode_problem.hpp: the inputs and outputs of one MLA decode step, shared by the naive,
+// absorb and TyphoonMLA formulations.
+//
+// Tensors (row-major, last index fastest), views over the caller's memory:
+//   q              [batch, s_q, H, D_n + D_r]   queries after W_Qb and RoPE: per head the no-RoPE
+//                                               part Q_N (D_n) then the RoPE part Q_R (D_r)
+//   prefix_latent  [prefix_len, D_l + D_r]      the shared prefix's latent cache, one copy for all
+//                                               requests: C_N (D_l) then C_R (D_r) per token
+//   suffix.data    [num_pages, page_size, D_l + D_r]   each request's own latent cache, paged as
+//                                               in attention/decode_problem.hpp with one KV head
+//   suffix.block_table [batch, max_pages_per_seq], suffix.seqlens [batch]   (int32)
+//   out            [batch, s_q, H, D_v],  lse [batch, H, s_q]   (natural log)
+// Request b attends L_b = prefix_len + seqlens[b] keys: the prefix, then its suffix. Key s of the
+// suffix lives in page block_table[b][s / page_size], slot s % page_size; pages and block-table
+// entries past a request's length are never read.
+//
+// Masking. With causal = false every query token sees all L_b keys. With causal = true the s_q
+// query tokens are the last s_q positions of the context: token t sees keys
+// [0, L_b - s_q + t], i.e. clamp(L_b - s_q + t + 1, 0, L_b) keys, which may end inside the prefix.
+// A row that sees no key (L_b = 0, or a causal window that is empty) gives out = 0 and
+// lse = -inf, as in the attention recurrences.
+//
+// Softmax scale. All three formulations use 1 / sqrt(D_n + D_r) by default: the scores are the
+// naive per-head dot products whichever way they are computed.
+//
+// Numerics. `numerics::float64` is the truth: every projection in float64 and the attention by
+// the golden recurrence, with float64 inputs (see mla/detail/dense.hpp for how float64 values
+// reach golden without loss). `numerics::bf16` is what a kernel computes: inputs rounded to BF16
+// when read, projections as BF16 GEMMs with FP32 accumulation whose results a kernel stores in
+// BF16, attention by the Base recurrence (BF16 operands, FP32 accumulation and online softmax,
+// P cast to BF16). Each formulation's header states exactly where it rounds.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "amla/config.hpp"
+#include "amla/mla/cost.hpp"
+#include "amla/mla/model.hpp"
+#include "amla/mla/presets.hpp"
+
+namespace amla::mla {
+
+/// Float64 truth, or a kernel's BF16 arithmetic.
+enum class numerics : std::uint8_t {
+  float64,  ///< float64 projections, golden attention
+  bf16,     ///< BF16 operands and stores, FP32 accumulation, Base attention
+};
+
+/// Each request's own (non-shared) latent cache, paged with one KV head of D_l + D_r columns.
+template <mla_element T>
+struct LatentCache {
+  int num_pages = 1;
+  int page_size = 64;
+  int max_pages_per_seq = 1;
+  std::span<const T> data;                    ///< [num_pages, page_size, D_l + D_r]
+  std::span<const std::int32_t> block_table;  ///< [batch, max_pages_per_seq]
+  std::span<const std::int32_t> seqlens;      ///< [batch]: suffix tokens of each request (L_n)
+};
+
+/// The inputs of one decode step (see the file comment for layouts).
+template <mla_element T>
+struct MlaDecodeInputs {
+  int batch = 1;                     ///< B
+  int s_q = 1;                       ///< query tokens per request
+  std::span<const T> q;              ///< [batch, s_q, H, D_n + D_r]
+  int prefix_len = 0;                ///< L_s: tokens of the shared prefix (0: none)
+  std::span<const T> prefix_latent;  ///< [prefix_len, D_l + D_r]
+  LatentCache<T> suffix;             ///< each request's own tokens
+};
+
+/// What a formulation computes and how the host runs it.
+struct MlaOptions {
+  numerics mode = numerics::float64;
+  bool causal = false;                  ///< mask aligned to the end of each context
+  std::optional<double> softmax_scale;  ///< default 1 / sqrt(D_n + D_r); finite and > 0
+  bool round_output_bf16 = false;       ///< bf16 mode: cast the final output to BF16
+  int kv_block = 512;                   ///< bf16 mode: the Base recurrence's KV block size
+  int threads = 0;                      ///< host threads; 0 = hardware concurrency
+};
+
+/// Outputs of a decode step: out [batch, s_q, H, D_v] and lse [batch, H, s_q] (natural log), held
+/// in double (FP32 results of the bf16 mode are exact in it).
+struct MlaResult {
+  int batch = 0, s_q = 0, heads = 0, d_v = 0;
+  formulation ran = formulation::naive;  ///< for TyphoonMLA: typhoon (mixed) or absorb (fall-back)
+  std::vector<double> out;
+  std::vector<double> lse;
+
+  MlaResult() = default;
+  MlaResult(int b, int sq, int h, int dv, formulation f)
+      : batch(b),
+        s_q(sq),
+        heads(h),
+        d_v(dv),
+        ran(f),
+        out(static_cast<std::size_t>(b) * sq * h * dv, 0.0),
+        lse(static_cast<std::size_t>(b) * h * sq, 0.0) {}
+
+  std::size_t out_offset(int b, int t, int h) const {
+    return ((static_cast<std::size_t>(b) * s_q + t) * heads + h) * d_v;
+  }
+  std::size_t lse_offset(int b, int t, int h) const {
+    return (static_cast<std::size_t>(b) * heads + h) * s_q + t;
+  }
+  double* out_row(int b, int t, int h) { return out.data() + out_offset(b, t, h); }
+  const double* out_row(int b, int t, int h) const { return out.data() + out_offset(b, t, h); }
+  double& lse_at(int b, int t, int h) { return lse[lse_offset(b, t, h)]; }
+  double lse_at(int b, int t, int h) const { return lse[lse_offset(b, t, h)]; }
+};
+
+/// Keys token t (of s_q) of a request with `context` keys may attend.
+inline int visible_keys(int context, int s_q, int t, bool causal) {
+  if (!causal) return context;
+  return std::clamp(context - s_q + t + 1, 0, context);
+}
+
+namespace detail {
+
+inline void check_positive(const char* fn, const char* arg, long long value) {
+  if (value < 1) amla::detail::throw_invalid(fn, arg, std::to_string(value), "must be >= 1");
+}
+
+/// Validates inputs and options against the model; throws amla::invalid_argument naming `fn`,
+/// the argument, its value and the rule. Returns the softmax scale.
+template <mla_element T>
+double validate_decode(const char* fn, const MlaModel<T>& model, const MlaDecodeInputs<T>& in,
+                       const MlaOptions& opt) {
+  validate_model(fn, model);
+  const MlaDims& d = model.dims;
+  check_positive(fn, "inputs.batch", in.batch);
+  check_positive(fn, "inputs.s_q", in.s_q);
+  const std::size_t q_elems =
+      static_cast<std::size_t>(in.batch) * in.s_q * d.heads * static_cast<std::size_t>(d.d_qk());
+  check_elems(fn, "inputs.q", in.q, q_elems, "[batch, s_q, H, D_n + D_r]");
+  if (in.prefix_len < 0) {
+    amla::detail::throw_invalid(fn, "inputs.prefix_len", std::to_string(in.prefix_len),
+                                "must be >= 0");
+  }
+  const std::size_t latent_cols = static_cast<std::size_t>(d.absorb_d_qk());
+  check_elems(fn, "inputs.prefix_latent", in.prefix_latent,
+              static_cast<std::size_t>(in.prefix_len) * latent_cols, "[prefix_len, D_l + D_r]");
+  const LatentCache<T>& c = in.suffix;
+  check_positive(fn, "inputs.suffix.num_pages", c.num_pages);
+  check_positive(fn, "inputs.suffix.page_size", c.page_size);
+  check_positive(fn, "inputs.suffix.max_pages_per_seq", c.max_pages_per_seq);
+  check_elems(fn, "inputs.suffix.data", c.data,
+              static_cast<std::size_t>(c.num_pages) * c.page_size * latent_cols,
+              "[num_pages, page_size, D_l + D_r]");
+  check_elems(fn, "inputs.suffix.block_table", c.block_table,
+              static_cast<std::size_t>(in.batch) * c.max_pages_per_seq,
+              "[batch, max_pages_per_seq]");
+  check_elems(fn, "inputs.suffix.seqlens", c.seqlens, static_cast<std::size_t>(in.batch),
+              "[batch]");
+  const long long max_len = static_cast<long long>(c.max_pages_per_seq) * c.page_size;
+  for (int b = 0; b < in.batch; ++b) {
+    const std::int32_t len = c.seqlens[static_cast<std::size_t>(b)];
+    if (len < 0 || len > max_len) {
+      amla::detail::throw_invalid(
+          fn, "inputs.suffix.seqlens",
+          "seqlens[" + std::to_string(b) + "] = " + std::to_string(len),
+          "must lie in [0, max_pages_per_seq * page_size = " + std::to_string(max_len) + "]");
+    }
+    if (static_cast<long long>(len) + in.prefix_len > 0x7FFFFFFFLL) {
+      amla::detail::throw_invalid(fn, "inputs.suffix.seqlens",
+                                  "seqlens[" + std::to_string(b) + "] = " + std::to_string(len),
+                                  "prefix_len + seqlen must fit in int32");
+    }
+    const int pages = (len + c.page_size - 1) / c.page_size;
+    for (int i = 0; i < pages; ++i) {
+      const std::int32_t page =
+          c.block_table[static_cast<std::size_t>(b) * c.max_pages_per_seq + i];
+      if (page < 0 || page >= c.num_pages) {
+        amla::detail::throw_invalid(
+            fn, "inputs.suffix.block_table",
+            "block_table[" + std::to_string(b) + "][" + std::to_string(i) +
+                "] = " + std::to_string(page),
+            "a page holding keys of request " + std::to_string(b) + " (seqlen " +
+                std::to_string(len) +
+                ") must lie in [0, num_pages = " + std::to_string(c.num_pages) + ")");
+      }
+    }
+  }
+  if (opt.softmax_scale) {
+    const double sc = *opt.softmax_scale;
+    if (!std::isfinite(sc) || !(sc > 0.0)) {
+      amla::detail::throw_invalid(fn, "options.softmax_scale", amla::detail::to_text(sc),
+                                  "must be finite and > 0");
+    }
+  }
+  if (opt.mode != numerics::float64 && opt.mode != numerics::bf16) {
+    amla::detail::throw_invalid(fn, "options.mode", std::to_string(static_cast<int>(opt.mode)),
+                                "must be numerics::float64 or numerics::bf16");
+  }
+  check_positive(fn, "options.kv_block", opt.kv_block);
+  if (opt.threads < 0) {
+    amla::detail::throw_invalid(fn, "options.threads", std::to_string(opt.threads),
+                                "must be >= 0 (0 = hardware concurrency)");
+  }
+  return opt.softmax_scale ? *opt.softmax_scale : 1.0 / std::sqrt(static_cast<double>(d.d_qk()));
+}
+
+/// Request b's context length L_b = prefix_len + seqlens[b].
+template <mla_element T>
+int context_len(const MlaDecodeInputs<T>& in, int b) {
+  return in.prefix_len + in.suffix.seqlens[static_cast<std::size_t>(b)];
+}
+
+/// Latent rows [C_N, C_R] of request b as a matrix of scalar S: the prefix (when `prefix`), then
+/// the request's suffix (when `suffix`), BF16-rounded when `round`.
+template <class S, mla_element T>
+Mat<S> gather_latent(const MlaDims& d, const MlaDecodeInputs<T>& in, int b, bool prefix,
+                     bool suffix, bool round) {
+  const int cols = d.absorb_d_qk();
+  const int lp = prefix ? in.prefix_len : 0;
+  const int ls = suffix ? in.suffix.seqlens[static_cast<std::size_t>(b)] : 0;
+  Mat<S> m(lp + ls, cols);
+  for (int s = 0; s < lp; ++s) {
+    const T* src = in.prefix_latent.data() + static_cast<std::size_t>(s) * cols;
+    for (int c = 0; c < cols; ++c) m(s, c) = element_as<S>(src[c], round);
+  }
+  const LatentCache<T>& cache = in.suffix;
+  const std::int32_t* table =
+      cache.block_table.data() + static_cast<std::size_t>(b) * cache.max_pages_per_seq;
+  for (int s = 0; s < ls; ++s) {
+    const std::size_t page = static_cast<std::size_t>(table[s / cache.page_size]);
+    const T* src = cache.data.data() +
+                   (page * cache.page_size + static_cast<std::size_t>(s % cache.page_size)) * cols;
+    for (int c = 0; c < cols; ++c) m(lp + s, c) = element_as<S>(src[c], round);
+  }
+  return m;
+}
+
+/// Query of (b, t, h) as a row of D_n + D_r values of scalar S.
+template <class S, mla_element T>
+void gather_query(const MlaDims& d, const MlaDecodeInputs<T>& in, int b, int t, int h, bool round,
+                  S* dst) {
+  const int cols = d.d_qk();
+  const T* src = in.q.data() + ((static_cast<std::size_t>(b) * in.s_q + t) * d.heads + h) * cols;
+  for (int c = 0; c < cols; ++c) dst[c] = element_as<S>(src[c], round);
+}
+
+}  // namespace detail
+
+}  // namespace amla::mla

@@ -1,0 +1,124 @@
+// amla/mla/model.hpp: an MLA layer's dimensions with its KV up-projection weights.
+//
+// The weights are the two halves of W_KVb, the matrix that decompresses the latent cache:
+//   W_KVb1 [H, D_n, D_l]: k_n(head h) = W_KVb1[h] c_n   (the no-RoPE key of head h)
+//   W_KVb2 [H, D_v, D_l]: v(head h)   = W_KVb2[h] c_n   (the value of head h)
+// for a latent vector c_n of D_l columns (C_N in the TyphoonMLA paper). Row-major, last index
+// fastest, so W_KVb1[h] is a contiguous [D_n, D_l] block. The model holds views over the caller's
+// memory (nothing is copied); the caller keeps it alive while the model is in use.
+//
+// Element types: float or amla::bf16, as for the attention inputs. In the BF16-emulating mode of
+// the formulations float weights are rounded to BF16 when read (the kernel's view); in the
+// float64 mode they are taken as stored.
+#pragma once
+
+#include <Eigen/Core>
+#include <cstddef>
+#include <span>
+#include <string>
+#include <type_traits>
+
+#include "amla/config.hpp"
+#include "amla/mla/presets.hpp"
+#include "amla/numeric/bf16.hpp"
+
+namespace amla::mla {
+
+/// Element types of MLA inputs: float, or amla::bf16 as a kernel stores them.
+template <class T>
+concept mla_element = std::is_same_v<T, float> || std::is_same_v<T, bf16>;
+
+/// Dimensions plus views of W_KVb1 [H, D_n, D_l] and W_KVb2 [H, D_v, D_l].
+template <mla_element T>
+struct MlaModel {
+  MlaDims dims;
+  std::span<const T> w_kvb1;  ///< [H, D_n, D_l]
+  std::span<const T> w_kvb2;  ///< [H, D_v, D_l]
+
+  std::size_t w_kvb1_elems() const {
+    return static_cast<std::size_t>(dims.heads) * dims.d_nope * dims.d_latent;
+  }
+  std::size_t w_kvb2_elems() const {
+    return static_cast<std::size_t>(dims.heads) * dims.d_v * dims.d_latent;
+  }
+};
+
+namespace detail {
+
+/// Row-major dynamic matrix of scalar S (float in the bf16 mode, double in the float64 mode).
+template <class S>
+using Mat = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+template <class T>
+void check_elems(const char* fn, const char* arg, std::span<const T> s, std::size_t expected,
+                 const char* layout) {
+  if (s.size() != expected || (expected != 0 && s.data() == nullptr)) {
+    amla::detail::throw_invalid(
+        fn, arg,
+        s.data() == nullptr && expected != 0 ? std::string("null pointer")
+                                             : "span of " + std::to_string(s.size()) + " elements",
+        std::string("must hold ") + layout + " = " + std::to_string(expected) + " elements");
+  }
+}
+
+/// Validates dims and weight sizes, attributing errors to `fn`.
+template <mla_element T>
+void validate_model(const char* fn, const MlaModel<T>& m) {
+  validate_dims(fn, m.dims);
+  check_elems(fn, "model.w_kvb1", m.w_kvb1, m.w_kvb1_elems(), "[H, D_n, D_l]");
+  check_elems(fn, "model.w_kvb2", m.w_kvb2, m.w_kvb2_elems(), "[H, D_v, D_l]");
+}
+
+/// Element x as a value of scalar type S, rounded to BF16 first when `round` is set (for float
+/// storage; bf16 storage is exact either way).
+template <class S, class T>
+S element_as(T x, bool round) {
+  if constexpr (std::is_same_v<T, bf16>) {
+    return static_cast<S>(x.to_float());
+  } else if constexpr (std::is_same_v<T, float>) {
+    return static_cast<S>(round ? round_bf16(x) : x);
+  } else {
+    static_assert(std::is_same_v<T, double>);
+    if (round) return static_cast<S>(round_bf16(static_cast<float>(x)));
+    return static_cast<S>(x);
+  }
+}
+
+/// Copies a contiguous row-major [rows, cols] block starting at `src` into a matrix of scalar S.
+template <class S, class T>
+Mat<S> block_as(const T* src, Eigen::Index rows, Eigen::Index cols, bool round) {
+  Mat<S> m(rows, cols);
+  S* dst = m.data();
+  const Eigen::Index n = rows * cols;
+  for (Eigen::Index i = 0; i < n; ++i) dst[i] = element_as<S>(src[i], round);
+  return m;
+}
+
+}  // namespace detail
+
+/// Throws amla::invalid_argument unless the dims are valid and the weights have
+/// H * D_n * D_l and H * D_v * D_l elements.
+template <mla_element T>
+void validate(const MlaModel<T>& model) {
+  detail::validate_model("amla::mla::validate", model);
+}
+
+/// W_KVb1[h] ([D_n, D_l]) as a matrix of scalar S (float or double), rounded to BF16 when `round`.
+template <class S, mla_element T>
+detail::Mat<S> w_kvb1_head(const MlaModel<T>& m, int h, bool round = false) {
+  AMLA_REQUIRE(h >= 0 && h < m.dims.heads, "h", h, "must lie in [0, dims.heads)");
+  return detail::block_as<S>(
+      m.w_kvb1.data() + static_cast<std::size_t>(h) * m.dims.d_nope * m.dims.d_latent,
+      m.dims.d_nope, m.dims.d_latent, round);
+}
+
+/// W_KVb2[h] ([D_v, D_l]) as a matrix of scalar S (float or double), rounded to BF16 when `round`.
+template <class S, mla_element T>
+detail::Mat<S> w_kvb2_head(const MlaModel<T>& m, int h, bool round = false) {
+  AMLA_REQUIRE(h >= 0 && h < m.dims.heads, "h", h, "must lie in [0, dims.heads)");
+  return detail::block_as<S>(
+      m.w_kvb2.data() + static_cast<std::size_t>(h) * m.dims.d_v * m.dims.d_latent, m.dims.d_v,
+      m.dims.d_latent, round);
+}
+
+}  // namespace amla::mla

@@ -1,0 +1,228 @@
+// amla/mla/problem_builder.hpp: random, valid, reproducible MLA decode problems (weights, queries,
+// a shared prefix and paged per-request suffixes) that own their memory, for tests, examples and
+// benchmarks.
+//
+//   auto p = amla::mla::MlaProblemBuilder(amla::mla::presets::deepseek_v3)
+//                .batch(4).prefix_len(100).suffix_lens({7, 0, 33, 64}).page_size(16).seed(3)
+//                .build<amla::bf16>();
+//   auto naive = amla::mla::naive_decode(p.model(), p.inputs());
+//
+// Values come from the attention ProblemBuilder's compiler-independent stream and are rounded to
+// BF16: queries and latent cache from N(0, s^2) with s = value_std (default 1); weights from the
+// uniform distribution with standard deviation weight_std (default 1 / sqrt(D_l), so decompressed
+// keys and values have unit scale and the scaled scores are of order 1, as in a trained model;
+// uniform because DeepSeek-V3's 17 million weights are drawn several times faster that way). Draw
+// order is fixed (weights, queries, prefix, each request's suffix) so the paging never changes the
+// values. Suffix pages are shuffled and, with poison_unused (default on), unused pages, slots past
+// a request's end and block-table entries past its pages hold NaN and out-of-range ids that must
+// never be read.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "amla/attention/problem_builder.hpp"
+#include "amla/config.hpp"
+#include "amla/mla/decode_problem.hpp"
+#include "amla/mla/model.hpp"
+#include "amla/mla/presets.hpp"
+
+namespace amla::mla {
+
+/// An MLA decode problem that owns its tensors (layouts as in mla/decode_problem.hpp).
+template <mla_element T>
+struct MlaProblem {
+  MlaDims dims;
+  int batch = 1;
+  int s_q = 1;
+  int prefix_len = 0;
+  int num_pages = 1;
+  int page_size = 1;
+  int max_pages_per_seq = 1;
+  std::vector<T> w_kvb1;         ///< [H, D_n, D_l]
+  std::vector<T> w_kvb2;         ///< [H, D_v, D_l]
+  std::vector<T> q;              ///< [batch, s_q, H, D_n + D_r]
+  std::vector<T> prefix_latent;  ///< [prefix_len, D_l + D_r]
+  std::vector<T> cache;          ///< [num_pages, page_size, D_l + D_r]
+  std::vector<std::int32_t> block_table;
+  std::vector<std::int32_t> seqlens;
+
+  MlaModel<T> model() const { return {dims, w_kvb1, w_kvb2}; }
+  MlaDecodeInputs<T> inputs() const {
+    return {batch,
+            s_q,
+            q,
+            prefix_len,
+            prefix_latent,
+            {num_pages, page_size, max_pages_per_seq, cache, block_table, seqlens}};
+  }
+};
+
+/// Builds random valid MLA problems; setters return *this; build() validates and throws
+/// amla::invalid_argument for bad settings.
+class MlaProblemBuilder {
+ public:
+  explicit MlaProblemBuilder(MlaDims dims) : dims_(dims) {}
+
+  MlaProblemBuilder& batch(int n) {
+    batch_ = n;
+    return *this;
+  }
+  MlaProblemBuilder& s_q(int n) {
+    s_q_ = n;
+    return *this;
+  }
+  MlaProblemBuilder& prefix_len(int n) {
+    prefix_len_ = n;
+    return *this;
+  }
+  /// One suffix length per request (sets the batch to their count), or one for all requests.
+  MlaProblemBuilder& suffix_lens(std::vector<int> lens) {
+    suffix_lens_ = std::move(lens);
+    if (suffix_lens_.size() > 1) batch_ = static_cast<int>(suffix_lens_.size());
+    return *this;
+  }
+  MlaProblemBuilder& page_size(int n) {
+    page_size_ = n;
+    return *this;
+  }
+  MlaProblemBuilder& value_std(double s) {
+    value_std_ = s;
+    return *this;
+  }
+  /// Default 1 / sqrt(D_l).
+  MlaProblemBuilder& weight_std(double s) {
+    weight_std_ = s;
+    return *this;
+  }
+  MlaProblemBuilder& seed(std::uint64_t s) {
+    seed_ = s;
+    return *this;
+  }
+  MlaProblemBuilder& poison_unused(bool on = true) {
+    poison_ = on;
+    return *this;
+  }
+
+  template <mla_element T = bf16>
+  MlaProblem<T> build() const {
+    const char* fn = "amla::mla::MlaProblemBuilder::build";
+    detail::validate_dims(fn, dims_);
+    detail::check_positive(fn, "batch", batch_);
+    detail::check_positive(fn, "s_q", s_q_);
+    detail::check_positive(fn, "page_size", page_size_);
+    if (prefix_len_ < 0) {
+      amla::detail::throw_invalid(fn, "prefix_len", std::to_string(prefix_len_), "must be >= 0");
+    }
+    if (suffix_lens_.size() != 1 && suffix_lens_.size() != static_cast<std::size_t>(batch_)) {
+      amla::detail::throw_invalid(
+          fn, "suffix_lens", std::to_string(suffix_lens_.size()) + " lengths",
+          "must hold one length (for every request) or batch = " + std::to_string(batch_));
+    }
+    for (const int len : suffix_lens_) {
+      if (len < 0)
+        amla::detail::throw_invalid(fn, "suffix_lens", std::to_string(len), "must be >= 0");
+    }
+    const double wstd =
+        weight_std_ ? *weight_std_ : 1.0 / std::sqrt(static_cast<double>(dims_.d_latent));
+    if (!(std::isfinite(value_std_) && value_std_ > 0)) {
+      amla::detail::throw_invalid(fn, "value_std", amla::detail::to_text(value_std_),
+                                  "must be finite and > 0");
+    }
+    if (!(std::isfinite(wstd) && wstd > 0)) {
+      amla::detail::throw_invalid(fn, "weight_std", amla::detail::to_text(wstd),
+                                  "must be finite and > 0");
+    }
+
+    MlaProblem<T> p;
+    p.dims = dims_;
+    p.batch = batch_;
+    p.s_q = s_q_;
+    p.prefix_len = prefix_len_;
+    p.page_size = page_size_;
+    p.seqlens.resize(static_cast<std::size_t>(batch_));
+    for (int b = 0; b < batch_; ++b) {
+      p.seqlens[static_cast<std::size_t>(b)] =
+          suffix_lens_.size() == 1 ? suffix_lens_[0] : suffix_lens_[static_cast<std::size_t>(b)];
+    }
+    std::vector<int> pages_of(static_cast<std::size_t>(batch_));
+    int used = 0, widest = 0;
+    for (int b = 0; b < batch_; ++b) {
+      const int n = (p.seqlens[static_cast<std::size_t>(b)] + page_size_ - 1) / page_size_;
+      pages_of[static_cast<std::size_t>(b)] = n;
+      used += n;
+      widest = std::max(widest, n);
+    }
+    const int spare = poison_ ? 1 : 0;  // one unused (poisoned) page
+    p.num_pages = std::max(used + spare, 1);
+    p.max_pages_per_seq = std::max(widest + spare, 1);
+
+    attention::detail::ValueStream values(seed_);
+    attention::detail::ValueStream layout(seed_ ^ 0x9E3779B97F4A7C15ull);
+    const auto draw = [&](std::vector<T>& v, std::size_t n, attention::ValueDistribution dist) {
+      v.resize(n);
+      for (auto& x : v) x = attention::detail::element_from<T>(values.draw(dist), true);
+    };
+    const auto normal = attention::ValueDistribution::normal(value_std_);
+    const auto uniform = attention::ValueDistribution::uniform(std::sqrt(3.0) * wstd);
+    const MlaDims& d = dims_;
+    const std::size_t cols = static_cast<std::size_t>(d.absorb_d_qk());
+    draw(p.w_kvb1, static_cast<std::size_t>(d.heads) * d.d_nope * d.d_latent, uniform);
+    draw(p.w_kvb2, static_cast<std::size_t>(d.heads) * d.d_v * d.d_latent, uniform);
+    draw(p.q, static_cast<std::size_t>(batch_) * s_q_ * d.heads * d.d_qk(), normal);
+    draw(p.prefix_latent, static_cast<std::size_t>(prefix_len_) * cols, normal);
+
+    // Pages: a shuffled permutation handed out in request order.
+    std::vector<std::int32_t> ids(static_cast<std::size_t>(p.num_pages));
+    for (int i = 0; i < p.num_pages; ++i) ids[static_cast<std::size_t>(i)] = i;
+    for (std::size_t i = ids.size(); i > 1; --i) {
+      const auto j = static_cast<std::size_t>(layout.uniform01() * static_cast<double>(i));
+      std::swap(ids[i - 1], ids[j]);
+    }
+    const T fill = poison_ ? attention::detail::poison_value<T>() : T{};
+    p.cache.assign(static_cast<std::size_t>(p.num_pages) * page_size_ * cols, fill);
+    p.block_table.assign(static_cast<std::size_t>(batch_) * p.max_pages_per_seq, 0);
+    std::size_t next = 0;
+    for (int b = 0; b < batch_; ++b) {
+      for (int i = 0; i < p.max_pages_per_seq; ++i) {
+        auto& e = p.block_table[static_cast<std::size_t>(b) * p.max_pages_per_seq + i];
+        if (i < pages_of[static_cast<std::size_t>(b)]) {
+          e = ids[next++];
+        } else if (poison_) {
+          e = (i % 2 == 0) ? -1 : p.num_pages + 1000 + i;
+        }
+      }
+      const int len = p.seqlens[static_cast<std::size_t>(b)];
+      for (int s = 0; s < len; ++s) {
+        const auto page = static_cast<std::size_t>(
+            p.block_table[static_cast<std::size_t>(b) * p.max_pages_per_seq + s / page_size_]);
+        T* dst =
+            p.cache.data() + (page * page_size_ + static_cast<std::size_t>(s % page_size_)) * cols;
+        for (std::size_t c = 0; c < cols; ++c) {
+          dst[c] = attention::detail::element_from<T>(values.draw(normal), true);
+        }
+      }
+    }
+    return p;
+  }
+
+ private:
+  MlaDims dims_;
+  int batch_ = 1;
+  int s_q_ = 1;
+  int prefix_len_ = 0;
+  std::vector<int> suffix_lens_{0};
+  int page_size_ = 64;
+  double value_std_ = 1.0;
+  std::optional<double> weight_std_;  // default 1 / sqrt(D_l)
+  std::uint64_t seed_ = 1;
+  bool poison_ = true;
+};
+
+}  // namespace amla::mla

@@ -1,0 +1,599 @@
+// amla/sim/decode.hpp: an MLA decode kernel mapped onto a whole Cube/Vector chip, simulated at
+// tile level (AMLA Sections 3.3, 4 and 5.2).
+//
+// Workload: batch B, S_q query tokens, H heads, S_k cached tokens, d_qk = 576 (512 latent + 64
+// RoPE), d_v = 512, KV blocks of 512 tokens. One *task* is the FlashAttention loop of one batch
+// entry over a group of at most `max_rows_per_task` (H x S_q) query rows (256 in the paper: 128
+// heads x S_q = 2); tasks go round-robin to the Cube cores, each core runs its tasks one after
+// another. Per KV block of a task:
+//   [C1] S = Q K^T   on the Cube core, tile by tile (sim/cube_stage.hpp): K streams from HBM
+//                    (the die's HBM is shared by its cores, max-min fair), Q is loaded from HBM
+//                    once per task and then stays in L1 or comes back from L2;
+//   [V1] online softmax on the core's two Vector cores (half the rows each): S in from GM, P out;
+//                    AMLA also adds the integer exponent step N to O in GM (AtomicAdd<INT32>);
+//   [C2] P V         on the Cube core, V and P are L2 hits (V is the K block's first 512
+//                    columns, read by [C1] two cycles earlier); Base writes T = P V, AMLA
+//                    atomically adds it into O (AtomicAdd<FP32>);
+//   [V2] (Base only) O = O * exp(m_old - m_new) + T: a 256 KB FP32 O read and written through GM
+//                    per block (at 128 rows), the traffic AMLA removes;
+//   last V           O / l into the BF16 output.
+// Every Cube <-> Vector hand-over costs chip.handoff_latency. (AMLA's [V1] of block i + 1 adds
+// the exponent step to O while [C2] of block i may still be adding P_i V_i into it; the model
+// follows the paper's steady cycle, which has no dependency inside a cycle, and leaves the order
+// of those two in-GM updates to the kernel.)
+// Schedules: Base runs the serial order (each stage after the previous one); AMLA runs the
+// preload pipeline of Figure 7 (preload [C1, C1, V1], steady cycles [C1, C2, V1], drain
+// [C2, C2, V1] and the last V); either may be forced.
+//
+// Symmetry: cores that run identical task lists on the same die behave identically (same
+// programs, same start, fair HBM sharing), so by default one representative per class is
+// simulated, its transfers weighing as many cores on the die's HBM link; the result is the same
+// as simulating every core (tested), only faster.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "amla/config.hpp"
+#include "amla/sim/chip.hpp"
+#include "amla/sim/cube_stage.hpp"
+#include "amla/sim/engine.hpp"
+#include "amla/sim/pipeline.hpp"
+#include "amla/sim/tiling.hpp"
+#include "amla/sim/timeline.hpp"
+#include "amla/sim/units.hpp"
+
+namespace amla::sim {
+
+/// The decode problem (MLA absorbed form, one KV head).
+struct DecodeWorkload {
+  int batch = 96;
+  int s_q = 1;
+  int heads = 128;
+  int s_k = 4096;
+  int d_qk = 576;
+  int d_v = 512;
+  int kv_block = 512;
+
+  /// 2 FLOPs per MAC over Q K^T and P V (the paper's FLOPS count, Section 2.4).
+  double flops() const {
+    return 2.0 * batch * heads * s_q * static_cast<double>(s_k) * (d_qk + d_v);
+  }
+  int kv_blocks() const { return (s_k + kv_block - 1) / kv_block; }
+
+  void validate() const {
+    AMLA_REQUIRE(batch >= 1, "batch", batch, ">= 1");
+    AMLA_REQUIRE(s_q >= 1, "s_q", s_q, ">= 1");
+    AMLA_REQUIRE(heads >= 1, "heads", heads, ">= 1");
+    AMLA_REQUIRE(s_k >= 1, "s_k", s_k, ">= 1");
+    AMLA_REQUIRE(d_qk >= 1 && d_v >= 1, "d_qk/d_v", d_qk, ">= 1");
+    AMLA_REQUIRE(d_v <= d_qk, "d_v", d_v, "<= d_qk (V is the first d_v columns of the latent)");
+    AMLA_REQUIRE(kv_block >= 1, "kv_block", kv_block, ">= 1");
+  }
+};
+
+/// Which recurrence the kernel implements.
+enum class Variant { base, amla };
+inline const char* to_string(Variant v) {
+  return v == Variant::base ? "Base" : "AMLA";
+}
+
+/// Which stage order each core follows.
+enum class DecodeSchedule { automatic, serial, preload };
+
+struct DecodeOptions {
+  Variant variant = Variant::amla;
+  DecodeSchedule schedule = DecodeSchedule::automatic;  ///< Base: serial, AMLA: preload
+  int max_rows_per_task = 256;                          ///< query rows (heads x S_q) of one task
+  Tiling c1 = amla_c1_tiling();                         ///< M, N, K are set per task and block
+  Tiling c2 = amla_c2_tiling();
+  /// Base only: keep O resident in UB instead of GM (what the paper rules out, Section 3.1).
+  bool base_o_in_ub = false;
+  /// One representative per class of identical cores. Exact only for identical cores, so it is
+  /// used only when nothing tells them apart (chip.core_start_stagger and
+  /// chip.hbm_latency_jitter both 0).
+  bool symmetry = true;
+  bool record_timeline = false;
+  int timeline_cores = 1;  ///< representative Cube cores (with their Vector cores) drawn
+};
+
+/// Time shares of one kind of pipe over all the chip's units of that kind.
+struct PipeSummary {
+  std::string pipe;  ///< "MTE2", "MTE1", "MMAD", "FixP", "Vector"
+  double busy = 0, stalled_on_data = 0, stalled_on_buffer = 0, idle = 0;
+};
+
+struct DecodeResult {
+  bool feasible = false;
+  std::string reason;
+  Cycles cycles{0};  ///< the cycle model's makespan
+  Seconds time{0};   ///< cycles / clock + chip.fixed_overhead: the predicted kernel time
+  double flops = 0;
+  double fu = 0;  ///< FLOPS utilisation: flops / (time x peak)
+  Bytes hbm_bytes{0};
+  double hbm_utilization = 0;  ///< HBM bytes / (peak bandwidth x time)
+  int tasks = 0, rows_per_task = 0, blocks_per_task = 0;
+  int cores_used = 0, max_tasks_per_core = 0, core_classes = 0;
+  std::vector<PipeSummary> pipes;
+  std::vector<UnitStats> units;  ///< every simulated unit (multiplicity = cores it stands for)
+  Timeline timeline;
+  std::int64_t events = 0;
+  std::size_t operations = 0;
+
+  double kernel_us() const { return time.us(); }
+};
+
+/// Cycles of a Vector stage on one Vector core: `elements` values at `ops_per_element`
+/// instructions each over the SIMD lanes, `in_bytes` + `out_bytes` through the core's GM port,
+/// overlapped over double-buffered UB chunks (the longer side plus one chunk of the shorter),
+/// plus one L2 access latency to start.
+inline Cycles vector_stage_cycles(const Chip& chip, double elements, double ops_per_element,
+                                  double in_bytes, double out_bytes) {
+  const double compute = elements * ops_per_element / chip.vector_fp32_lanes;
+  const double xfer = (in_bytes + out_bytes) / chip.vector_gm.count;
+  const double chunks = std::max(1.0, std::ceil(in_bytes / chip.vector_chunk.count));
+  const double body = std::max(compute, xfer) + std::min(compute, xfer) / chunks;
+  return Cycles{chip.l2_latency.count + static_cast<std::int64_t>(std::ceil(body))};
+}
+
+namespace detail {
+
+struct DecodeTask {
+  int batch, group, rows;
+};
+
+// What a stage produced, for wiring consumers.
+struct StageOut {
+  std::vector<OpId> exits;    // the ops whose end is the stage's result
+  std::vector<OpId> entries;  // the ops an ordering constraint must hold back
+  bool cube = true;
+  OpId span_first, span_last;  // for the stage lane of the Timeline
+  std::string name;
+  Phase phase = Phase::none;
+  std::string category;
+};
+
+}  // namespace detail
+
+/// Simulates one decode kernel call. Malformed arguments throw amla::invalid_argument; a tiling
+/// or UB use that does not fit comes back infeasible with the reason.
+inline DecodeResult simulate_decode(const Chip& chip, const DecodeWorkload& w,
+                                    const DecodeOptions& opt = {}) {
+  chip.validate();
+  w.validate();
+  AMLA_REQUIRE(opt.max_rows_per_task >= 1, "max_rows_per_task", opt.max_rows_per_task, ">= 1");
+  AMLA_REQUIRE(opt.timeline_cores >= 0, "timeline_cores", opt.timeline_cores, ">= 0");
+  opt.c1.validate();
+  opt.c2.validate();
+  DecodeResult res;
+  res.flops = w.flops();
+
+  // ---- tasks and their shapes ----
+  const int rows = w.heads * w.s_q;
+  const int groups = (rows + opt.max_rows_per_task - 1) / opt.max_rows_per_task;
+  std::vector<detail::DecodeTask> tasks;
+  for (int b = 0; b < w.batch; ++b)
+    for (int g = 0; g < groups; ++g)
+      tasks.push_back({b, g, rows / groups + (g < rows % groups ? 1 : 0)});
+  const int nb = w.kv_blocks();
+  const int last_block = w.s_k - (nb - 1) * w.kv_block;
+  res.tasks = static_cast<int>(tasks.size());
+  res.rows_per_task = (rows + groups - 1) / groups;
+  res.blocks_per_task = nb;
+
+  auto c1_of = [&](int m, int n) {
+    Tiling t = opt.c1;
+    t.M = m;
+    t.N = n;
+    t.K = w.d_qk;
+    return t;
+  };
+  auto c2_of = [&](int m, int n) {
+    Tiling t = opt.c2;
+    t.M = m;
+    t.N = w.d_v;
+    t.K = n;
+    return t;
+  };
+  // ---- feasibility: every tiling used, shared buffering, UB ----
+  for (const int m : {rows / groups, res.rows_per_task}) {
+    for (const int n : {std::min(w.kv_block, w.s_k), last_block}) {
+      for (const auto& [t, which] : {std::pair{c1_of(m, n), "C1"}, std::pair{c2_of(m, n), "C2"}}) {
+        const Fit f = check_fit(t, chip);
+        if (!f.ok) {
+          res.reason = std::string("[") + which + "] tiling (M " + std::to_string(t.M) + ", N " +
+                       std::to_string(t.N) + ", K " + std::to_string(t.K) + "): " + f.reason;
+          return res;
+        }
+      }
+    }
+  }
+  if (opt.c1.b_slots != opt.c2.b_slots || opt.c1.l0_buffers != opt.c2.l0_buffers ||
+      opt.c1.a_slots != opt.c2.a_slots || opt.c1.l1_slot.count != opt.c2.l1_slot.count ||
+      l0c_tiles(opt.c1, chip) != l0c_tiles(opt.c2, chip)) {
+    res.reason =
+        "[C1] and [C2] tilings must share one L1 / L0 arrangement (a_slots, b_slots, l1_slot, "
+        "l0_buffers, L0C tiles), as in Remark 4.1: both stages run on the same buffers";
+    return res;
+  }
+  const int vpc = chip.vector_per_cube;
+  const int rows_v_max = (res.rows_per_task + vpc - 1) / vpc;
+  const bool amla = opt.variant == Variant::amla;
+  AMLA_REQUIRE(!(amla && opt.base_o_in_ub), "base_o_in_ub", opt.base_o_in_ub,
+               "only for Variant::base (AMLA keeps O in GM by design)");
+  {
+    const double o_resident = opt.base_o_in_ub ? rows_v_max * w.d_v * 4.0 : 0.0;
+    const double kvb = std::min(w.kv_block, w.s_k);
+    VectorTiling v1;
+    v1.in_bytes_per_row = kvb * 4;
+    v1.out_bytes_per_row = kvb * 2 + (amla ? w.d_v * 4.0 : 0.0);
+    v1.scratch_bytes_per_row = kvb * 4;
+    v1.rows = std::max<std::int64_t>(
+        1, static_cast<std::int64_t>(chip.vector_chunk.count / v1.in_bytes_per_row));
+    v1.rows = std::min<std::int64_t>(v1.rows, rows_v_max);
+    v1.resident = Bytes{o_resident};
+    Fit f = check_fit(v1, chip);
+    if (f.ok && !amla) {
+      VectorTiling v2;
+      v2.in_bytes_per_row = w.d_v * 4.0 * (opt.base_o_in_ub ? 1 : 2);
+      v2.out_bytes_per_row = opt.base_o_in_ub ? 0 : w.d_v * 4.0;
+      v2.rows = std::max<std::int64_t>(
+          1, static_cast<std::int64_t>(chip.vector_chunk.count / v2.in_bytes_per_row));
+      v2.rows = std::min<std::int64_t>(v2.rows, rows_v_max);
+      v2.resident = Bytes{o_resident};
+      f = check_fit(v2, chip);
+      if (!f.ok) f.reason = "[V2] " + f.reason;
+    } else if (!f.ok) {
+      f.reason = "[V1] " + f.reason;
+    }
+    if (!f.ok) {
+      res.reason = f.reason;
+      return res;
+    }
+  }
+
+  // ---- stage order per task (shared with the stage-level schedules) ----
+  const DecodeSchedule kind = opt.schedule != DecodeSchedule::automatic
+                                  ? opt.schedule
+                                  : (amla ? DecodeSchedule::preload : DecodeSchedule::serial);
+  const StageChain chain =
+      amla ? StageChain::amla(Cycles{1}, Cycles{1}, Cycles{1}, Cycles{1})
+           : StageChain::base(Cycles{1}, Cycles{1}, Cycles{1}, Cycles{1}, Cycles{1});
+  const Schedule order = kind == DecodeSchedule::serial
+                             ? serial_schedule(chain, nb)
+                             : cyclic_schedule(chain, nb, preload_arrangement(chain), "preload");
+
+  const int S = chain.size();
+  auto slot = [&](TaskRef t) { return static_cast<std::size_t>(t.block * (S + 1) + t.stage); };
+  std::vector<std::vector<TaskRef>> extra_by_consumer(static_cast<std::size_t>((S + 1) * nb));
+  for (const auto& [c, p] : order.extra_deps) extra_by_consumer[slot(c)].push_back(p);
+  // Producers of a stage task: data (the chain) and ordering (the schedule's extra edges).
+  auto producers = [&](TaskRef t) {
+    std::vector<std::pair<TaskRef, bool>> p;  // (producer, is_data)
+    if (t.stage == chain.tail_index()) {
+      p.push_back({{S - 1, nb - 1}, true});
+    } else {
+      if (t.stage > 0) p.push_back({{t.stage - 1, t.block}, true});
+      if (chain.stages[static_cast<std::size_t>(t.stage)].carries_state && t.block > 0)
+        p.push_back({{t.stage, t.block - 1}, true});
+    }
+    for (const TaskRef pr : extra_by_consumer[slot(t)]) p.push_back({pr, false});
+    return p;
+  };
+
+  // ---- cores, dies, symmetry classes ----
+  const int cores = chip.cube_cores();
+  std::vector<std::vector<int>> core_tasks(static_cast<std::size_t>(cores));
+  for (std::size_t t = 0; t < tasks.size(); ++t)
+    core_tasks[t % static_cast<std::size_t>(cores)].push_back(static_cast<int>(t));
+  std::map<std::pair<int, std::vector<int>>, int> class_of;  // (die, task rows) -> class
+  std::vector<int> rep_core;
+  std::vector<double> class_size;
+  for (int c = 0; c < cores; ++c) {
+    const auto& ct = core_tasks[static_cast<std::size_t>(c)];
+    if (ct.empty()) continue;
+    ++res.cores_used;
+    res.max_tasks_per_core = std::max(res.max_tasks_per_core, static_cast<int>(ct.size()));
+    std::vector<int> shape;
+    for (const int t : ct) shape.push_back(tasks[static_cast<std::size_t>(t)].rows);
+    const auto k = std::make_pair(c / chip.cube_cores_per_die, shape);
+    const bool reduce =
+        opt.symmetry && chip.core_start_stagger.count == 0 && chip.hbm_latency_jitter.count == 0;
+    const auto it = reduce ? class_of.find(k) : class_of.end();
+    if (it == class_of.end()) {
+      if (reduce) class_of.emplace(k, static_cast<int>(rep_core.size()));
+      rep_core.push_back(c);
+      class_size.push_back(1);
+    } else {
+      class_size[static_cast<std::size_t>(it->second)] += 1;
+    }
+  }
+  res.core_classes = static_cast<int>(rep_core.size());
+
+  Engine e(opt.record_timeline);
+  std::vector<LinkId> hbm;
+  for (int d = 0; d < chip.dies; ++d)
+    hbm.push_back(e.add_link("HBM die " + std::to_string(d), chip.hbm_per_die()));
+
+  struct CoreUnits {
+    CubeCore cube;
+    std::vector<UnitId> vec;
+    PoolId q_pool, p_pool;  // equal when Q is not resident (one shared A region)
+    bool q_resident = false;
+    std::vector<detail::StageOut> stages;  // for the Timeline
+  };
+  std::vector<CoreUnits> cu(rep_core.size());
+  std::vector<UnitId> all_cube_pipes[4];
+  std::vector<double> cube_mult;
+  std::vector<UnitId> all_vec;
+
+  const bool rec = opt.record_timeline;
+  for (std::size_t ci = 0; ci < rep_core.size(); ++ci) {
+    const int core = rep_core[ci];
+    const double mult = class_size[ci];
+    const std::string cname = "cube" + std::to_string(core);
+    CoreUnits& u = cu[ci];
+    const auto& ct = core_tasks[static_cast<std::size_t>(core)];
+    int max_rows = 0;
+    for (const int t : ct) max_rows = std::max(max_rows, tasks[static_cast<std::size_t>(t)].rows);
+    const Tiling c1_full = c1_of(max_rows, std::min(w.kv_block, w.s_k));
+    const Tiling c2_full = c2_of(max_rows, std::min(w.kv_block, w.s_k));
+    u.cube =
+        add_cube_core(e, chip, c1_full,
+                      hbm[static_cast<std::size_t>(core / chip.cube_cores_per_die)], cname, mult);
+    for (int j = 0; j < vpc; ++j)
+      u.vec.push_back(e.add_unit("vec" + std::to_string(core) + "." + std::to_string(j), mult));
+    const auto q_stripes = static_cast<int>(c1_full.a_stripes());
+    const auto p_stripes = static_cast<int>(c2_full.a_stripes());
+    u.q_resident = q_stripes + p_stripes <= opt.c1.a_slots;
+    if (u.q_resident) {
+      u.q_pool = e.add_pool(cname + " L1 Q buffers", q_stripes);
+      u.p_pool = e.add_pool(cname + " L1 P buffers", opt.c1.a_slots - q_stripes);
+    } else {
+      u.q_pool = u.p_pool = e.add_pool(cname + " L1 Q/P buffers", opt.c1.a_slots);
+    }
+    const Cycles start = chip.core_start_stagger * (core % chip.cube_cores_per_die);
+    for (const UnitId x : {u.cube.mte2, u.cube.mte1, u.cube.mmad, u.cube.fixp})
+      e.set_start(x, start);
+    for (const UnitId x : u.vec) e.set_start(x, start);
+    all_cube_pipes[0].push_back(u.cube.mte2);
+    all_cube_pipes[1].push_back(u.cube.mte1);
+    all_cube_pipes[2].push_back(u.cube.mmad);
+    all_cube_pipes[3].push_back(u.cube.fixp);
+    cube_mult.push_back(mult);
+    for (const auto v : u.vec) all_vec.push_back(v);
+
+    // ---- emit every task of this core ----
+    std::vector<OpId> prev_task_exits;  // serial schedules: a task starts after the previous one
+    for (const int ti : ct) {
+      const auto& task = tasks[static_cast<std::size_t>(ti)];
+      const int m = task.rows;
+      std::vector<int> rows_v(static_cast<std::size_t>(vpc));
+      for (int j = 0; j < vpc; ++j) rows_v[static_cast<std::size_t>(j)] = m / vpc + (j < m % vpc);
+      std::vector<detail::StageOut> out(static_cast<std::size_t>((S + 1) * nb));
+      std::vector<char> emitted(out.size(), 0);
+      std::vector<OpId> q_loads, q_last_reads;
+      int c1_done = 0;
+      const std::string tname = "b" + std::to_string(task.batch) +
+                                (groups > 1 ? "." + std::to_string(task.group) : std::string{});
+      auto emit = [&](const ScheduledTask& st) {
+        const TaskRef t = st.task;
+        const StageSpec& spec = chain.spec(t.stage);
+        const int n = t.block == nb - 1 ? last_block : w.kv_block;
+        detail::StageOut so;
+        so.cube = spec.kind == UnitKind::cube;
+        so.phase = st.phase;
+        so.category = spec.name;
+        so.name = rec ? spec.name + (t.stage == chain.tail_index()
+                                         ? "[" + tname + "]"
+                                         : "[" + tname + " k" + std::to_string(t.block) + "]")
+                      : std::string{};
+        // Gather what this stage waits for.
+        std::vector<OpId> data_after, order_after;
+        for (const auto& [p, is_data] : producers(t)) {
+          const auto& po = out[slot(p)];
+          AMLA_ASSERT(emitted[slot(p)]);
+          for (const OpId x : po.exits) (is_data ? data_after : order_after).push_back(x);
+        }
+        const Cycles cross = chip.handoff_latency;
+        Label lab;
+        lab.name = so.name;
+        lab.category = spec.name;
+        lab.phase = st.phase;
+        if (spec.name == "C1" || spec.name == "C2") {
+          const bool is_c1 = spec.name == "C1";
+          const Tiling tl = is_c1 ? c1_of(m, n) : c2_of(m, n);
+          AOperand a;
+          BOperand b;
+          if (is_c1) {
+            b.from_hbm = true;
+            if (u.q_resident) {
+              if (c1_done == 0) {
+                a.load = true;
+                a.from_hbm = true;
+                a.pool = u.q_pool;
+                a.release_at_end = false;
+              } else {
+                a.load = false;
+                a.resident = q_loads;
+              }
+            } else {
+              a.load = true;
+              a.from_hbm = c1_done == 0;
+              a.pool = u.q_pool;
+            }
+          } else {
+            b.from_hbm = false;
+            a.load = true;
+            a.from_hbm = false;
+            a.pool = u.p_pool;
+            a.after = data_after;  // P comes from [V1]
+            a.after_delay = cross;
+          }
+          // Ordering edges (serial schedules) hold back every load of the stage.
+          const bool first_of_task = kind == DecodeSchedule::serial && t.stage == 0 && t.block == 0;
+          if (first_of_task)
+            order_after.insert(order_after.end(), prev_task_exits.begin(), prev_task_exits.end());
+          const CubeStageOps ops = emit_cube_stage(e, u.cube, chip, tl, a, b, lab);
+          for (const OpId ld : ops.loads)
+            for (const OpId x : order_after) e.depend(ld, x, cross);
+          if (is_c1) {
+            if (u.q_resident) {
+              if (c1_done == 0) q_loads = ops.a_loads;
+              q_last_reads = ops.a_last_reads;
+            }
+            ++c1_done;
+          }
+          so.exits = {ops.fixps.back()};
+          so.entries = ops.loads;
+          so.span_first = ops.first_mmad;
+          so.span_last = ops.last_mmad;
+        } else {
+          // Vector stage on each Vector core (its share of the rows).
+          for (int j = 0; j < vpc; ++j) {
+            const double r = rows_v[static_cast<std::size_t>(j)];
+            if (r <= 0) continue;
+            Cycles dur{0};
+            const double o_bytes = r * w.d_v * 4.0;
+            if (spec.name == "V1") {
+              const double in = r * n * 4.0;
+              const double outb = r * n * 2.0 + (amla && t.block > 0 ? o_bytes : 0.0);
+              dur = vector_stage_cycles(
+                  chip, r * n, amla ? chip.amla_v1_ops_per_element : chip.base_v1_ops_per_element,
+                  in, outb);
+            } else if (spec.name == "V2") {
+              const double in = opt.base_o_in_ub ? o_bytes : o_bytes * (t.block > 0 ? 2 : 1);
+              const double outb = opt.base_o_in_ub ? 0.0 : o_bytes;
+              dur = vector_stage_cycles(chip, r * w.d_v, chip.base_v2_ops_per_element, in, outb);
+            } else {  // LastV
+              const double in = opt.base_o_in_ub ? 0.0 : o_bytes;
+              dur = vector_stage_cycles(chip, r * w.d_v, chip.final_v_ops_per_element, in,
+                                        r * w.d_v * 2.0);
+            }
+            const OpId op = e.add_op(u.vec[static_cast<std::size_t>(j)], Work::compute(dur), lab);
+            for (const auto& [p, is_data] : producers(t)) {
+              const auto& po = out[slot(p)];
+              const Cycles d = po.cube ? cross : Cycles{0};
+              for (const OpId x : po.exits) e.depend(op, x, d);
+              (void)is_data;
+            }
+            so.exits.push_back(op);
+            so.entries.push_back(op);
+            if (!so.span_first.valid()) so.span_first = op;
+            so.span_last = op;
+          }
+        }
+        out[slot(t)] = so;
+        emitted[slot(t)] = 1;
+      };
+      // Emit the cube and vector programs merged in an order where producers come first.
+      const auto& cube_prog = order.units[0].tasks;
+      const auto& vec_prog = order.units[1].tasks;
+      std::size_t ic = 0, iv = 0;
+      auto ready = [&](const ScheduledTask& st) {
+        for (const auto& [p, is_data] : producers(st.task)) {
+          (void)is_data;
+          if (!emitted[slot(p)]) return false;
+        }
+        return true;
+      };
+      while (ic < cube_prog.size() || iv < vec_prog.size()) {
+        if (ic < cube_prog.size() && ready(cube_prog[ic])) {
+          emit(cube_prog[ic++]);
+        } else if (iv < vec_prog.size() && ready(vec_prog[iv])) {
+          emit(vec_prog[iv++]);
+        } else {
+          AMLA_ASSERT(false);  // the schedule builders never produce a cycle
+          break;
+        }
+      }
+      if (u.q_resident)
+        for (const OpId r : q_last_reads) e.release(r, u.q_pool);
+      prev_task_exits = out[slot({chain.tail_index(), 0})].exits;
+      if (rec && static_cast<int>(ci) < opt.timeline_cores)
+        for (auto& so : out) u.stages.push_back(std::move(so));
+    }
+  }
+
+  const RunResult run = e.run();
+  res.events = run.events;
+  res.operations = e.op_count();
+  if (!run.ok) {
+    res.reason = run.reason;
+    return res;
+  }
+  res.feasible = true;
+  res.cycles = run.makespan;
+  res.time = chip.clock.to_seconds(res.cycles) + chip.fixed_overhead;
+  res.fu = res.flops / (res.time.count * chip.peak_flops_per_s());
+  double hbm_bytes = 0;
+  for (const auto l : hbm) hbm_bytes += e.link_stats(l).bytes.count;
+  res.hbm_bytes = Bytes{hbm_bytes};
+  res.hbm_utilization = hbm_bytes / (chip.dies * chip.hbm_bytes_per_s_per_die * res.time.count);
+
+  // ---- summaries over all the chip's units (unsimulated cores count as idle) ----
+  const double span = static_cast<double>(res.cycles.count);
+  auto summarize = [&](const char* name, const std::vector<UnitId>& units, double total_units) {
+    PipeSummary p;
+    p.pipe = name;
+    for (const auto id : units) {
+      const UnitStats s = e.unit_stats(id);
+      p.busy += s.multiplicity * static_cast<double>(s.busy.count);
+      p.stalled_on_data += s.multiplicity * static_cast<double>(s.stalled_on_data.count);
+      p.stalled_on_buffer += s.multiplicity * static_cast<double>(s.stalled_on_buffer.count);
+    }
+    const double total = total_units * span;
+    if (total > 0) {
+      p.busy /= total;
+      p.stalled_on_data /= total;
+      p.stalled_on_buffer /= total;
+      p.idle = std::max(0.0, 1 - p.busy - p.stalled_on_data - p.stalled_on_buffer);
+    }
+    return p;
+  };
+  const char* names[4] = {"MTE2", "MTE1", "MMAD", "FixP"};
+  for (int k = 0; k < 4; ++k) res.pipes.push_back(summarize(names[k], all_cube_pipes[k], cores));
+  res.pipes.push_back(summarize("Vector", all_vec, chip.vector_cores()));
+  for (std::size_t i = 0; i < e.unit_count(); ++i)
+    res.units.push_back(e.unit_stats(UnitId{static_cast<std::int32_t>(i)}));
+
+  if (rec) {
+    res.timeline.title = std::string(to_string(opt.variant)) + " decode, B " +
+                         std::to_string(w.batch) + ", S_q " + std::to_string(w.s_q) + ", S_k " +
+                         std::to_string(w.s_k) + " on " + chip.name;
+    res.timeline.clock = chip.clock;
+    const Timeline units_tl = e.timeline("", chip.clock);
+    for (std::size_t ci = 0; ci < cu.size() && static_cast<int>(ci) < opt.timeline_cores; ++ci) {
+      const auto& u = cu[ci];
+      Lane stages;
+      stages.name =
+          u.cube.name + (class_size[ci] > 1
+                             ? " (x" + std::to_string(static_cast<int>(class_size[ci])) + ")"
+                             : std::string{});
+      for (const auto& so : u.stages) {
+        if (!so.cube || !so.span_first.valid()) continue;
+        stages.intervals.push_back(
+            {e.op_start(so.span_first), e.op_end(so.span_last), so.name, so.category, so.phase});
+      }
+      std::sort(stages.intervals.begin(), stages.intervals.end(),
+                [](const Interval& a, const Interval& b) { return a.start < b.start; });
+      res.timeline.lanes.push_back(std::move(stages));
+      auto add_lane = [&](UnitId id) {
+        res.timeline.lanes.push_back(units_tl.lanes[static_cast<std::size_t>(id.index)]);
+      };
+      add_lane(u.cube.mte2);
+      add_lane(u.cube.mte1);
+      add_lane(u.cube.mmad);
+      add_lane(u.cube.fixp);
+      for (const auto v : u.vec) add_lane(v);
+    }
+  }
+  return res;
+}
+
+}  // namespace amla::sim

@@ -1,0 +1,211 @@
+// amla/sim/tiling.hpp: hierarchical tiling of a Cube stage (AMLA Section 4.2, Figure 8) and of a
+// Vector stage, and whether a tiling fits a chip's buffers.
+//
+// A Cube stage computes C[M x N] = A[M x K] * B[N x K]^T (BF16 operands, FP32 accumulation): for
+// [C1] A = Q (or the rows of Q of this task), B = the KV block, N = 512 (KV rows), K = 576; for
+// [C2] A = P, B = V^T, N = d_v = 512, K = 512 (KV rows).
+//
+// The data path, and what the tiling fields mean here:
+//   GM -> L1 (MTE2)     A moves in singleM x singleK stripes into the A region of L1 (the paper's
+//                       four 72 KB Q/P buffers) and stays there for the whole stage; B moves in
+//                       baseN x singleK stripes through a ring of `b_slots` K/V buffers (the
+//                       paper's three 72 KB buffers), each freed once MTE1 has read it.
+//                       singleN is the N extent of one L1 tile of B (two stripes in the preset),
+//                       which must fit the K/V region.
+//   L1 -> L0A/L0B (MTE1) one baseM x baseK piece of A and one baseN x baseK piece of B per MMAD
+//                       step, into `l0_buffers`-deep (double) buffers.
+//   MMAD                baseM x baseN x baseK, accumulating over all of K into one L0C tile.
+//   L0C -> GM (FixP)    each finished baseM x baseN FP32 tile; L0C holds `l0c_tiles()` tiles.
+// Loop order (B-stationary, so B crosses MTE2 once per stage, as the paper's bandwidth analysis
+// assumes): for each baseN block of N, for each singleK stripe of K, for each baseM block of M,
+// for each baseK step: MTE1, MMAD. The accumulators of all M / baseM row blocks of one column
+// block are live together; their FixP overlaps the next column block's MMADs when L0C has room.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <utility>
+
+#include "amla/config.hpp"
+#include "amla/sim/chip.hpp"
+#include "amla/sim/units.hpp"
+
+namespace amla::sim {
+
+namespace detail {
+/// "72 KB", "13.5 KB": bytes as KiB for messages.
+inline std::string kib_text(double bytes) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.4g KB", bytes / 1024.0);
+  return buf;
+}
+}  // namespace detail
+
+/// Timeloop-style outcome of a feasibility check: ok, or the first rule broken.
+struct Fit {
+  bool ok = true;
+  std::string reason;
+  static Fit yes() { return Fit{}; }
+  static Fit no(std::string why) { return Fit{false, std::move(why)}; }
+};
+
+/// Tiling of one Cube stage (see the header comment for the meaning of each field).
+struct Tiling {
+  std::int64_t M = 0, N = 0, K = 0;
+  std::int64_t single_m = 0, single_n = 0, single_k = 0;
+  std::int64_t base_m = 0, base_n = 0, base_k = 0;
+  // L1 partition: `a_slots` + `b_slots` buffers of `l1_slot` bytes (the paper: 4 + 3 of 72 KB).
+  int a_slots = 4;
+  int b_slots = 3;
+  Bytes l1_slot{72.0 * 1024};
+  int l0_buffers = 2;    ///< L0A / L0B depth (2 = double buffering)
+  double in_bytes = 2;   ///< operand element size (BF16)
+  double acc_bytes = 4;  ///< accumulator / output element size (FP32)
+
+  Bytes a_stripe_bytes() const {
+    return Bytes{static_cast<double>(single_m * single_k) * in_bytes};
+  }
+  Bytes b_stripe_bytes() const { return Bytes{static_cast<double>(base_n * single_k) * in_bytes}; }
+  Bytes l0c_tile_bytes() const { return Bytes{static_cast<double>(base_m * base_n) * acc_bytes}; }
+  /// Number of A stripes (all resident in L1 during the stage).
+  std::int64_t a_stripes() const { return ceil_div(M, single_m) * ceil_div(K, single_k); }
+  /// FLOPs of the stage (2 per MAC).
+  double flops() const { return 2.0 * static_cast<double>(M) * N * K; }
+
+  static constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+  /// Throws amla::invalid_argument for malformed values (non-positive sizes and counts). A tiling
+  /// that is well formed but does not fit or nest is reported by check_fit, not here.
+  void validate() const {
+    AMLA_REQUIRE(M > 0 && N > 0 && K > 0, "M/N/K",
+                 std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K),
+                 "positive matrix dimensions");
+    AMLA_REQUIRE(single_m > 0 && single_n > 0 && single_k > 0, "single_m/n/k", single_m,
+                 "positive L1 tile dimensions");
+    AMLA_REQUIRE(base_m > 0 && base_n > 0 && base_k > 0, "base_m/n/k", base_m,
+                 "positive L0 tile dimensions");
+    AMLA_REQUIRE(a_slots >= 1 && b_slots >= 1, "a_slots/b_slots", b_slots, ">= 1 L1 buffer each");
+    AMLA_REQUIRE(l1_slot.count > 0, "l1_slot", l1_slot.count, "positive");
+    AMLA_REQUIRE(l0_buffers >= 1, "l0_buffers", l0_buffers, ">= 1");
+    AMLA_REQUIRE(in_bytes > 0 && acc_bytes > 0, "in_bytes/acc_bytes", in_bytes, "positive");
+  }
+};
+
+/// How many L0C tiles fit (the accumulators the MMAD pipe may fill while FixP drains others).
+inline std::int64_t l0c_tiles(const Tiling& t, const Chip& chip) {
+  return static_cast<std::int64_t>(chip.l0c.count / t.l0c_tile_bytes().count);
+}
+
+/// Does `t` nest and fit `chip`'s L1 / L0A / L0B / L0C? The first violation is the reason.
+inline Fit check_fit(const Tiling& t, const Chip& chip) {
+  t.validate();
+  const auto kb = [](double b) { return detail::kib_text(b); };
+  if (t.single_k % t.base_k != 0)
+    return Fit::no("singleK " + std::to_string(t.single_k) + " is not a multiple of baseK " +
+                   std::to_string(t.base_k));
+  if (t.single_n % t.base_n != 0)
+    return Fit::no("singleN " + std::to_string(t.single_n) + " is not a multiple of baseN " +
+                   std::to_string(t.base_n));
+  if (t.single_m % t.base_m != 0)
+    return Fit::no("singleM " + std::to_string(t.single_m) + " is not a multiple of baseM " +
+                   std::to_string(t.base_m));
+  const double l0a_need = t.l0_buffers * static_cast<double>(t.base_m * t.base_k) * t.in_bytes;
+  if (l0a_need > chip.l0a.count)
+    return Fit::no("L0A overflow: " + std::to_string(t.l0_buffers) + " x baseM " +
+                   std::to_string(t.base_m) + " x baseK " + std::to_string(t.base_k) + " = " +
+                   kb(l0a_need) + " > " + kb(chip.l0a.count));
+  const double l0b_need = t.l0_buffers * static_cast<double>(t.base_n * t.base_k) * t.in_bytes;
+  if (l0b_need > chip.l0b.count)
+    return Fit::no("L0B overflow: " + std::to_string(t.l0_buffers) + " x baseN " +
+                   std::to_string(t.base_n) + " x baseK " + std::to_string(t.base_k) + " = " +
+                   kb(l0b_need) + " > " + kb(chip.l0b.count));
+  const std::int64_t live = Tiling::ceil_div(t.M, t.base_m);
+  const double l0c_need = static_cast<double>(live) * t.l0c_tile_bytes().count;
+  if (l0c_need > chip.l0c.count)
+    return Fit::no("L0C overflow: the " + std::to_string(live) + " live accumulators of one " +
+                   "column block (M / baseM) x baseM " + std::to_string(t.base_m) + " x baseN " +
+                   std::to_string(t.base_n) + " FP32 = " + kb(l0c_need) + " > " +
+                   kb(chip.l0c.count));
+  const double l1_need = (t.a_slots + t.b_slots) * t.l1_slot.count;
+  if (l1_need > chip.l1.count)
+    return Fit::no("L1 overflow: (" + std::to_string(t.a_slots) + " + " +
+                   std::to_string(t.b_slots) + ") buffers x " + kb(t.l1_slot.count) + " = " +
+                   kb(l1_need) + " > " + kb(chip.l1.count));
+  if (t.a_stripe_bytes().count > t.l1_slot.count)
+    return Fit::no("L1 A stripe singleM x singleK = " + kb(t.a_stripe_bytes().count) +
+                   " does not fit one " + kb(t.l1_slot.count) + " buffer");
+  if (t.a_stripes() > t.a_slots)
+    return Fit::no("L1 A region: the stage's A operand needs " + std::to_string(t.a_stripes()) +
+                   " stripes of singleM x singleK but only " + std::to_string(t.a_slots) +
+                   " buffers are reserved for Q/P");
+  if (t.b_stripe_bytes().count > t.l1_slot.count)
+    return Fit::no("L1 B stripe baseN x singleK = " + kb(t.b_stripe_bytes().count) +
+                   " does not fit one " + kb(t.l1_slot.count) + " buffer");
+  const double b_tile = static_cast<double>(t.single_n * t.single_k) * t.in_bytes;
+  if (b_tile > t.b_slots * t.l1_slot.count)
+    return Fit::no("L1 K/V region: one singleN x singleK tile of B = " + kb(b_tile) + " > " +
+                   std::to_string(t.b_slots) + " buffers x " + kb(t.l1_slot.count));
+  return Fit::yes();
+}
+
+/// AMLA's [C1] tiling (Section 4.2): N = 512, K = 576, singleM 128, singleN 256, singleK 288,
+/// baseM = baseN = 128, baseK 96. `m` is the rows per task: 128 heads x S_q (256 for S_q = 2).
+inline Tiling amla_c1_tiling(std::int64_t m = 256, std::int64_t n = 512, std::int64_t k = 576) {
+  Tiling t;
+  t.M = m;
+  t.N = n;
+  t.K = k;
+  t.single_m = 128;
+  t.single_n = 256;
+  t.single_k = 288;
+  t.base_m = 128;
+  t.base_n = 128;
+  t.base_k = 96;
+  return t;
+}
+
+/// AMLA's [C2] tiling: N = K = 512, singleM 128, singleN 256, singleK 256, baseM = baseN = 128,
+/// baseK 128.
+inline Tiling amla_c2_tiling(std::int64_t m = 256, std::int64_t n = 512, std::int64_t k = 512) {
+  Tiling t = amla_c1_tiling(m, n, k);
+  t.single_k = 256;
+  t.base_k = 128;
+  return t;
+}
+
+/// One Vector stage's use of a Vector core's UB: per chunk of `rows` rows it holds
+/// `in_bytes_per_row` of input, `out_bytes_per_row` of output and `scratch_bytes_per_row`,
+/// `buffers` deep, plus `resident` bytes kept for the whole stage (e.g. O kept in UB instead of
+/// GM).
+struct VectorTiling {
+  std::int64_t rows = 0;
+  double in_bytes_per_row = 0;
+  double out_bytes_per_row = 0;
+  double scratch_bytes_per_row = 0;
+  int buffers = 2;
+  Bytes resident{0};
+
+  Bytes ub_bytes() const {
+    return Bytes{buffers * static_cast<double>(rows) *
+                     (in_bytes_per_row + out_bytes_per_row + scratch_bytes_per_row) +
+                 resident.count};
+  }
+};
+
+/// Does the Vector stage fit the UB?
+inline Fit check_fit(const VectorTiling& v, const Chip& chip) {
+  AMLA_REQUIRE(v.rows > 0, "rows", v.rows, "positive");
+  AMLA_REQUIRE(v.buffers >= 1, "buffers", v.buffers, ">= 1");
+  AMLA_REQUIRE(v.in_bytes_per_row >= 0 && v.out_bytes_per_row >= 0 &&
+                   v.scratch_bytes_per_row >= 0 && v.resident.count >= 0,
+               "bytes", v.in_bytes_per_row, "non-negative");
+  if (v.ub_bytes().count > chip.ub.count)
+    return Fit::no("UB overflow: " + detail::kib_text(v.ub_bytes().count) + " > " +
+                   detail::kib_text(chip.ub.count) + " (" + std::to_string(v.buffers) + " x " +
+                   std::to_string(v.rows) + " rows + " + detail::kib_text(v.resident.count) +
+                   " resident)");
+  return Fit::yes();
+}
+
+}  // namespace amla::sim

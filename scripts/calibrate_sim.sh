@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Refits the cycle simulator's three calibrated constants (HBM efficiency, core start stagger,
+# fixed kernel overhead) to AMLA Table 5's Ascend 910 row and prints them with the resulting
+# errors. The fit itself is amla::sim::fit_constants (include/amla/sim/calibration.hpp), run by
+# `example_04_amla_decode_model --calibrate`; paste the printed values into
+# include/amla/sim/chip.hpp (namespace calibrated). About a minute on one core.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${AMLA_BUILD_DIR:-build-calibrate}
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DAMLA_BUILD_TESTS=OFF -DAMLA_BUILD_BENCH=OFF \
+  -DAMLA_ENABLE_CUDA=OFF > /dev/null
+cmake --build "$build" --target example_04_amla_decode_model -j "$(nproc 2>/dev/null || echo 2)"
+"$build/examples/example_04_amla_decode_model" --calibrate

@@ -1,0 +1,233 @@
+// Tests of split-KV decoding: the split ranges, exactness of the LSE combine (float64 partials
+// from golden recombine to golden), one split equals Base bit for bit, empty splits change
+// nothing, all-empty rows give 0 / -inf, float32 and bf16 modes against golden over the sweep.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "amla/attention/golden.hpp"
+#include "amla/attention/online_softmax.hpp"
+#include "amla/attention/problem_builder.hpp"
+#include "amla/attention/split_kv.hpp"
+
+using amla::bf16;
+using amla::MatrixD;
+using amla::MatrixF;
+using namespace amla::attention;
+
+namespace {
+
+constexpr float finf = std::numeric_limits<float>::infinity();
+
+template <class A, class B>
+double rel_frobenius(const std::vector<A>& got, const std::vector<B>& want) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double d = static_cast<double>(got[i]) - static_cast<double>(want[i]);
+    num += d * d;
+    den += static_cast<double>(want[i]) * static_cast<double>(want[i]);
+  }
+  return std::sqrt(num) / (std::sqrt(den) + 1e-10);
+}
+
+SplitKvOptions splits(int n, precision mode, int block) {
+  SplitKvOptions o;
+  o.num_splits = n;
+  o.split = BaseOptions{mode, block, false};
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("split ranges are runs of whole blocks", "[split_kv]") {
+  using R = std::vector<KeyRange>;
+  CHECK(split_key_ranges(1000, 64, 4) == R{{0, 256}, {256, 512}, {512, 768}, {768, 1000}});
+  CHECK(split_key_ranges(100, 64, 4) == R{{0, 64}, {64, 100}, {100, 100}, {100, 100}});
+  CHECK(split_key_ranges(0, 64, 2) == R{{0, 0}, {0, 0}});
+  CHECK(split_key_ranges(10, 3, 1) == R{{0, 10}});
+  CHECK(split_key_ranges(7, 1, 3) == R{{0, 3}, {3, 6}, {6, 7}});
+  CHECK_THROWS_WITH(split_key_ranges(10, 0, 2), Catch::Contains("'block_size'"));
+  CHECK_THROWS_WITH(split_key_ranges(10, 4, 0), Catch::Contains("'num_splits'"));
+  CHECK_THROWS_WITH(split_key_ranges(-1, 4, 1), Catch::Contains("'n_keys'"));
+}
+
+TEST_CASE("the LSE combine of float64 golden partials is golden", "[split_kv]") {
+  MatrixF q = MatrixF::Random(6, 16), k = MatrixF::Random(90, 16), v = MatrixF::Random(90, 12);
+  q *= 3.0f;  // peaked softmax: partial lse values far apart
+  const int vis[] = {90, 1, 40, 0, 64, 65};
+  const HeadGroup g{q, k, v, vis, 0.7f};
+  const GoldenResult full = golden_attention(g);
+  for (const int n_splits : {1, 2, 3, 7, 12}) {
+    const auto ranges = split_key_ranges(90, 8, n_splits);
+    std::vector<SplitPartial<double>> parts;
+    std::vector<int> sub_vis;
+    for (const auto& range : ranges) {
+      const GoldenResult r = golden_attention(restrict_keys(g, range, sub_vis));
+      parts.push_back({r.out, r.lse, range});
+    }
+    MatrixD out(6, 12);
+    std::vector<double> lse(6);
+    combine_splits<double>(parts, out, lse);
+    CAPTURE(n_splits);
+    CHECK((out - full.out).norm() <= 1e-14 * full.out.norm());
+    for (int r = 0; r < 6; ++r) {
+      if (std::isinf(full.lse(r))) {
+        CHECK(lse[static_cast<std::size_t>(r)] == full.lse(r));
+        CHECK(out.row(r).isZero(0.0));
+      } else {
+        CHECK(lse[static_cast<std::size_t>(r)] == Approx(full.lse(r)).epsilon(1e-14));
+      }
+    }
+  }
+}
+
+TEST_CASE("combine: extreme lse gaps, empty and all-empty rows", "[split_kv]") {
+  std::vector<SplitPartial<float>> parts(3);
+  for (auto& p : parts) {
+    p.out = MatrixF::Zero(3, 2);
+    p.lse = Eigen::VectorXf::Constant(3, -finf);
+  }
+  // Row 0: lse 1000 and 0: the second weight underflows to 0, no overflow.
+  parts[0].out.row(0) << 1, 2;
+  parts[0].lse(0) = 1000.0f;
+  parts[2].out.row(0) << 5, 7;
+  parts[2].lse(0) = 0.0f;
+  // Row 1: two equal halves.
+  parts[0].out.row(1) << 2, 4;
+  parts[0].lse(1) = 3.0f;
+  parts[1].out.row(1) << 4, 8;
+  parts[1].lse(1) = 3.0f;
+  // Row 2: every split empty.
+  MatrixF out(3, 2);
+  std::vector<float> lse(3);
+  combine_splits<float>(parts, out, lse);
+  CHECK(out(0, 0) == 1.0f);
+  CHECK(out(0, 1) == 2.0f);
+  CHECK(lse[0] == 1000.0f);
+  CHECK(out(1, 0) == 3.0f);
+  CHECK(out(1, 1) == 6.0f);
+  CHECK(lse[1] == Approx(3.0f + std::log(2.0f)).epsilon(1e-7));
+  CHECK(out(2, 0) == 0.0f);
+  CHECK(out(2, 1) == 0.0f);
+  CHECK(lse[2] == -finf);
+  // Shape errors.
+  parts[1].lse.resize(2);
+  CHECK_THROWS_WITH(combine_splits<float>(parts, out, lse), Catch::Contains("'parts'"));
+  CHECK_THROWS_WITH(combine_splits<float>({}, out, lse), Catch::Contains("'parts'"));
+}
+
+TEST_CASE("one split is Base bit for bit; empty splits change nothing", "[split_kv]") {
+  const auto p = ProblemBuilder()
+                     .heads(16, 2)
+                     .s_q(2)
+                     .dims(64, 32)
+                     .page_size(16)
+                     .seqlens({300, 45, 0})
+                     .build<bf16>();
+  DecodeOptions o;
+  o.causal = true;
+  for (const auto mode : {precision::bf16, precision::float32}) {
+    const auto base = base_decode(p.inputs(), o, BaseOptions{mode, 64, false});
+    const auto one = split_kv_decode(p.inputs(), o, splits(1, mode, 64));
+    CHECK(one.out == base.out);
+    CHECK(one.lse == base.lse);
+    // 300 keys = 5 blocks of 64: 5 splits of one block each, and 9 splits with 4 empty ones.
+    const auto five = split_kv_decode(p.inputs(), o, splits(5, mode, 64));
+    const auto nine = split_kv_decode(p.inputs(), o, splits(9, mode, 64));
+    CHECK(nine.out == five.out);
+    CHECK(nine.lse == five.lse);
+  }
+}
+
+TEST_CASE("split-KV against golden over the shape sweep", "[split_kv]") {
+  struct Case {
+    int h_q, h_kv, s_q, page, block, n_splits;
+    std::vector<int> lens;
+  };
+  const std::vector<Case> cases = {
+      {1, 1, 1, 1, 64, 3, {0, 1, 200}}, {3, 1, 2, 16, 16, 4, {130, 16}},
+      {16, 4, 4, 64, 64, 2, {65, 300}}, {64, 1, 1, 128, 64, 8, {1000}},
+      {128, 1, 2, 64, 64, 5, {333}},
+  };
+  for (const auto& c : cases) {
+    for (const bool causal : {false, true}) {
+      for (const bool separate_v : {false, true}) {
+        const auto p = ProblemBuilder()
+                           .heads(c.h_q, c.h_kv)
+                           .s_q(c.s_q)
+                           .dims(48, 32)
+                           .page_size(c.page)
+                           .seqlens(c.lens)
+                           .separate_v(separate_v)
+                           .seed(static_cast<std::uint64_t>(c.h_q + c.n_splits))
+                           .build<bf16>();
+        DecodeOptions o;
+        o.causal = causal;
+        CAPTURE(c.h_q, c.h_kv, c.s_q, c.page, c.block, c.n_splits, causal, separate_v);
+        const auto want = golden_decode(p.inputs(), o);
+        const auto f32 =
+            split_kv_decode(p.inputs(), o, splits(c.n_splits, precision::float32, c.block));
+        const auto b16 =
+            split_kv_decode(p.inputs(), o, splits(c.n_splits, precision::bf16, c.block));
+        const double e32 = rel_frobenius(f32.out, want.out);
+        const double e16 = rel_frobenius(b16.out, want.out);
+        CHECK(e32 <= 1e-5);
+        CHECK(e16 <= 1e-2);
+        for (std::size_t i = 0; i < want.lse.size(); ++i) {
+          if (std::isinf(want.lse[i])) {
+            CHECK(f32.lse[i] == -finf);
+            CHECK(b16.lse[i] == -finf);
+          } else {
+            CHECK(std::abs(f32.lse[i] - want.lse[i]) <= 1e-5 * (1 + std::abs(want.lse[i])));
+          }
+        }
+        for (const float x : b16.out) REQUIRE(std::isfinite(x));
+      }
+    }
+  }
+}
+
+TEST_CASE("split-KV on a DeepSeek head group: bf16 error at the BF16 level", "[split_kv]") {
+  const auto p = ProblemBuilder::deepseek_mla(1, 2000).seed(3).build<bf16>();
+  const auto want = golden_decode(p.inputs());
+  const auto f32 = split_kv_decode(p.inputs(), {}, splits(4, precision::float32, 64));
+  const auto b16 = split_kv_decode(p.inputs(), {}, splits(4, precision::bf16, 64));
+  const double e32 = rel_frobenius(f32.out, want.out);
+  const double e16 = rel_frobenius(b16.out, want.out);
+  CHECK(e32 <= 1e-5);
+  CHECK(e16 <= 1e-2);
+  CHECK(e16 > 20 * e32);
+}
+
+TEST_CASE("split-KV results do not depend on the thread count", "[split_kv][threads]") {
+  const auto p = ProblemBuilder()
+                     .batch(2)
+                     .heads(64, 1)
+                     .dims(64, 32)
+                     .page_size(16)
+                     .seqlens({257})
+                     .build<bf16>();
+  DecodeOptions o;
+  o.threads = 1;
+  const auto one = split_kv_decode(p.inputs(), o, splits(3, precision::bf16, 64));
+  for (const int threads : {2, 4}) {
+    o.threads = threads;
+    const auto many = split_kv_decode(p.inputs(), o, splits(3, precision::bf16, 64));
+    CHECK(many.out == one.out);
+    CHECK(many.lse == one.lse);
+  }
+}
+
+TEST_CASE("split-KV validates its options", "[split_kv][validation]") {
+  const auto p = ProblemBuilder().heads(2, 1).dims(8, 8).page_size(4).seqlens({5}).build<bf16>();
+  CHECK_THROWS_WITH(split_kv_decode(p.inputs(), {}, splits(0, precision::bf16, 64)),
+                    Catch::Contains("'split.num_splits'"));
+  CHECK_THROWS_WITH(split_kv_decode(p.inputs(), {}, splits(2, precision::bf16, 0)),
+                    Catch::Contains("'split.split.block_size'"));
+  MatrixF q = MatrixF::Ones(1, 4), k = MatrixF::Ones(2, 4);
+  CHECK_THROWS_WITH(split_kv_attention(HeadGroup{q, k, k, {}, 1.0f}, splits(0, precision::bf16, 4)),
+                    Catch::Contains("'options.num_splits'"));
+}

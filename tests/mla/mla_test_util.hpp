@@ -1,0 +1,134 @@
+// Test helpers for the MLA formulations: an independent long-double oracle computed straight from
+// MLA's definition, and comparison metrics.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <vector>
+
+#include "amla/mla/decode_problem.hpp"
+#include "amla/mla/problem_builder.hpp"
+
+namespace mla_test {
+
+namespace mla = amla::mla;
+
+template <class T>
+long double val(T x) {
+  if constexpr (std::is_same_v<T, amla::bf16>) {
+    return static_cast<long double>(x.to_float());
+  } else {
+    return static_cast<long double>(x);
+  }
+}
+
+/// MLA decode from its definition in long double: for every (b, t, h) and visible key j,
+/// k_n = W_KVb1[h] c_n(j), v = W_KVb2[h] c_n(j), s = scale (q_n . k_n + q_r . c_r(j)); out is
+/// the softmax-weighted sum of v, lse = log sum exp s. No library code beyond the layouts.
+template <class T>
+mla::MlaResult oracle(const mla::MlaProblem<T>& p, bool causal, double scale_override = 0) {
+  const mla::MlaDims& d = p.dims;
+  const int cols = d.absorb_d_qk();
+  const long double scale =
+      scale_override > 0 ? scale_override : 1.0L / std::sqrt(static_cast<long double>(d.d_qk()));
+  mla::MlaResult r(p.batch, p.s_q, d.heads, d.d_v, mla::formulation::naive);
+  for (int b = 0; b < p.batch; ++b) {
+    const int suffix = p.seqlens[static_cast<std::size_t>(b)];
+    const int ctx = p.prefix_len + suffix;
+    // Latent rows of the context.
+    std::vector<const T*> rows(static_cast<std::size_t>(ctx));
+    for (int j = 0; j < p.prefix_len; ++j)
+      rows[j] = p.prefix_latent.data() + static_cast<std::size_t>(j) * cols;
+    for (int s = 0; s < suffix; ++s) {
+      const int page =
+          p.block_table[static_cast<std::size_t>(b) * p.max_pages_per_seq + s / p.page_size];
+      rows[static_cast<std::size_t>(p.prefix_len + s)] =
+          p.cache.data() + (static_cast<std::size_t>(page) * p.page_size + s % p.page_size) * cols;
+    }
+    for (int h = 0; h < d.heads; ++h) {
+      // Decompressed keys and values of head h.
+      std::vector<long double> kn(static_cast<std::size_t>(ctx) * d.d_nope),
+          v(static_cast<std::size_t>(ctx) * d.d_v);
+      for (int j = 0; j < ctx; ++j) {
+        for (int i = 0; i < d.d_nope; ++i) {
+          long double acc = 0;
+          const T* w = p.w_kvb1.data() + (static_cast<std::size_t>(h) * d.d_nope + i) * d.d_latent;
+          for (int c = 0; c < d.d_latent; ++c) acc += val(w[c]) * val(rows[j][c]);
+          kn[static_cast<std::size_t>(j) * d.d_nope + i] = acc;
+        }
+        for (int i = 0; i < d.d_v; ++i) {
+          long double acc = 0;
+          const T* w = p.w_kvb2.data() + (static_cast<std::size_t>(h) * d.d_v + i) * d.d_latent;
+          for (int c = 0; c < d.d_latent; ++c) acc += val(w[c]) * val(rows[j][c]);
+          v[static_cast<std::size_t>(j) * d.d_v + i] = acc;
+        }
+      }
+      for (int t = 0; t < p.s_q; ++t) {
+        const int vis = causal ? std::clamp(ctx - p.s_q + t + 1, 0, ctx) : ctx;
+        const T* q =
+            p.q.data() + ((static_cast<std::size_t>(b) * p.s_q + t) * d.heads + h) * d.d_qk();
+        std::vector<long double> s(static_cast<std::size_t>(vis));
+        long double m = -std::numeric_limits<long double>::infinity();
+        for (int j = 0; j < vis; ++j) {
+          long double acc = 0;
+          for (int i = 0; i < d.d_nope; ++i)
+            acc += val(q[i]) * kn[static_cast<std::size_t>(j) * d.d_nope + i];
+          for (int i = 0; i < d.d_rope; ++i)
+            acc += val(q[d.d_nope + i]) * val(rows[j][d.d_latent + i]);
+          s[j] = scale * acc;
+          m = std::max(m, s[j]);
+        }
+        double* out = r.out_row(b, t, h);
+        if (vis == 0) {
+          for (int i = 0; i < d.d_v; ++i) out[i] = 0;
+          r.lse_at(b, t, h) = -std::numeric_limits<double>::infinity();
+          continue;
+        }
+        long double l = 0;
+        std::vector<long double> o(static_cast<std::size_t>(d.d_v), 0.0L);
+        for (int j = 0; j < vis; ++j) {
+          const long double e = std::exp(s[j] - m);
+          l += e;
+          for (int i = 0; i < d.d_v; ++i) o[i] += e * v[static_cast<std::size_t>(j) * d.d_v + i];
+        }
+        for (int i = 0; i < d.d_v; ++i) out[i] = static_cast<double>(o[i] / l);
+        r.lse_at(b, t, h) = static_cast<double>(m + std::log(l));
+      }
+    }
+  }
+  return r;
+}
+
+/// ||a - b||_F / ||b||_F over the outputs (0 when both are zero).
+inline double rel_error(const mla::MlaResult& a, const mla::MlaResult& b) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < a.out.size(); ++i) {
+    num += (a.out[i] - b.out[i]) * (a.out[i] - b.out[i]);
+    den += b.out[i] * b.out[i];
+  }
+  return den == 0 ? std::sqrt(num) : std::sqrt(num / den);
+}
+
+/// Largest |a - b| over lse entries (-inf must match -inf exactly; returns inf otherwise).
+inline double lse_error(const mla::MlaResult& a, const mla::MlaResult& b) {
+  double e = 0;
+  for (std::size_t i = 0; i < a.lse.size(); ++i) {
+    if (std::isinf(a.lse[i]) || std::isinf(b.lse[i])) {
+      if (a.lse[i] != b.lse[i]) return std::numeric_limits<double>::infinity();
+      continue;
+    }
+    e = std::max(e, std::abs(a.lse[i] - b.lse[i]));
+  }
+  return e;
+}
+
+inline bool all_finite(const mla::MlaResult& r) {
+  for (double x : r.out) {
+    if (!std::isfinite(x)) return false;
+  }
+  return true;
+}
+
+}  // namespace mla_test

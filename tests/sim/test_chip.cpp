@@ -1,0 +1,58 @@
+// Tests of amla/sim/chip.hpp: the chips' derived figures and validation.
+#include <catch2/catch.hpp>
+
+#include "amla/sim/arch/ascend910.hpp"
+#include "amla/sim/chip.hpp"
+
+using amla::sim::Chip;
+
+TEST_CASE("Ascend 910: 48 Cube and 96 Vector cores, 7.08e14 BF16 FLOP/s, 3.2 TB/s", "[sim][chip]") {
+  const Chip c = amla::sim::ascend910();
+  CHECK(c.cube_cores() == 48);
+  CHECK(c.vector_cores() == 96);
+  CHECK(c.macs_per_cycle() == 4096);
+  // 2 x 4096 MACs x 48 cores x 1.8 GHz, the peak Table 5's durations and FU imply.
+  CHECK(c.peak_flops_per_s() == Approx(7.0779e14).epsilon(1e-4));
+  CHECK(c.peak_flops_per_s() == Approx(amla::sim::arch::ascend910::bf16_peak_flops_per_s));
+  CHECK(c.dies * c.hbm_bytes_per_s_per_die == Approx(3.2e12));
+  // Achievable HBM per die in bytes per cycle: 1.6e12 x efficiency / 1.8e9.
+  CHECK(c.hbm_per_die().count == Approx(1.6e12 * c.hbm_efficiency / 1.8e9));
+  CHECK(c.l1.count == 512 * 1024);
+  CHECK(c.l0a.count == 64 * 1024);
+  CHECK(c.l0c.count == 128 * 1024);
+  CHECK(c.ub.count == 192 * 1024);
+  CHECK(c.hbm_efficiency > 0);
+  CHECK(c.hbm_efficiency <= 1);
+  CHECK_NOTHROW(c.validate());
+}
+
+TEST_CASE("TyphoonMLA NPU: 24 cores, 376 TFLOPS, 1.8 TB/s", "[sim][chip]") {
+  const Chip c = amla::sim::typhoon_npu();
+  CHECK(c.cube_cores() == 24);
+  CHECK(c.vector_cores() == 48);
+  CHECK(c.peak_flops_per_s() == Approx(376e12));
+  CHECK(c.clock.count == Approx(376e12 / (2.0 * 4096 * 24)));
+  CHECK(c.dies * c.hbm_bytes_per_s_per_die == Approx(1.8e12));
+  CHECK_NOTHROW(c.validate());
+}
+
+TEST_CASE("Chip::validate names the field that makes no sense", "[sim][chip]") {
+  Chip c = amla::sim::ascend910();
+  c.hbm_efficiency = 1.5;
+  CHECK_THROWS_WITH(c.validate(), Catch::Contains("hbm_efficiency"));
+  c = amla::sim::ascend910();
+  c.dies = 0;
+  CHECK_THROWS_AS(c.validate(), amla::invalid_argument);
+  c = amla::sim::ascend910();
+  c.mte2 = amla::sim::BytesPerCycle{0};
+  CHECK_THROWS_WITH(c.validate(), Catch::Contains("pipe rates"));
+  c = amla::sim::ascend910();
+  c.core_start_stagger = amla::sim::Cycles{-1};
+  CHECK_THROWS_WITH(c.validate(), Catch::Contains("core_start_stagger"));
+  c = amla::sim::ascend910();
+  c.mmad_overhead = amla::sim::Cycles{-5};
+  CHECK_THROWS_WITH(c.validate(), Catch::Contains("mmad_overhead"));
+  c = amla::sim::ascend910();
+  c.clock = amla::sim::Hertz{0};
+  CHECK_THROWS_WITH(c.validate(), Catch::Contains("clock"));
+}
