@@ -95,12 +95,12 @@ inline constexpr double ascend910_hbm_efficiency = 0.76;
 // fitted value makes AMLA's 128x128x96 and 128x128x128 steps run at 88% and 91% of the MAC array,
 // close to the 84% of nominal that AIBench (Xiao and Wang, CCF THPC 2024) measured on a
 // first-generation Ascend 910's matrix unit. The S_q = 1 row, HBM-bound, barely depends on it.
-inline constexpr std::int64_t ascend910_mmad_overhead_cycles = 50;
+inline constexpr std::int64_t ascend910_mmad_overhead_cycles = 46;
 // Kernel time the cycle model does not produce: launch, tiling-data load, core start-up and the
 // end-of-kernel synchronisation. Table 5's durations extrapolate linearly to about 42 us at
 // S_k = 0 (the GPU row to about 40 us); the model's own start (stagger, pipeline fill) and drain
 // account for the rest.
-inline constexpr double ascend910_fixed_overhead_us = 15.7;
+inline constexpr double ascend910_fixed_overhead_us = 16.2;
 
 }  // namespace calibrated
 
