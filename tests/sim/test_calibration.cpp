@@ -6,7 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <string>
+#include <sstream>
 #include <vector>
 
 #include "amla/sim/calibration.hpp"
@@ -75,11 +75,10 @@ TEST_CASE("S_q = 2: the model's best FU is within 2 points of the paper's 86.8%"
 #endif
   const auto p = amla::sim::predict_peak(amla::sim::ascend910(), claim);
   REQUIRE(p.predicted_fu_percent.size() == claim.workloads.size());
-  std::string row;
+  std::ostringstream row;
   for (std::size_t i = 0; i < claim.workloads.size(); ++i)
-    row += " " + std::to_string(claim.workloads[i].s_k) + ": " +
-           std::to_string(p.predicted_fu_percent[i]) + "%";
-  INFO("model S_q = 2 row:" << row << "; maximum " << p.max_fu_percent << "%");
+    row << " " << claim.workloads[i].s_k << ": " << p.predicted_fu_percent[i] << "%";
+  INFO("model S_q = 2 row:" << row.str() << "; maximum " << p.max_fu_percent << "%");
   CHECK(std::fabs(p.fu_error_pp()) <= 2.0);
   // FU rises with S_k (the fixed costs are spread thinner), so the best point is the longest.
   for (std::size_t i = 1; i < p.predicted_fu_percent.size(); ++i)
@@ -172,7 +171,6 @@ TEST_CASE("fit_constants rejects bad input", "[sim][calibration]") {
   CHECK_THROWS_WITH(amla::sim::predict_peak(chip, bad), Catch::Contains("peak claim workloads"));
   bad = amla::sim::amla_peak_fu_ascend910();
   bad.fu_percent = 0;
-  CHECK_THROWS_WITH(
-      amla::sim::fit_constants(chip, amla::sim::amla_table5_ascend910(), {bad}),
-      Catch::Contains("peak claim fu_percent"));
+  CHECK_THROWS_WITH(amla::sim::fit_constants(chip, amla::sim::amla_table5_ascend910(), {bad}),
+                    Catch::Contains("peak claim fu_percent"));
 }

@@ -118,12 +118,12 @@ TEST_CASE("cores streaming at once share the die's HBM", "[sim][cube_stage]") {
 TEST_CASE("AMLA's C1 tiling at M = 128 on one Ascend 910 core, by hand", "[sim][cube_stage]") {
   // No HBM contention (one core), no jitter, a 32-cycle cost per MMAD instruction (fixed here
   // rather than the calibrated value, so the hand count stays put when the chip is refitted).
-  // Q stripes (72 KB) from L2, K stripes (72 KB) from HBM, 576 cycles each at 128 B/cycle. First data: A(k0) 0-576 (visible +400), B(n0,k0)
-  // 576-1152 (visible +1000 = 2152). MTE1 of a 128x128x96 step moves 48 KB at 256 B/cycle: 192
-  // cycles, 2152-2344. From then MMAD never waits (each stripe feeds 3 steps of 8x8x6 = 384
-  // fractal cycles + 32 per instruction = 416, 1248 cycles, while MTE2 needs 576 per stripe):
-  // 24 steps = 9984 cycles, ending at 12328; the last 128x128 FP32 tile (64 KB) leaves through
-  // FixP at 128 B/cycle: 512 cycles -> 12840.
+  // Q stripes (72 KB) from L2, K stripes (72 KB) from HBM, 576 cycles each at 128 B/cycle. First
+  // data: A(k0) 0-576 (visible +400), B(n0,k0) 576-1152 (visible +1000 = 2152). MTE1 of a
+  // 128x128x96 step moves 48 KB at 256 B/cycle: 192 cycles, 2152-2344. From then MMAD never waits
+  // (each stripe feeds 3 steps of 8x8x6 = 384 fractal cycles + 32 per instruction = 416, 1248
+  // cycles, while MTE2 needs 576 per stripe): 24 steps = 9984 cycles, ending at 12328; the last
+  // 128x128 FP32 tile (64 KB) leaves through FixP at 128 B/cycle: 512 cycles -> 12840.
   Chip c = amla::sim::ascend910();
   c.hbm_latency_jitter = Cycles{0};
   c.mmad_overhead = Cycles{32};

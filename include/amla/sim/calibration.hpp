@@ -110,8 +110,11 @@ struct PeakPrediction {
 };
 
 namespace detail {
-inline void check_claim(const PeakClaim& c) {
+inline void check_claim_workloads(const PeakClaim& c) {
   AMLA_REQUIRE(!c.workloads.empty(), "peak claim workloads", c.workloads.size(), "at least one");
+}
+inline void check_claim(const PeakClaim& c) {
+  check_claim_workloads(c);
   AMLA_REQUIRE(c.fu_percent > 0 && c.fu_percent <= 100, "peak claim fu_percent", c.fu_percent,
                "in (0, 100]");
 }
@@ -137,10 +140,11 @@ inline std::vector<Prediction> predict(const Chip& chip, const std::vector<Measu
   return out;
 }
 
-/// Predicts every workload of a peak claim with `chip` and takes the maximum FU.
+/// Predicts every workload of a peak claim with `chip` and takes the maximum FU (the claim's own
+/// fu_percent is only carried along, for fu_error_pp()).
 inline PeakPrediction predict_peak(const Chip& chip, const PeakClaim& claim,
                                    const DecodeOptions& opt = {}) {
-  detail::check_claim(claim);
+  detail::check_claim_workloads(claim);
   PeakPrediction p;
   p.claim = claim;
   for (std::size_t i = 0; i < claim.workloads.size(); ++i) {
@@ -203,7 +207,8 @@ struct FitPoint {
   double rms;
 };
 
-inline Chip candidate(const Chip& base, double eta, std::int64_t mmad, const CalibrationOptions& o) {
+inline Chip candidate(const Chip& base, double eta, std::int64_t mmad,
+                      const CalibrationOptions& o) {
   Chip c = base;
   c.hbm_efficiency = eta;
   c.mmad_overhead = Cycles{mmad};
@@ -276,9 +281,9 @@ inline CalibrationResult fit_constants(const Chip& base, const std::vector<Measu
   AMLA_REQUIRE(
       o.min_efficiency > 0 && o.min_efficiency <= o.max_efficiency && o.max_efficiency <= 1,
       "efficiency range", o.min_efficiency, "0 < min <= max <= 1");
-  AMLA_REQUIRE(o.min_mmad_overhead_cycles >= 0 &&
-                   o.min_mmad_overhead_cycles <= o.max_mmad_overhead_cycles,
-               "mmad overhead range", o.min_mmad_overhead_cycles, "0 <= min <= max cycles");
+  AMLA_REQUIRE(
+      o.min_mmad_overhead_cycles >= 0 && o.min_mmad_overhead_cycles <= o.max_mmad_overhead_cycles,
+      "mmad overhead range", o.min_mmad_overhead_cycles, "0 <= min <= max cycles");
   AMLA_REQUIRE(o.coarse_efficiency_step > 0 && o.fine_efficiency_step > 0 &&
                    o.coarse_mmad_step > 0 && o.fine_mmad_step > 0,
                "steps", o.coarse_efficiency_step, "positive");
@@ -319,7 +324,8 @@ inline CalibrationResult fit_constants(const Chip& base, const std::vector<Measu
   r.rms_error_pp = best.rms;
   const Chip fitted = r.apply(base);
   r.predictions = predict(fitted, ms);
-  for (const auto& p : r.predictions) r.max_error_pp = std::max(r.max_error_pp, std::fabs(p.fu_error_pp()));
+  for (const auto& p : r.predictions)
+    r.max_error_pp = std::max(r.max_error_pp, std::fabs(p.fu_error_pp()));
   for (const auto& p : peaks) {
     r.peak_predictions.push_back(predict_peak(fitted, p));
     r.max_peak_error_pp =
