@@ -89,12 +89,13 @@ inline constexpr double ascend910_hbm_efficiency = 0.76;
 // the Cube array's fill and drain between dependent accumulations into one L0C tile and the
 // MTE1 -> MMAD flag handshake (Ascend's tuning guides ask for large Mmad calls for this reason;
 // the cost itself is not published). It sets the S_q = 2 row: at M = 256 rows per task the
-// kernel is Cube-bound (the MMAD pipe is busy ~98% of the time, the HBM at ~45% of its peak, the
-// Vector cores hidden; no public figure of the memory side limits it), so the only thing between
-// the model and 100% of the MAC array is this cost, and the paper's 86.8% is what pins it. The
-// fitted value makes AMLA's 128x128x96 and 128x128x128 steps run at 88% and 91% of the MAC array,
-// close to the 84% of nominal that AIBench (Xiao and Wang, CCF THPC 2024) measured on a
-// first-generation Ascend 910's matrix unit. The S_q = 1 row, HBM-bound, barely depends on it.
+// kernel is Cube-bound (the MMAD pipe is busy 98% of the time at S_k = 16384, the HBM at 41% of
+// its peak, the Vector cores hidden; the public tiling keeps every other pipe fed), so besides
+// the fixed overhead and the pipeline's fill and drain this cost is all that keeps the model
+// below the MAC array's peak there, and the paper's 86.8% is what pins it. The fitted value makes
+// AMLA's 128x128x96 and 128x128x128 steps run at 89% and 92% of the MAC array, close to the 84%
+// of nominal that AIBench (Xiao and Wang, CCF THPC 2024) measured on a first-generation Ascend
+// 910's matrix unit. The S_q = 1 row, HBM-bound, depends on it only weakly.
 inline constexpr std::int64_t ascend910_mmad_overhead_cycles = 46;
 // Kernel time the cycle model does not produce: launch, tiling-data load, core start-up and the
 // end-of-kernel synchronisation. Table 5's durations extrapolate linearly to about 42 us at
