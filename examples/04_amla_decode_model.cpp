@@ -244,7 +244,11 @@ int sensitivity() {
   const Knob knobs[] = {
       {"(defaults)", [](Chip&, double) {}},
       {"mte2 B/cycle", [](Chip& c, double f) { c.mte2 = BytesPerCycle{c.mte2.count * f}; }},
-      {"mte1 B/cycle", [](Chip& c, double f) { c.mte1 = BytesPerCycle{c.mte1.count * f}; }},
+      {"mte1 B/cycle",
+       [](Chip& c, double f) {
+         c.mte1 = BytesPerCycle{c.mte1.count * f};
+         c.mte1_l0b = BytesPerCycle{c.mte1_l0b.count * f};
+       }},
       {"fixp B/cycle", [](Chip& c, double f) { c.fixp = BytesPerCycle{c.fixp.count * f}; }},
       {"MMAD cost (cal.)",
        [](Chip& c, double f) {

@@ -49,6 +49,12 @@ TEST_CASE("Chip::validate names the field that makes no sense", "[sim][chip]") {
   c.mte2 = amla::sim::BytesPerCycle{0};
   CHECK_THROWS_WITH(c.validate(), Catch::Contains("pipe rates"));
   c = amla::sim::ascend910();
+  c.mte1_l0b = amla::sim::BytesPerCycle{0};
+  CHECK_THROWS_WITH(c.validate(), Catch::Contains("pipe rates"));
+  c = amla::sim::ascend910();
+  c.mte1_latency = amla::sim::Cycles{-1};
+  CHECK_THROWS_WITH(c.validate(), Catch::Contains("latencies"));
+  c = amla::sim::ascend910();
   c.core_start_stagger = amla::sim::Cycles{-1};
   CHECK_THROWS_WITH(c.validate(), Catch::Contains("core_start_stagger"));
   c = amla::sim::ascend910();

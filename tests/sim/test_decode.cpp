@@ -27,6 +27,8 @@ Chip toy_chip() {
   c.vector_per_cube = 1;
   c.mte2 = BytesPerCycle{32};
   c.mte1 = BytesPerCycle{64};
+  c.mte1_l0b = BytesPerCycle{64};
+  c.mte1_latency = Cycles{0};
   c.fixp = BytesPerCycle{32};
   c.hbm_latency = c.l2_latency = c.handoff_latency = c.hbm_latency_jitter = Cycles{0};
   c.hbm_bytes_per_s_per_die = 1e15;

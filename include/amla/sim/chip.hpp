@@ -28,12 +28,19 @@ namespace davinci_defaults {
 // 9216 MMAD cycles), and Section 4.2 says the overlap is perfect; 128 B/cycle (230 GB/s per core,
 // 11 TB/s over 48 cores, 3.5x the HBM) makes the port a limit only for L2-resident data.
 inline constexpr double mte2_bytes_per_cycle = 128;
-// L1 -> L0A/L0B (MTE1): one C1 MMAD step (128x128x96) needs 48 KB of operands per 384 MMAD
-// cycles, 128 B/cycle; the on-core path is assumed twice that, so MTE1 is never the bottleneck of
-// the paper's tiling (the paper draws MTE1 fully hidden in Figure 9).
-inline constexpr double mte1_bytes_per_cycle = 256;
+// L1 -> L0A and L1 -> L0B (MTE1): 256 and 128 bytes per cycle, each load's data visible 28 cycles
+// after it ends. These are public: the theoretical bandwidth and latency Huawei's asc-devkit
+// performance samples (tests/perf/load_data_perf) list for LoadData on the Atlas A2/A3 cores
+// (dav-2201, the Ascend 910B/910C generation). One C1 step (128x128x96) then loads its A piece
+// in 96 cycles and its B piece in 192, 288 of the step's 384 fractal cycles; one C2 step
+// (128x128x128) 384 of 512: MTE1 stays hidden, as the paper draws it in Figure 9.
+inline constexpr double mte1_l0a_bytes_per_cycle = 256;
+inline constexpr double mte1_l0b_bytes_per_cycle = 128;
+inline constexpr std::int64_t mte1_latency_cycles = 28;
 // L0C -> GM (FixP), FP32 results: one 128x128 FP32 tile (64 KB) in 512 cycles, hidden behind the
-// next tile's 2304-3072 MMAD cycles by L0C double buffering, as the paper intends.
+// next tile's 2304-3072 MMAD cycles by L0C double buffering, as the paper intends. (The same
+// asc-devkit samples give 128 B/cycle for L0C -> L1 with a cast on the way; L0C -> GM is not
+// listed.)
 inline constexpr double fixp_bytes_per_cycle = 128;
 // First-byte latency of a GM read that misses L2 (HBM), and of one that hits L2, in core cycles
 // (about 550 ns and 220 ns at 1.8 GHz: the usual order for HBM accelerators). Pipelined requests
@@ -131,7 +138,9 @@ struct Chip {
 
   // Pipes of a Cube core (bytes per core cycle).
   BytesPerCycle mte2{davinci_defaults::mte2_bytes_per_cycle};
-  BytesPerCycle mte1{davinci_defaults::mte1_bytes_per_cycle};
+  BytesPerCycle mte1{davinci_defaults::mte1_l0a_bytes_per_cycle};      ///< L1 -> L0A
+  BytesPerCycle mte1_l0b{davinci_defaults::mte1_l0b_bytes_per_cycle};  ///< L1 -> L0B
+  Cycles mte1_latency{davinci_defaults::mte1_latency_cycles};
   BytesPerCycle fixp{davinci_defaults::fixp_bytes_per_cycle};
   Cycles mmad_overhead{0};  ///< per MMAD instruction (0: an ideal array; see calibrated::)
   Cycles hbm_latency{davinci_defaults::hbm_latency_cycles};
@@ -184,12 +193,13 @@ struct Chip {
                  "hbm_bytes_per_s_per_die", hbm_bytes_per_s_per_die, "positive and finite");
     AMLA_REQUIRE(hbm_efficiency > 0 && hbm_efficiency <= 1, "hbm_efficiency", hbm_efficiency,
                  "in (0, 1]");
-    AMLA_REQUIRE(mte2.count > 0 && mte1.count > 0 && fixp.count > 0 && vector_gm.count > 0,
+    AMLA_REQUIRE(mte2.count > 0 && mte1.count > 0 && mte1_l0b.count > 0 && fixp.count > 0 &&
+                     vector_gm.count > 0,
                  "pipe rates", mte2.count, "every pipe moves a positive number of bytes per cycle");
     AMLA_REQUIRE(mmad_overhead.count >= 0, "mmad_overhead", mmad_overhead.count,
                  "non-negative cycles");
     AMLA_REQUIRE(hbm_latency.count >= 0 && l2_latency.count >= 0 && handoff_latency.count >= 0 &&
-                     hbm_latency_jitter.count >= 0,
+                     hbm_latency_jitter.count >= 0 && mte1_latency.count >= 0,
                  "latencies", hbm_latency.count, "non-negative");
     AMLA_REQUIRE(vector_fp32_lanes >= 1, "vector_fp32_lanes", vector_fp32_lanes, ">= 1");
     AMLA_REQUIRE(amla_v1_ops_per_element > 0 && base_v1_ops_per_element > 0 &&
