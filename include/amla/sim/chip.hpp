@@ -108,7 +108,7 @@ inline constexpr std::int64_t ascend910_mmad_overhead_cycles = 46;
 // end-of-kernel synchronisation. Table 5's durations extrapolate linearly to about 42 us at
 // S_k = 0 (the GPU row to about 40 us); the model's own start (stagger, pipeline fill) and drain
 // account for the rest.
-inline constexpr double ascend910_fixed_overhead_us = 16.2;
+inline constexpr double ascend910_fixed_overhead_us = 15.8;
 
 }  // namespace calibrated
 
