@@ -19,8 +19,9 @@
 
 namespace amla::sim {
 
-/// Parameters no paper publishes, with the defaults the simulator uses. Shared by the Da Vinci
-/// V220 chips below (Ascend 910 and the TyphoonMLA NPU have the same core design).
+/// Per-core figures no paper publishes, with the defaults the simulator uses (the MTE1 rates are
+/// the exception: Huawei's own performance samples give them, cited below). Shared by the Da
+/// Vinci V220 chips below (Ascend 910 and the TyphoonMLA NPU have the same core design).
 namespace davinci_defaults {
 
 // GM -> L1 port of one Cube core (MTE2). The AMLA tiling needs about 80 B/cycle to keep the
