@@ -17,7 +17,9 @@
 // query row; absorb attends the latent [C_N, C_R] (D_l + D_r) and takes C_N (D_l) as values,
 // 2 D_l + D_r MACs per row, with one cache row serving all H heads. TyphoonMLA is naive on the
 // prefix and absorb on the suffixes, plus the LSE combine of the two partial outputs, which the
-// paper's text (Section 3.2) prices at 2 B S_q H D_v MACs and 2 B S_q H D_v elements read.
+// paper's text (Section 3.2) prices at 2 B S_q H D_v MACs and "2 B S_q H D_v bytes" read; those
+// are the elements of the two partial outputs, so amla counts them as elements like the rest of
+// the table (the output write and the lse values are left out, as the paper leaves them out).
 // For DeepSeek-V3 the per-token factors are 40 x 1024 and 136 x 1024 MACs and 40 x 1024 and
 // 576 = 0.5625 x 1024 words (the table prints 0.56).
 //

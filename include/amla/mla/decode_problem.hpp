@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "amla/attention/decode_problem.hpp"
 #include "amla/config.hpp"
 #include "amla/mla/cost.hpp"
 #include "amla/mla/model.hpp"
@@ -115,11 +116,9 @@ struct MlaResult {
   double lse_at(int b, int t, int h) const { return lse[lse_offset(b, t, h)]; }
 };
 
-/// Keys token t (of s_q) of a request with `context` keys may attend.
-inline int visible_keys(int context, int s_q, int t, bool causal) {
-  if (!causal) return context;
-  return std::clamp(context - s_q + t + 1, 0, context);
-}
+/// Keys token t (of s_q) of a request with `context` keys may attend: the attention data model's
+/// rule (all of them, or clamp(context - s_q + t + 1, 0, context) with a causal mask).
+using attention::visible_keys;
 
 namespace detail {
 

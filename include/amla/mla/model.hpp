@@ -18,15 +18,17 @@
 #include <string>
 #include <type_traits>
 
+#include "amla/attention/decode_problem.hpp"
+#include "amla/attention/detail/convert.hpp"
 #include "amla/config.hpp"
 #include "amla/mla/presets.hpp"
 #include "amla/numeric/bf16.hpp"
 
 namespace amla::mla {
 
-/// Element types of MLA inputs: float, or amla::bf16 as a kernel stores them.
+/// Element types of MLA inputs: those of the attention data model, float or amla::bf16.
 template <class T>
-concept mla_element = std::is_same_v<T, float> || std::is_same_v<T, bf16>;
+concept mla_element = attention::decode_element<T>;
 
 /// Dimensions plus views of W_KVb1 [H, D_n, D_l] and W_KVb2 [H, D_v, D_l].
 template <mla_element T>
@@ -79,7 +81,8 @@ S element_as(T x, bool round) {
     return static_cast<S>(round ? round_bf16(x) : x);
   } else {
     static_assert(std::is_same_v<T, double>);
-    if (round) return static_cast<S>(round_bf16(static_cast<float>(x)));
+    // One rounding, double -> BF16 (going through float could round twice).
+    if (round) return static_cast<S>(amla::detail::bf16_from_double(x).to_float());
     return static_cast<S>(x);
   }
 }

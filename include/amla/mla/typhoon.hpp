@@ -3,7 +3,10 @@
 // with their log-sum-exps.
 //
 // Stage 1 (naive): the prefix is stored decompressed (mla/decompress.hpp), K [L_s, H, D_qk] and
-// V [L_s, H, D_v], once for all requests. Each head h attends it with the queries of every request
+// V [L_s, H, D_v], once for all requests. (Algorithm 1 writes C_K with a leading B dimension and
+// no H; Table 1, which reads it once per step, and the text mean one per-head copy shared by all
+// requests, which is what is stored here.) The softmax scale, which Algorithm 1 leaves out, is
+// 1 / sqrt(D_n + D_r) in both stages. Each head h attends it with the queries of every request
 // and token at once, B * s_q rows, so the prefix is read once per step: this reuse is what makes
 // the naive form cheaper than absorb on a shared prefix at large batch (mla/cost.hpp).
 // Stage 2 (absorb): each request's suffix through mla/absorb.hpp's path (q_A = q_N W_KVb1,
