@@ -11,6 +11,10 @@
 //   attn_f32/base/B       base_decode, BF16 emulation (paged entry point: gather + Base + scatter)
 //   attn_f32/base_f32/B   base_decode, float32 mode
 //   attn_f32/split_kv/B   split_kv_decode, 4 splits of 64-key blocks, BF16 emulation
+//   attn_f32/amla/B       amla_decode, BF16 emulation, hardware integer add (the AMLA kernel)
+//   attn_f32/amla_safe/B  amla_decode with the safe add: Lemma 3.1 checks and repair (no violation
+//                         occurs on these inputs, so this is the cost of the check alone)
+//   attn_f32/amla_f32/B   amla_decode, float32 mode
 //   attn_f32/driver/B     the paged driver with a core that does nothing: gather + scatter cost
 //   attn_f64/baseline/B   the same GEMMs in float64 (golden's arithmetic)
 //   attn_f64/golden/B     golden_decode
@@ -27,6 +31,7 @@
 #include <memory>
 #include <mutex>
 
+#include "amla/attention/amla.hpp"
 #include "amla/attention/decode_problem.hpp"
 #include "amla/attention/golden.hpp"
 #include "amla/attention/online_softmax.hpp"
@@ -94,6 +99,20 @@ void run_split_kv(const Problem& p, Result& r) {
   o.num_splits = 4;
   o.split = att::BaseOptions{att::precision::bf16, 64, false};
   att::split_kv_decode(p.inputs(), options(), r.view(), o);
+}
+void run_amla(const Problem& p, Result& r) {
+  att::amla_decode(p.inputs(), options(), r.view());
+}
+void run_amla_safe(const Problem& p, Result& r) {
+  att::AmlaOptions o;
+  o.rescale = amla::pow2_mode::safe;
+  const auto report = att::amla_decode(p.inputs(), options(), r.view(), o);
+  benchmark::DoNotOptimize(report.violations);
+}
+void run_amla_f32(const Problem& p, Result& r) {
+  att::AmlaOptions o;
+  o.mode = att::precision::float32;
+  att::amla_decode(p.inputs(), options(), r.view(), o);
 }
 void run_driver_only(const Problem& p, Result& r) {
   att::run_decode<float>("driver", p.inputs(), options(), r.view(), att::operand_gather::as_stored,
@@ -180,6 +199,9 @@ BENCHMARK_TEMPLATE(gemm_only, float)->Name("attn_f32/baseline")->Apply(batches);
 AMLA_ATTENTION_BENCH(attn_f32, base, run_base);
 AMLA_ATTENTION_BENCH(attn_f32, base_f32, run_base_f32);
 AMLA_ATTENTION_BENCH(attn_f32, split_kv, run_split_kv);
+AMLA_ATTENTION_BENCH(attn_f32, amla, run_amla);
+AMLA_ATTENTION_BENCH(attn_f32, amla_safe, run_amla_safe);
+AMLA_ATTENTION_BENCH(attn_f32, amla_f32, run_amla_f32);
 AMLA_ATTENTION_BENCH(attn_f32, driver, run_driver_only);
 BENCHMARK_TEMPLATE(gemm_only, double)->Name("attn_f64/baseline")->Apply(batches);
 BENCHMARK(run_golden)->Name("attn_f64/golden")->Apply(batches);

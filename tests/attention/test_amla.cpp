@@ -268,6 +268,27 @@ TEST_CASE("Lemma 3.1 violation, checked mode: hardware values and every violatio
   }
 }
 
+TEST_CASE("Lemma 3.1 violation without the nudge: 0.0f with n = -2 is the pattern 0xFF000000",
+          "[amla][lemma]") {
+  const LemmaCase c;
+  AmlaOptions opt;
+  opt.block_size = 4;
+  opt.rescale = amla::pow2_mode::checked;
+  opt.nudge = 0.0f;
+  const AmlaResult res = amla_attention(c.group(), opt);
+  REQUIRE(res.report.located.size() == 3);
+  const auto& zero = res.report.located[0];
+  CHECK(zero.col == 1);
+  CHECK(zero.add == -(1 << 24));  // exactly -2 * 2^23: eps = 0, no nudge
+  CHECK(bits(zero.before) == 0x00000000u);
+  CHECK(bits(zero.after) == 0xFF000000u);  // -2^127 = -1.7e38
+  CHECK(zero.after == -0x1p127f);
+  CHECK(bits(res.report.located[1].after) == 0xFF800000u);     // 2^-126 -> the pattern of -Inf
+  CHECK(bits(res.report.located[2].after) == 0x00000000u);     // 2^-125 -> +0
+  CHECK(bits(res.report.located[1].intended) == 0x00200000u);  // 2^-128
+  CHECK(bits(res.report.located[2].intended) == 0x00400000u);  // 2^-127
+}
+
 TEST_CASE("Lemma 3.1 violation, safe mode: the intended values", "[amla][lemma]") {
   const AmlaResult hw = run_lemma(amla::pow2_mode::hardware);
   const AmlaResult res = run_lemma(amla::pow2_mode::safe);

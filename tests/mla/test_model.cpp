@@ -7,7 +7,7 @@
 
 namespace mla = amla::mla;
 
-TEST_CASE("MlaModel views the caller's weights; per-head blocks are W[h]", "[mla][model]") {
+TEST_CASE("MlaModel views the caller's weights and per-head blocks are W[h]", "[mla][model]") {
   const mla::MlaDims d{2, 3, 1, 2, 4};
   std::vector<float> w1(2 * 3 * 4), w2(2 * 2 * 4);
   for (std::size_t i = 0; i < w1.size(); ++i) w1[i] = static_cast<float>(i) + 0.001f;

@@ -41,7 +41,7 @@ TEST_CASE("naive float64 equals the long-double oracle", "[mla][naive]") {
   }
 }
 
-TEST_CASE("naive: empty contexts give out = 0 and lse = -inf; poisoned pages are never read",
+TEST_CASE("naive: empty contexts give out = 0 and lse = -inf, poisoned pages are never read",
           "[mla][naive]") {
   // Request 1 has no suffix and there is no prefix: nothing to attend.
   const auto p =

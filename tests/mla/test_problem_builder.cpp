@@ -39,7 +39,7 @@ TEST_CASE("Paging does not change the problem's meaning", "[mla][builder]") {
   CHECK(mla::naive_decode(p64.model(), p64.inputs()).out == r1.out);
 }
 
-TEST_CASE("Weights have the requested scale; unused cache is poisoned", "[mla][builder]") {
+TEST_CASE("Weights have the requested scale and unused cache is poisoned", "[mla][builder]") {
   const auto p = mla::MlaProblemBuilder(mla::presets::kimi_k2)
                      .suffix_lens({3})
                      .page_size(4)

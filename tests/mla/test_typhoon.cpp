@@ -179,7 +179,7 @@ TEST_CASE("bf16: naive, absorb and TyphoonMLA agree at the BF16 level", "[mla][t
   for (const auto& dims : dims_list) {
     for (const Case& c : cases) {
       if (dims.heads > 3 && c.prefix == 20) continue;  // keep the preset runs short
-      if (dims.heads > 3 && reduced && !c.causal) continue;
+      if (dims.heads > 3 && reduced && (!c.causal || dims.heads == 64)) continue;
       const auto p = mla::MlaProblemBuilder(dims)
                          .s_q(c.s_q)
                          .prefix_len(c.prefix)
@@ -213,7 +213,7 @@ TEST_CASE("bf16: naive, absorb and TyphoonMLA agree at the BF16 level", "[mla][t
   }
 }
 
-TEST_CASE("bf16: the fall-back is bit-identical to absorb; outputs can be cast to BF16",
+TEST_CASE("bf16: the fall-back is bit-identical to absorb and outputs can be cast to BF16",
           "[mla][typhoon]") {
   const auto p = mla::MlaProblemBuilder(small)
                      .s_q(2)

@@ -1,6 +1,8 @@
 // Tests of amla/sim/chip.hpp: the chips' derived figures and validation.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
 #include "amla/sim/arch/ascend910.hpp"
 #include "amla/sim/chip.hpp"
 
@@ -47,6 +49,12 @@ TEST_CASE("Chip::validate names the field that makes no sense", "[sim][chip]") {
   c.mte2 = amla::sim::BytesPerCycle{0};
   CHECK_THROWS_WITH(c.validate(), Catch::Contains("pipe rates"));
   c = amla::sim::ascend910();
+  c.mte1_l0b = amla::sim::BytesPerCycle{0};
+  CHECK_THROWS_WITH(c.validate(), Catch::Contains("pipe rates"));
+  c = amla::sim::ascend910();
+  c.mte1_latency = amla::sim::Cycles{-1};
+  CHECK_THROWS_WITH(c.validate(), Catch::Contains("latencies"));
+  c = amla::sim::ascend910();
   c.core_start_stagger = amla::sim::Cycles{-1};
   CHECK_THROWS_WITH(c.validate(), Catch::Contains("core_start_stagger"));
   c = amla::sim::ascend910();
@@ -55,4 +63,28 @@ TEST_CASE("Chip::validate names the field that makes no sense", "[sim][chip]") {
   c = amla::sim::ascend910();
   c.clock = amla::sim::Hertz{0};
   CHECK_THROWS_WITH(c.validate(), Catch::Contains("clock"));
+}
+
+TEST_CASE("the core start stagger is derived: one KV block at the die's achievable HBM rate",
+          "[sim][chip]") {
+  // AMLA's K block is 512 tokens x 576 x 2 bytes = 589,824 bytes; a die moves
+  // 1.6e12 x efficiency / 1.8e9 bytes per cycle.
+  CHECK(amla::sim::amla_kv_block_bytes == 589824);
+  Chip c = amla::sim::ascend910();
+  const double per_cycle = 1.6e12 * c.hbm_efficiency / 1.8e9;
+  CHECK(c.core_start_stagger.count == std::llround(589824 / per_cycle));
+  CHECK(amla::sim::hbm_turn_stagger(c) == c.core_start_stagger);
+  // At the full peak: 589,824 / 888.9 = 663.55 -> 664 cycles; at half the bandwidth twice that.
+  c.hbm_efficiency = 1;
+  CHECK(amla::sim::hbm_turn_stagger(c) == amla::sim::Cycles{664});
+  c.hbm_efficiency = 0.5;
+  CHECK(amla::sim::hbm_turn_stagger(c) == amla::sim::Cycles{1327});
+  CHECK(amla::sim::hbm_turn_stagger(c, 888.8889 * 0.5) == amla::sim::Cycles{1});
+  // The TyphoonMLA NPU derives its own from its 1.8 TB/s single die.
+  const Chip t = amla::sim::typhoon_npu();
+  CHECK(t.core_start_stagger ==
+        amla::sim::Cycles{std::llround(589824 / (1.8e12 * t.hbm_efficiency / t.clock.count))});
+  CHECK_THROWS_WITH(amla::sim::hbm_turn_stagger(c, 0), Catch::Contains("block_bytes"));
+  c.hbm_efficiency = 0;
+  CHECK_THROWS_WITH(amla::sim::hbm_turn_stagger(c), Catch::Contains("hbm_efficiency"));
 }

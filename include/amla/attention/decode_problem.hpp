@@ -21,9 +21,10 @@
 // clamped to [0, seqlen] (the last token sees the whole sequence).
 //
 // Empty rows. A sequence of length 0, or a row whose causal window is empty, attends no key:
-// amla writes out = 0 and lse = -inf, the log of the empty sum. FlashMLA writes +inf to lse in
-// that case (its kernels initialise the running max to -inf and report it negated); compare such
-// rows by their meaning, not their bits.
+// amla writes out = 0 and lse = -inf, the log of the empty sum. FlashMLA (like FlashAttention,
+// whose softmax epilogue it shares) writes lse = +inf for a row whose sum is 0 (or NaN) in its
+// final output, and -inf only in split-KV partials so that the combine gives them weight 0; compare
+// such rows by their meaning, not their bits (out is 0 in every case).
 //
 // The driver (run_decode) visits every (batch, KV head) pair: it gathers that group's keys and
 // values from the used pages into dense matrices (converting to float, rounding to BF16 when the

@@ -15,7 +15,9 @@
 #pragma once
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -41,30 +43,31 @@ Partial<S> naive_run(const MlaModel<T>& model, const MlaDecodeInputs<T>& in, con
   Partial<S> res(in.batch, in.s_q, d.heads, d.d_v);
   // The prefix's latent rows, shared by every request (request 0's gather, prefix part only).
   const Mat<S> prefix = gather_latent<S>(d, in, 0, true, false, round);
+  int longest = 0;
+  for (const std::int32_t len : in.suffix.seqlens)
+    longest = std::max(longest, static_cast<int>(len));
   amla::detail::parallel_for(
       static_cast<std::size_t>(d.heads), amla::detail::resolve_threads(opt.threads),
       [&](std::size_t task) {
         const int h = static_cast<int>(task);
         const Mat<S> w1 = w_kvb1_head<S>(model, h, round);
         const Mat<S> w2 = w_kvb2_head<S>(model, h, round);
-        Mat<S> kp, vp;
-        decompress_head<S>(d, prefix, w1, w2, kp, vp);
+        // Head h's keys and values: the prefix's rows once, then each request's own after them.
+        KeyValues<S> kv(in.prefix_len + longest, d.d_qk(), d.d_v);
+        Mat<S> k, v;
+        decompress_head<S>(d, prefix, w1, w2, k, v);
+        kv.set_rows(0, k, v);
+        Mat<S> q(in.s_q, d.d_qk());
+        std::vector<int> visible(static_cast<std::size_t>(in.s_q));
         for (int b = 0; b < in.batch; ++b) {
-          const Mat<S> suffix = gather_latent<S>(d, in, b, false, true, round);
-          Mat<S> ks, vs;
-          decompress_head<S>(d, suffix, w1, w2, ks, vs);
-          Mat<S> k(kp.rows() + ks.rows(), d.d_qk());
-          Mat<S> v(kp.rows() + ks.rows(), d.d_v);
-          k << kp, ks;
-          v << vp, vs;
-          Mat<S> q(in.s_q, d.d_qk());
-          std::vector<int> visible(static_cast<std::size_t>(in.s_q));
+          decompress_head<S>(d, gather_latent<S>(d, in, b, false, true, round), w1, w2, k, v);
+          kv.set_rows(in.prefix_len, k, v);
           const int context = context_len(in, b);
           for (int t = 0; t < in.s_q; ++t) {
             gather_query<S>(d, in, b, t, h, round, q.row(t).data());
             visible[static_cast<std::size_t>(t)] = visible_keys(context, in.s_q, t, opt.causal);
           }
-          const DenseResult<S> r = attend<S>(q, k, v, visible, scale, opt.kv_block);
+          const DenseResult<S> r = kv.attend(q, context, visible, scale, opt.kv_block);
           for (int t = 0; t < in.s_q; ++t) res.set(b, t, h, r.out.row(t), r.lse(t));
         }
       });

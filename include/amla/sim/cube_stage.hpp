@@ -8,6 +8,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -173,8 +174,12 @@ inline CubeStageOps emit_cube_stage(Engine& e, CubeCore& core, const Chip& chip,
         const I am = (m * t.base_m) / t.single_m;
         for (I kb = 0; kb < kbs; ++kb) {
           const I bk = std::min(t.base_k, sk - kb * t.base_k);
-          const double l0_bytes = static_cast<double>((bm + bn) * bk) * t.in_bytes;
-          const OpId mv = add(core.mte1, Work::transfer(Bytes{l0_bytes}, chip.mte1), "MTE1", m, n,
+          // One A piece into L0A and one B piece into L0B, one after the other on MTE1.
+          const double a0 = static_cast<double>(bm * bk) * t.in_bytes;
+          const double b0 = static_cast<double>(bn * bk) * t.in_bytes;
+          const Cycles mv_cycles{static_cast<std::int64_t>(
+              std::ceil(a0 / chip.mte1.count + b0 / chip.mte1_l0b.count - 1e-9))};
+          const OpId mv = add(core.mte1, Work::compute(mv_cycles, chip.mte1_latency), "MTE1", m, n,
                               k * kbs + kb);
           e.acquire(mv, core.l0a);
           e.acquire(mv, core.l0b);

@@ -17,10 +17,13 @@
 //   [V2] (Base only) O = O * exp(m_old - m_new) + T: a 256 KB FP32 O read and written through GM
 //                    per block (at 128 rows), the traffic AMLA removes;
 //   last V           O / l into the BF16 output.
-// Every Cube <-> Vector hand-over costs chip.handoff_latency. Schedules: Base runs the serial
-// order (each stage after the previous one); AMLA runs the preload pipeline of Figure 7 (preload
-// [C1, C1, V1], steady cycles [C1, C2, V1], drain [C2, C2, V1] and the last V); either may be
-// forced.
+// Every Cube <-> Vector hand-over costs chip.handoff_latency. (AMLA's [V1] of block i + 1 adds
+// the exponent step to O while [C2] of block i may still be adding P_i V_i into it; the model
+// follows the paper's steady cycle, which has no dependency inside a cycle, and leaves the order
+// of those two in-GM updates to the kernel.)
+// Schedules: Base runs the serial order (each stage after the previous one); AMLA runs the
+// preload pipeline of Figure 7 (preload [C1, C1, V1], steady cycles [C1, C2, V1], drain
+// [C2, C2, V1] and the last V); either may be forced.
 //
 // Symmetry: cores that run identical task lists on the same die behave identically (same
 // programs, same start, fair HBM sharing), so by default one representative per class is

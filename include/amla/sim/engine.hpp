@@ -17,8 +17,10 @@
 // one representative per class of identical cores, exactly.
 //
 // Events are ordered by (cycle, insertion sequence), so a run is deterministic: the same inputs
-// give the same cycles, bit for bit. Time is integral Cycles; bytes are Bytes; rates are
-// BytesPerCycle; a link's finishing time is rounded up to the next whole cycle.
+// give the same cycles, bit for bit, on a given build (link sharing is computed in doubles, so a
+// compiler that contracts floating-point expressions differently may move a rounding boundary).
+// Time is integral Cycles; bytes are Bytes; rates are BytesPerCycle; a link's finishing time is
+// rounded up to the next whole cycle.
 //
 // Deadlocks (a dependency cycle through the units' program orders, a pool too small for what is
 // held at once) are not exceptions: run() returns a RunResult whose reason names the stuck

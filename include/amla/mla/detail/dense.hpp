@@ -10,8 +10,8 @@
 //   X_lo = fl32(X - X_hi) (|X - X_hi - X_lo| <= 2^-48 |X| for values in float's normal range),
 //   and the pair is laid out so that golden's own products add up to the float64 result:
 //     scores: Q K^T = [Q_hi, Q_hi, Q_lo] [K_hi, K_lo, K_hi]^T  (+ Q_lo K_lo^T, about 2^-48 of it,
-//             dropped), with a half left out when Q or K is exactly a float matrix;
-//     values: P [V_hi, V_lo] gives [P V_hi, P V_lo], and O = O_hi + O_lo;
+//             dropped), or [Q_hi, Q_lo] [K, K]^T when K is a float matrix (a cache as stored);
+//     values: P [V_hi, V_lo] gives [P V_hi, P V_lo], and O = O_hi + O_lo (P V when V is float);
 //     scale:  folded into Q in float64 beforehand, and golden runs with scale 1.
 //   golden then sees exactly the float64 scores (to 2^-48) and computes softmax and P V in
 //   float64: the result is the float64 attention of the float64 operands.
@@ -37,35 +37,6 @@
 
 namespace amla::mla::detail {
 
-/// A float64 matrix as float hi + lo parts; `exact` when lo is all zero (X is a float matrix).
-struct FloatPair {
-  MatrixF hi;
-  MatrixF lo;
-  bool exact = true;
-};
-
-inline FloatPair split_to_floats(const MatrixD& x) {
-  FloatPair p;
-  p.hi = x.cast<float>();
-  p.lo = (x - p.hi.cast<double>()).cast<float>();
-  p.exact = (p.lo.array() == 0.0f).all();
-  return p;
-}
-
-/// Horizontal concatenation of float matrices with the same row count.
-inline MatrixF hcat(std::initializer_list<const MatrixF*> parts) {
-  Eigen::Index cols = 0;
-  const Eigen::Index rows = (*parts.begin())->rows();
-  for (const MatrixF* p : parts) cols += p->cols();
-  MatrixF m(rows, cols);
-  Eigen::Index c = 0;
-  for (const MatrixF* p : parts) {
-    m.middleCols(c, p->cols()) = *p;
-    c += p->cols();
-  }
-  return m;
-}
-
 /// Output of one dense attention call.
 template <class S>
 struct DenseResult {
@@ -73,50 +44,12 @@ struct DenseResult {
   Eigen::Matrix<S, Eigen::Dynamic, 1> lse;  ///< [rows]
 };
 
-/// Float64 softmax attention of float64 operands through attention::golden_attention:
-/// out = softmax(scale Q K^T) V row by row over the visible keys, lse natural log.
-/// `q_scaled` is scale * Q. visible: empty, or one count per row.
-inline DenseResult<double> golden_f64(const MatrixD& q_scaled, const MatrixD& k, const MatrixD& v,
-                                      std::span<const int> visible) {
-  AMLA_ASSERT(q_scaled.cols() == k.cols() && k.rows() == v.rows());
-  const FloatPair q = split_to_floats(q_scaled);
-  const FloatPair kp = split_to_floats(k);
-  const FloatPair vp = split_to_floats(v);
-  MatrixF qf, kf;
-  if (q.exact && kp.exact) {
-    qf = q.hi;
-    kf = kp.hi;
-  } else if (q.exact) {
-    qf = hcat({&q.hi, &q.hi});
-    kf = hcat({&kp.hi, &kp.lo});
-  } else if (kp.exact) {
-    qf = hcat({&q.hi, &q.lo});
-    kf = hcat({&kp.hi, &kp.hi});
-  } else {
-    qf = hcat({&q.hi, &q.hi, &q.lo});
-    kf = hcat({&kp.hi, &kp.lo, &kp.hi});
-  }
-  const MatrixF vf = vp.exact ? vp.hi : hcat({&vp.hi, &vp.lo});
-  const attention::HeadGroup g{qf, kf, vf, visible, 1.0f};
-  DenseResult<double> r;
-  MatrixD o(g.rows(), vf.cols());
-  r.lse.resize(g.rows());
-  attention::golden_attention(g, o,
-                              std::span<double>(r.lse.data(), static_cast<std::size_t>(g.rows())));
-  if (vp.exact) {
-    r.out = std::move(o);
-  } else {
-    const Eigen::Index dv = v.cols();
-    r.out = o.leftCols(dv) + o.rightCols(dv);
-  }
-  return r;
-}
-
 /// The Base recurrence in its bf16 mode (BF16 operands, FP32 accumulation and online softmax,
 /// P cast to BF16), KV blocks of `kv_block` keys. The formulations hand it operands that are
 /// already BF16 values (rounded when gathered or stored), so Base uses them without copies.
-inline DenseResult<float> base_f32(const MatrixF& q, const MatrixF& k, const MatrixF& v,
-                                   std::span<const int> visible, float scale, int kv_block) {
+inline DenseResult<float> base_f32(const MatrixF& q, Eigen::Ref<const MatrixF> k,
+                                   Eigen::Ref<const MatrixF> v, std::span<const int> visible,
+                                   float scale, int kv_block) {
   const attention::HeadGroup g{q, k, v, visible, scale};
   attention::BaseOptions options;
   options.mode = attention::precision::bf16;
@@ -130,20 +63,104 @@ inline DenseResult<float> base_f32(const MatrixF& q, const MatrixF& k, const Mat
   return r;
 }
 
-/// Softmax attention of one dense group in the mode's arithmetic: float64 golden for S = double,
-/// the Base recurrence (BF16 operands, KV blocks of `kv_block`) for S = float. q is unscaled;
-/// visible is empty or one count per row.
+/// The keys and values of dense attention calls, written range by range and reused: a shared
+/// prefix is written once and serves every request, each request then writes its own rows after
+/// it. KeyValues<float> holds BF16 values for Base; KeyValues<double> holds float64 values as the
+/// float pairs golden needs (see the file comment), with the hi/lo split done once per row.
 template <class S>
-DenseResult<S> attend(const Mat<S>& q, const Mat<S>& k, const Mat<S>& v,
-                      std::span<const int> visible, double scale, int kv_block) {
-  if constexpr (std::is_same_v<S, double>) {
-    (void)kv_block;
-    const MatrixD q_scaled = q * scale;
-    return golden_f64(q_scaled, k, v, visible);
-  } else {
-    static_assert(std::is_same_v<S, float>);
-    return base_f32(q, k, v, visible, static_cast<float>(scale), kv_block);
+class KeyValues;
+
+template <>
+class KeyValues<float> {
+ public:
+  KeyValues(Eigen::Index capacity, int d_qk, int d_v, bool = false, bool = false)
+      : k_(capacity, d_qk), v_(capacity, d_v) {}
+
+  /// Rows [r0, r0 + k.rows()) of K and V.
+  template <class DK, class DV>
+  void set_rows(Eigen::Index r0, const Eigen::MatrixBase<DK>& k, const Eigen::MatrixBase<DV>& v) {
+    AMLA_ASSERT(r0 + k.rows() <= k_.rows() && k.rows() == v.rows());
+    k_.middleRows(r0, k.rows()) = k;
+    v_.middleRows(r0, v.rows()) = v;
   }
-}
+
+  /// Base attention of q (unscaled) over the first n_keys keys.
+  DenseResult<float> attend(const MatrixF& q, Eigen::Index n_keys, std::span<const int> visible,
+                            double scale, int kv_block) const {
+    return base_f32(q, k_.topRows(n_keys), v_.topRows(n_keys), visible, static_cast<float>(scale),
+                    kv_block);
+  }
+
+ private:
+  MatrixF k_, v_;
+};
+
+template <>
+class KeyValues<double> {
+ public:
+  /// k_exact / v_exact: every value written will be a float value (a cache as stored), so one
+  /// float copy replaces the pair and golden does half the work.
+  KeyValues(Eigen::Index capacity, int d_qk, int d_v, bool k_exact = false, bool v_exact = false)
+      : d_qk_(d_qk),
+        d_v_(d_v),
+        k_exact_(k_exact),
+        v_exact_(v_exact),
+        k_(capacity, (k_exact ? 2 : 3) * d_qk),
+        v_(capacity, (v_exact ? 1 : 2) * d_v) {}
+
+  /// Rows [r0, r0 + k.rows()) of K and V (float64 values).
+  template <class DK, class DV>
+  void set_rows(Eigen::Index r0, const Eigen::MatrixBase<DK>& k, const Eigen::MatrixBase<DV>& v) {
+    const Eigen::Index n = k.rows();
+    AMLA_ASSERT(r0 + n <= k_.rows() && n == v.rows());
+    const MatrixF kh = k.template cast<float>();
+    k_.block(r0, 0, n, d_qk_) = kh;
+    if (k_exact_) {
+      AMLA_ASSERT((kh.cast<double>().array() == k.array()).all());
+      k_.block(r0, d_qk_, n, d_qk_) = kh;  // [K, K] pairs with [Q_hi, Q_lo]
+    } else {
+      k_.block(r0, d_qk_, n, d_qk_) = (k - kh.cast<double>()).template cast<float>();
+      k_.block(r0, 2 * d_qk_, n, d_qk_) = kh;  // [K_hi, K_lo, K_hi] with [Q_hi, Q_hi, Q_lo]
+    }
+    const MatrixF vh = v.template cast<float>();
+    v_.block(r0, 0, n, d_v_) = vh;
+    if (v_exact_) {
+      AMLA_ASSERT((vh.cast<double>().array() == v.array()).all());
+    } else {
+      v_.block(r0, d_v_, n, d_v_) = (v - vh.cast<double>()).template cast<float>();
+    }
+  }
+
+  /// Golden attention of scale * q over the first n_keys keys, in float64.
+  DenseResult<double> attend(const MatrixD& q, Eigen::Index n_keys, std::span<const int> visible,
+                             double scale, int /*kv_block*/) const {
+    const MatrixD qs = q * scale;  // folded here in float64; golden then runs with scale 1
+    const MatrixF qh = qs.cast<float>();
+    const MatrixF ql = (qs - qh.cast<double>()).cast<float>();
+    MatrixF qf(q.rows(), k_.cols());
+    if (k_exact_) {
+      qf << qh, ql;
+    } else {
+      qf << qh, qh, ql;  // Q_lo K_lo (about 2^-48 of the score) is left out
+    }
+    const attention::HeadGroup g{qf, k_.topRows(n_keys), v_.topRows(n_keys), visible, 1.0f};
+    MatrixD o(q.rows(), v_.cols());
+    DenseResult<double> r;
+    r.lse.resize(q.rows());
+    attention::golden_attention(
+        g, o, std::span<double>(r.lse.data(), static_cast<std::size_t>(q.rows())));
+    if (v_exact_) {
+      r.out = std::move(o);
+    } else {
+      r.out = o.leftCols(d_v_) + o.rightCols(d_v_);  // P V_hi + P V_lo
+    }
+    return r;
+  }
+
+ private:
+  int d_qk_, d_v_;
+  bool k_exact_, v_exact_;
+  MatrixF k_, v_;
+};
 
 }  // namespace amla::mla::detail

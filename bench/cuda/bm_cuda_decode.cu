@@ -1,0 +1,391 @@
+// bench/cuda/bm_cuda_decode.cu: speed of the CUDA decode kernels, as TFLOPS and as a fraction of
+// a cuBLAS BF16 GEMM (8192^3) measured in the same run.
+//
+//   TFLOPS = 2 * b * s_q * h_q * s_k * (576 + 512) / time
+// Times are medians over repetitions timed with CUDA events after warm-up, with L2 flushed (a
+// 256 MB memset) before every timed launch; inputs are random (never zeros), page order shuffled.
+// A plain program (no Google Benchmark): GPU machines here have only the CUDA toolkit.
+//
+//   bm_cuda_decode            the issue's grid: b 128, s_q {1, 2}, s_k {1024, 4096, 16384}
+//   bm_cuda_decode --quick    s_k 4096 only
+#include "amla/backend/cuda/cuda.cuh"
+
+#include <cublas_v2.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace ac = amla::cuda;
+
+#define BM_CUBLAS_CHECK(call)                                                                 \
+  do {                                                                                        \
+    const cublasStatus_t st_ = (call);                                                        \
+    if (st_ != CUBLAS_STATUS_SUCCESS) {                                                       \
+      std::fprintf(stderr, "%s failed with cublasStatus %d\n", #call, static_cast<int>(st_)); \
+      std::exit(1);                                                                           \
+    }                                                                                         \
+  } while (0)
+
+/// Fills n BF16 values with a hash-based uniform distribution in [-a, a).
+__global__ void fill_random(__nv_bfloat16* p, std::size_t n, std::uint64_t seed, float a) {
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    std::uint64_t z = seed + i * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    const float u = static_cast<float>(z >> 40) * 0x1p-24f;  // [0, 1)
+    p[i] = __float2bfloat16_rn((2.0f * u - 1.0f) * a);
+  }
+}
+
+void fill(void* p, std::size_t n, std::uint64_t seed, float a) {
+  fill_random<<<1024, 256>>>(static_cast<__nv_bfloat16*>(p), n, seed, a);
+  AMLA_CUDA_CHECK_LAUNCH("fill_random");
+}
+
+/// Tensor-core rate of the two wgmma shapes the Hopper kernel issues, from shared memory tiles
+/// (1024-byte aligned, 128-byte swizzle, contents as left by fill_smem), two warpgroups per CTA
+/// each issuing `groups` batches of 16 wgmma before waiting. Shape 0: m64n64k16, A and B K-major
+/// (Q K^T). Shape 1: m64n256k16, B MN-major (P V). Shape 2: m64n256k16, B K-major (a GEMM's).
+template <int Shape>
+__global__ void __launch_bounds__(256, 1) wgmma_rate(int groups, float* sink) {
+  namespace ptx = amla::cuda::detail::ptx;
+  extern __shared__ std::uint8_t raw[];
+  std::uint8_t* base = reinterpret_cast<std::uint8_t*>(
+      (reinterpret_cast<std::uintptr_t>(raw) + 1023) & ~static_cast<std::uintptr_t>(1023));
+  // A: 64 x 64 (8 KB) per warpgroup; B: 256 x 64 (32 KB) per warpgroup.
+  for (int i = threadIdx.x; i < 2 * (8192 + 32768) / 4; i += blockDim.x) {
+    reinterpret_cast<std::uint32_t*>(base)[i] = 0x3C003C00u ^ (i * 2654435761u & 0x00FF00FFu);
+  }
+  ptx::fence_proxy_async_smem();
+  __syncthreads();
+  const int wg = threadIdx.x / 128;
+  std::uint8_t* a = base + wg * (8192 + 32768);
+  std::uint8_t* b = a + 8192;
+  if constexpr (Shape == 0) {
+    float d[32] = {};
+    for (int g = 0; g < groups; ++g) {
+      ptx::wgmma_fence();
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+          ptx::wgmma_m64n64k16_ss_kmajor(
+              d, ptx::smem_desc_sw128(ptx::smem_u32(a) + kk * 32, 16, 1024),
+              ptx::smem_desc_sw128(ptx::smem_u32(b) + kk * 32, 16, 1024), 1);
+        }
+      }
+      ptx::wgmma_commit();
+      ptx::wgmma_wait<0>();
+      ptx::fence_regs(d);
+    }
+    float acc = 0;
+    for (float x : d) acc += x;
+    if (acc == 1.2345f) sink[threadIdx.x] = acc;
+  } else {
+    float d[128] = {};
+    for (int g = 0; g < groups; ++g) {
+      ptx::wgmma_fence();
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+          const std::uint64_t da = ptx::smem_desc_sw128(ptx::smem_u32(a) + kk * 32, 16, 1024);
+          if constexpr (Shape == 1) {
+            ptx::wgmma_m64n256k16_ss_btrans(
+                d, da, ptx::smem_desc_sw128(ptx::smem_u32(b) + kk * 2048, 8192, 1024), 1);
+          } else {
+            ptx::wgmma_m64n256k16_ss_kmajor(
+                d, da, ptx::smem_desc_sw128(ptx::smem_u32(b) + kk * 32, 16, 1024), 1);
+          }
+        }
+      }
+      ptx::wgmma_commit();
+      ptx::wgmma_wait<0>();
+      ptx::fence_regs(d);
+    }
+    float acc = 0;
+    for (float x : d) acc += x;
+    if (acc == 1.2345f) sink[threadIdx.x] = acc;
+  }
+}
+
+struct Timer {
+  cudaEvent_t a, b;
+  Timer() {
+    AMLA_CUDA_CHECK(cudaEventCreate(&a));
+    AMLA_CUDA_CHECK(cudaEventCreate(&b));
+  }
+  ~Timer() {
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+  }
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/// Median time (ms) of `launch`, each repetition after an L2 flush.
+template <class F>
+double time_ms(F&& launch, void* flush, std::size_t flush_bytes, int warmup, int reps) {
+  Timer t;
+  for (int i = 0; i < warmup; ++i) launch();
+  AMLA_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) {
+    AMLA_CUDA_CHECK(cudaMemsetAsync(flush, i & 0xFF, flush_bytes));
+    AMLA_CUDA_CHECK(cudaEventRecord(t.a));
+    launch();
+    AMLA_CUDA_CHECK(cudaEventRecord(t.b));
+    AMLA_CUDA_CHECK(cudaEventSynchronize(t.b));
+    float x = 0;
+    AMLA_CUDA_CHECK(cudaEventElapsedTime(&x, t.a, t.b));
+    ms.push_back(x);
+  }
+  return median(ms);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string arg = argc > 1 ? argv[1] : "";
+  const bool quick = arg == "--quick";
+  // --profile: one configuration (b 128, s_q 2, s_k 4096, standard), three launches, for a
+  // profiler (the third launch is the one to look at).
+  const bool profile = arg == "--profile";
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    std::printf("bm_cuda_decode: no CUDA device visible\n");
+    return 77;
+  }
+  try {
+    cudaDeviceProp prop{};
+    AMLA_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount,
+                prop.l2CacheSize >> 20);
+    const std::size_t flush_bytes = 256u << 20;
+    void* flush = nullptr;
+    AMLA_CUDA_CHECK(cudaMalloc(&flush, flush_bytes));
+
+    // ---- cuBLAS BF16 GEMM ceiling ----
+    const int n = 8192;
+    void *ga, *gb, *gc;
+    AMLA_CUDA_CHECK(cudaMalloc(&ga, sizeof(__nv_bfloat16) * n * n));
+    AMLA_CUDA_CHECK(cudaMalloc(&gb, sizeof(__nv_bfloat16) * n * n));
+    AMLA_CUDA_CHECK(cudaMalloc(&gc, sizeof(__nv_bfloat16) * n * n));
+    fill(ga, static_cast<std::size_t>(n) * n, 1, 1.0f);
+    fill(gb, static_cast<std::size_t>(n) * n, 2, 1.0f);
+    cublasHandle_t handle;
+    BM_CUBLAS_CHECK(cublasCreate(&handle));
+    const float alpha = 1.0f, beta = 0.0f;
+    auto gemm = [&] {
+      BM_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, ga,
+                                   CUDA_R_16BF, n, gb, CUDA_R_16BF, n, &beta, gc, CUDA_R_16BF, n,
+                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    };
+    // Warm-up: about two seconds of GEMMs, so that clocks have ramped up before anything is timed
+    // (the first configurations of a cold run measured up to 20% slow).
+    if (!profile) {
+      Timer w;
+      AMLA_CUDA_CHECK(cudaEventRecord(w.a));
+      for (float elapsed = 0; elapsed < 2000.0f;) {
+        for (int i = 0; i < 50; ++i) gemm();
+        AMLA_CUDA_CHECK(cudaEventRecord(w.b));
+        AMLA_CUDA_CHECK(cudaEventSynchronize(w.b));
+        AMLA_CUDA_CHECK(cudaEventElapsedTime(&elapsed, w.a, w.b));
+      }
+    }
+    const double gemm_ms = time_ms(gemm, flush, flush_bytes, 5, profile ? 1 : 20);
+    const double gemm_tflops = 2.0 * n * n * static_cast<double>(n) / (gemm_ms * 1e-3) / 1e12;
+    std::printf("cuBLAS BF16 GEMM 8192^3: %.3f ms, %.1f TFLOPS\n", gemm_ms, gemm_tflops);
+    BM_CUBLAS_CHECK(cublasDestroy(handle));
+    AMLA_CUDA_CHECK(cudaFree(ga));
+    AMLA_CUDA_CHECK(cudaFree(gb));
+    AMLA_CUDA_CHECK(cudaFree(gc));
+
+    // ---- wgmma rates (one CTA per SM, nothing but the tensor cores and shared memory) ----
+    if (!profile) {
+      float* sink = nullptr;
+      AMLA_CUDA_CHECK(cudaMalloc(&sink, 256 * sizeof(float)));
+      const int smem = 2 * (8192 + 32768) + 1024;
+      const char* names[3] = {"m64n64k16 SS, K-major B (Q K^T)", "m64n256k16 SS, MN-major B (P V)",
+                              "m64n256k16 SS, K-major B (GEMM)"};
+      for (int shape = 0; shape < 3; ++shape) {
+        auto k = shape == 0 ? wgmma_rate<0> : shape == 1 ? wgmma_rate<1> : wgmma_rate<2>;
+        AMLA_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        const int groups = 2000;
+        auto run = [&] {
+          k<<<prop.multiProcessorCount, 256, smem>>>(groups, sink);
+          AMLA_CUDA_CHECK_LAUNCH("wgmma_rate");
+        };
+        const double ms = time_ms(run, flush, flush_bytes, 2, 5);
+        const double n = shape == 0 ? 64 : 256;
+        const double flop = 2.0 * prop.multiProcessorCount * 2 * groups * 16 * 64 * n * 16;
+        std::printf("wgmma %-34s %7.1f TFLOPS (%.2f of cuBLAS)\n", names[shape],
+                    flop / (ms * 1e-3) / 1e12, flop / (ms * 1e-3) / 1e12 / gemm_tflops);
+      }
+      AMLA_CUDA_CHECK(cudaFree(sink));
+    }
+
+    // ---- decode ----
+    const int h_q = 128, page = 64;
+    std::mt19937 rng(12345);
+    struct Config {
+      int batch, s_q, s_k;
+      ac::kernel_kind kernel;
+      ac::rescale_mode mode;
+      int reps;
+      ac::l2_hint hint = ac::l2_hint::none;
+      amla::pow2_mode add = amla::pow2_mode::hardware;
+      bool stagger = true;
+    };
+    std::vector<Config> configs;
+    if (profile) {
+      configs.push_back({128, 2, 4096, ac::kernel_kind::hopper, ac::rescale_mode::standard, 1});
+    }
+    const std::vector<int> sks =
+        quick ? std::vector<int>{4096} : std::vector<int>{1024, 4096, 16384};
+    for (ac::rescale_mode mode : {ac::rescale_mode::standard, ac::rescale_mode::amla}) {
+      for (int s_q : {1, 2}) {
+        for (int s_k : sks) configs.push_back({128, s_q, s_k, ac::kernel_kind::hopper, mode, 15});
+      }
+    }
+
+    // Evict-first L2 hint on the KV loads, and AMLA's safe add.
+    for (int s_q : {1, 2}) {
+      configs.push_back({128, s_q, 4096, ac::kernel_kind::hopper, ac::rescale_mode::standard, 15,
+                         ac::l2_hint::evict_first});
+    }
+    configs.push_back({128, 2, 4096, ac::kernel_kind::hopper, ac::rescale_mode::amla, 15,
+                       ac::l2_hint::none, amla::pow2_mode::safe});
+    // Both warpgroups issuing Q K^T at once (no stagger).
+    for (int s_q : {1, 2}) {
+      configs.push_back({128, s_q, 4096, ac::kernel_kind::hopper, ac::rescale_mode::standard, 15,
+                         ac::l2_hint::none, amla::pow2_mode::hardware, false});
+    }
+    // Split-KV at small batches.
+    configs.push_back({16, 2, 4096, ac::kernel_kind::hopper, ac::rescale_mode::standard, 15});
+    configs.push_back({1, 2, 16384, ac::kernel_kind::hopper, ac::rescale_mode::standard, 15});
+    configs.push_back({128, 1, 1024, ac::kernel_kind::simple, ac::rescale_mode::standard, 3});
+
+    if (profile) configs.resize(1);
+    struct Row {
+      std::string name;
+      int batch, s_q, s_k, splits;
+      double us[2], tflops[2];
+    };
+    std::vector<Row> rows(configs.size());
+    // Two passes over all configurations: the spread between them is the noise of a number.
+    for (int pass = 0; pass < (profile ? 1 : 2); ++pass) {
+      for (std::size_t ci = 0; ci < configs.size(); ++ci) {
+        const Config& c = configs[ci];
+        if (pass == 1 && c.kernel == ac::kernel_kind::simple) {
+          rows[ci].us[1] = rows[ci].us[0];
+          rows[ci].tflops[1] = rows[ci].tflops[0];
+          continue;
+        }
+        if (profile) {
+          rows[ci].us[1] = 0;
+          rows[ci].tflops[1] = 0;
+        }
+        const int pages_per_seq = c.s_k / page;
+        const int num_pages = c.batch * pages_per_seq;
+        const std::size_t kv_elems = static_cast<std::size_t>(num_pages) * page * 576;
+        const std::size_t q_elems = static_cast<std::size_t>(c.batch) * c.s_q * h_q * 576;
+        void *q, *kv, *out;
+        float* lse;
+        std::int32_t *table, *lens;
+        AMLA_CUDA_CHECK(cudaMalloc(&q, q_elems * 2));
+        AMLA_CUDA_CHECK(cudaMalloc(&kv, kv_elems * 2));
+        AMLA_CUDA_CHECK(
+            cudaMalloc(&out, static_cast<std::size_t>(c.batch) * c.s_q * h_q * 512 * 2));
+        AMLA_CUDA_CHECK(cudaMalloc(&lse, static_cast<std::size_t>(c.batch) * c.s_q * h_q * 4));
+        AMLA_CUDA_CHECK(cudaMalloc(&table, static_cast<std::size_t>(num_pages) * 4));
+        AMLA_CUDA_CHECK(cudaMalloc(&lens, static_cast<std::size_t>(c.batch) * 4));
+        fill(q, q_elems, 3 + pass, 1.0f);
+        fill(kv, kv_elems, 4 + pass, 1.0f);
+        std::vector<std::int32_t> t(static_cast<std::size_t>(num_pages));
+        std::iota(t.begin(), t.end(), 0);
+        std::shuffle(t.begin(), t.end(), rng);
+        AMLA_CUDA_CHECK(cudaMemcpy(table, t.data(), t.size() * 4, cudaMemcpyHostToDevice));
+        std::vector<std::int32_t> l(static_cast<std::size_t>(c.batch), c.s_k);
+        AMLA_CUDA_CHECK(cudaMemcpy(lens, l.data(), l.size() * 4, cudaMemcpyHostToDevice));
+
+        ac::DeviceDecodeInputs in;
+        in.shape =
+            ac::DecodeShape{c.batch, c.s_q, h_q, 1, 576, 512, num_pages, page, pages_per_seq};
+        in.q = static_cast<const amla::bf16*>(q);
+        in.kv = static_cast<const amla::bf16*>(kv);
+        in.block_table = table;
+        in.seqlens = lens;
+        const ac::DeviceDecodeOutputs outs{static_cast<amla::bf16*>(out), lse};
+        ac::CudaDecodeOptions opt;
+        opt.mode = c.mode;
+        opt.kernel = c.kernel;
+        opt.kv_l2_hint = c.hint;
+        opt.amla_add = c.add;
+        opt.stagger_qk = c.stagger;
+        opt.check_tables = true;
+        const ac::DecodeLaunch launch = ac::decode(in, outs, opt);  // validates the tables once
+        opt.check_tables = false;
+        const double ms = time_ms([&] { ac::decode(in, outs, opt); }, flush, flush_bytes,
+                                  c.reps > 5 ? 3 : 1, c.reps);
+        if (profile) {
+          std::printf("profile: decode launched 3 times (table check, warm-up, timed)\n");
+        }
+        const double flop = 2.0 * c.batch * c.s_q * h_q * static_cast<double>(c.s_k) * (576 + 512);
+        const double tflops = flop / (ms * 1e-3) / 1e12;
+        std::string name = std::string(ac::to_string(launch.kernel)) + "/" +
+                           (c.mode == ac::rescale_mode::amla ? "amla" : "standard");
+        if (c.mode == ac::rescale_mode::amla && c.add == amla::pow2_mode::safe) name += "-safe";
+        if (c.hint == ac::l2_hint::evict_first) name += "/evict-first";
+        if (!c.stagger && c.kernel == ac::kernel_kind::hopper) name += "/no-stagger";
+        Row& r = rows[ci];
+        r.name = name;
+        r.batch = c.batch;
+        r.s_q = c.s_q;
+        r.s_k = c.s_k;
+        r.splits = launch.num_splits;
+        r.us[pass] = ms * 1e3;
+        r.tflops[pass] = tflops;
+        std::printf("pass %d  %-28s b %3d s_q %d s_k %5d splits %2d: %9.1f us %7.1f TFLOPS\n",
+                    pass + 1, name.c_str(), c.batch, c.s_q, c.s_k, launch.num_splits, ms * 1e3,
+                    tflops);
+        std::fflush(stdout);
+        AMLA_CUDA_CHECK(cudaFree(q));
+        AMLA_CUDA_CHECK(cudaFree(kv));
+        AMLA_CUDA_CHECK(cudaFree(out));
+        AMLA_CUDA_CHECK(cudaFree(lse));
+        AMLA_CUDA_CHECK(cudaFree(table));
+        AMLA_CUDA_CHECK(cudaFree(lens));
+      }
+    }
+    AMLA_CUDA_CHECK(cudaFree(flush));
+
+    std::printf(
+        "\n| kernel | b | s_q | s_k | splits | time (us), 2 passes | TFLOPS, 2 passes | / cuBLAS "
+        "(%.0f) |\n",
+        gemm_tflops);
+    std::printf("|---|---|---|---|---|---|---|---|\n");
+    for (const Row& r : rows) {
+      std::printf("| %s | %d | %d | %d | %d | %.1f / %.1f | %.1f / %.1f | %.3f |\n", r.name.c_str(),
+                  r.batch, r.s_q, r.s_k, r.splits, r.us[0], r.us[1], r.tflops[0], r.tflops[1],
+                  std::max(r.tflops[0], r.tflops[1]) / gemm_tflops);
+    }
+  } catch (const std::exception& e) {
+    std::printf("FATAL: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

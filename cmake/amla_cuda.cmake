@@ -1,0 +1,58 @@
+# amla's CUDA backend (included from the root CMakeLists.txt when AMLA_ENABLE_CUDA is on).
+#
+#   amla::cuda      INTERFACE target: include/amla/backend/cuda/*.cuh (header-only, nvcc only)
+#   cuda_decode     tests/cuda: one program, two ctest entries ("validate" runs anywhere, "gpu"
+#                   reports SKIPPED, exit code 77, when no GPU is visible)
+#   bm_cuda_decode  bench/cuda: a plain timing program (CUDA events, cuBLAS ratio)
+#
+# Architectures: AMLA_CUDA_ARCHITECTURES (default 90a: the Hopper kernel needs wgmma and TMA,
+# which only the arch-specific sm_90a target has). CMake turns "90a" into
+# -gencode=arch=compute_90a,code=[compute_90a,sm_90a].
+
+set(AMLA_CUDA_ARCHITECTURES "90a" CACHE STRING
+    "CUDA architectures for amla's CUDA targets (the Hopper kernel needs 90a)")
+if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+  set(CMAKE_CUDA_ARCHITECTURES ${AMLA_CUDA_ARCHITECTURES})
+endif()
+enable_language(CUDA)
+find_package(CUDAToolkit REQUIRED)
+
+option(AMLA_BUILD_CUDA_TESTS "Build the CUDA backend's tests" ${AMLA_BUILD_TESTS})
+option(AMLA_BUILD_CUDA_BENCH "Build the CUDA backend's timing program" ${AMLA_BUILD_BENCH})
+
+add_library(amla_cuda INTERFACE)
+add_library(amla::cuda ALIAS amla_cuda)
+target_link_libraries(amla_cuda INTERFACE amla CUDA::cudart)
+# C++20 for CUDA sources: CMake 3.25 does not know nvcc 13's standard levels (compile feature
+# cuda_std_20 fails at generate time), so the flag is given directly.
+target_compile_options(amla_cuda INTERFACE $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20>)
+# Not exported with amla::amla: the package config does not look for the CUDA toolkit, and a
+# consumer of the headers alone should not need it.
+
+# Options for amla's own CUDA programs: host warnings through -Xcompiler, device resource usage
+# visible with AMLA_CUDA_VERBOSE (registers, spills, wgmma serialisation warnings from ptxas).
+option(AMLA_CUDA_VERBOSE "Print ptxas resource usage for amla's CUDA programs" OFF)
+add_library(amla_cuda_dev_options INTERFACE)
+target_compile_options(amla_cuda_dev_options INTERFACE
+  $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra --expt-relaxed-constexpr>
+  $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${AMLA_WERROR}>>:-Werror=all-warnings>
+  $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${AMLA_CUDA_VERBOSE}>>:-Xptxas=-v>)
+
+if(AMLA_BUILD_CUDA_TESTS)
+  enable_testing()
+  find_package(Threads REQUIRED)
+  # The CPU references (float64 golden, amla's Base and AMLA recurrences) are plain C++ translation
+  # units: Eigen stays away from nvcc.
+  add_executable(cuda_decode tests/cuda/test_decode.cu tests/cuda/cpu_reference.cpp)
+  target_link_libraries(cuda_decode PRIVATE amla::cuda amla_dev_options amla_cuda_dev_options
+                                            Threads::Threads)
+  target_include_directories(cuda_decode PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/tests/cuda)
+  add_test(NAME cuda/validate COMMAND cuda_decode validate)
+  add_test(NAME cuda/gpu COMMAND cuda_decode gpu)
+  set_tests_properties(cuda/gpu PROPERTIES SKIP_RETURN_CODE 77)
+endif()
+
+if(AMLA_BUILD_CUDA_BENCH)
+  add_executable(bm_cuda_decode bench/cuda/bm_cuda_decode.cu)
+  target_link_libraries(bm_cuda_decode PRIVATE amla::cuda amla_cuda_dev_options CUDA::cublas)
+endif()

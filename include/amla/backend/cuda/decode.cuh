@@ -1,0 +1,504 @@
+// amla/backend/cuda/decode.cuh: MLA/GQA decode on a CUDA GPU, the device mirror of
+// attention/decode_problem.hpp: the same tensors, shapes, mask and outputs, as device pointers.
+//
+// Tensors (row-major, last index fastest), all in device memory, all BF16 except the tables:
+//   q            [batch, s_q, h_q, d_qk]
+//   kv           [num_pages, page_size, h_kv, d_qk]      the paged K cache
+//   v            [num_pages, page_size, h_kv, d_v]       or nullptr: V is the first d_v columns
+//                of kv (MLA: d_qk 576 = 512 latent + 64 RoPE, d_v 512)
+//   block_table  [batch, max_pages_per_seq] int32, seqlens [batch] int32
+//   out          [batch, s_q, h_q, d_v] BF16             lse [batch, h_q, s_q] FP32, natural log
+// Semantics exactly as attention/decode_problem.hpp: query head h uses KV head h / (h_q / h_kv);
+// with causal = true token t sees keys [0, seqlen - s_q + t]; a row that sees no key (a sequence
+// of length 0, or a row masked entirely) gets out = 0 and lse = -inf; only the first
+// ceil(seqlen / page_size) block_table entries of a sequence are read, and cache pages (and
+// slots) past a sequence's length are never read, so they may hold anything, NaN included.
+//
+// Kernels:
+//   simple  any shape: one CTA per query row, FP32 throughout (detail/simple_kernel.cuh).
+//   hopper  the DeepSeek shape (d_qk 576, d_v 512, V inside kv, h_kv 1, page size a multiple of
+//           64 or 8/16/32) on compute capability 9.0: wgmma + TMA, two warpgroups, split-KV with
+//           an LSE combine (detail/hopper_kernel.cuh documents its schedule).
+//   automatic picks hopper when the problem and device allow it, else simple.
+// Rescaling (rescale.cuh): standard (Base, base.cuh) or AMLA's integer add (amla.cuh).
+//
+// Validation. Everything that needs no device is checked first and throws amla::invalid_argument
+// naming the argument, its value and the rule (shapes, null pointers, scale, options, a kernel
+// that cannot run the problem). With check_tables (the default) seqlens and block_table are then
+// copied to the host and checked like the CPU reference checks them; this synchronises the
+// stream, so timing loops turn it off. CUDA failures throw amla::cuda::cuda_error naming the call.
+#pragma once
+
+#include "amla/backend/cuda/detail/check.cuh"
+#include "amla/backend/cuda/detail/combine.cuh"
+#include "amla/backend/cuda/detail/hopper_kernel.cuh"
+#include "amla/backend/cuda/detail/simple_kernel.cuh"
+#include "amla/backend/cuda/rescale.cuh"
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "amla/config.hpp"
+#include "amla/numeric/bf16.hpp"
+
+namespace amla::cuda {
+
+/// The sizes of a decode problem; the same fields and rules as amla::attention::DecodeShape
+/// (every field >= 1, h_kv divides h_q, a sequence holds at most max_pages_per_seq * page_size
+/// keys).
+struct DecodeShape {
+  int batch = 1;
+  int s_q = 1;
+  int h_q = 128;
+  int h_kv = 1;
+  int d_qk = 576;
+  int d_v = 512;
+  int num_pages = 1;
+  int page_size = 64;
+  int max_pages_per_seq = 1;
+
+  std::int64_t max_seqlen() const {
+    return static_cast<std::int64_t>(max_pages_per_seq) * page_size;
+  }
+  std::size_t q_elems() const { return prod(batch, s_q, h_q) * static_cast<std::size_t>(d_qk); }
+  std::size_t kv_elems() const {
+    return prod(num_pages, page_size, h_kv) * static_cast<std::size_t>(d_qk);
+  }
+  std::size_t v_elems() const {
+    return prod(num_pages, page_size, h_kv) * static_cast<std::size_t>(d_v);
+  }
+  std::size_t block_table_elems() const { return prod(batch, max_pages_per_seq, 1); }
+  std::size_t out_elems() const { return prod(batch, s_q, h_q) * static_cast<std::size_t>(d_v); }
+  std::size_t lse_elems() const { return prod(batch, h_q, s_q); }
+
+ private:
+  static std::size_t prod(int a, int b, int c) {
+    return static_cast<std::size_t>(a) * static_cast<std::size_t>(b) * static_cast<std::size_t>(c);
+  }
+};
+
+/// Device pointers of the inputs (layouts in the file comment).
+struct DeviceDecodeInputs {
+  DecodeShape shape;
+  const bf16* q = nullptr;
+  const bf16* kv = nullptr;
+  const bf16* v = nullptr;  ///< nullptr: V is the first d_v columns of kv
+  const std::int32_t* block_table = nullptr;
+  const std::int32_t* seqlens = nullptr;
+};
+
+/// Device pointers of the outputs.
+struct DeviceDecodeOutputs {
+  bf16* out = nullptr;   ///< [batch, s_q, h_q, d_v]
+  float* lse = nullptr;  ///< [batch, h_q, s_q], natural log
+};
+
+enum class kernel_kind : std::uint8_t { automatic, simple, hopper };
+
+/// L2 eviction priority the Hopper kernel gives the KV cache lines it loads (page sizes >= 64).
+enum class l2_hint : std::uint8_t { none, evict_first, evict_last };
+
+inline const char* to_string(kernel_kind k) {
+  switch (k) {
+    case kernel_kind::automatic:
+      return "automatic";
+    case kernel_kind::simple:
+      return "simple";
+    case kernel_kind::hopper:
+      return "hopper";
+  }
+  return "?";
+}
+
+struct CudaDecodeOptions {
+  bool causal = false;                 ///< mask aligned to the end (see the file comment)
+  std::optional<float> softmax_scale;  ///< default 1 / sqrt(d_qk); finite and > 0
+  rescale_mode mode = rescale_mode::standard;
+  kernel_kind kernel = kernel_kind::automatic;
+  /// KV splits of the Hopper kernel: 0 picks enough to fill the GPU, 1 disables split-KV,
+  /// at most 64. The simple kernel never splits.
+  int num_splits = 0;
+  /// Copy seqlens and block_table to the host and validate them (synchronises the stream).
+  bool check_tables = true;
+  /// Cache policy of the Hopper kernel's KV loads (a tuning knob; results do not depend on it).
+  /// Measured on an H200 (bench/CUDA_RESULTS.md): evict-first, which FlashMLA reports helps it,
+  /// gave no gain here, so the default is none.
+  l2_hint kv_l2_hint = l2_hint::none;
+  /// Hopper kernel: the second warpgroup issues its Q K^T only after the first has issued its
+  /// own, so that the first one's softmax overlaps it (a tuning knob; results do not change).
+  bool stagger_qk = true;
+  /// The form of AMLA's integer add (amla::pow2_mode, as attention/amla.hpp's amla_options::
+  /// rescale): hardware is the raw add, garbage where Lemma 3.1 fails (an O element that is 0 or
+  /// tiny when a negative exponent add reaches it); safe keeps the intended value there. checked
+  /// needs the CPU reference's reporting and is rejected here.
+  pow2_mode amla_add = pow2_mode::hardware;
+};
+
+/// What decode() launched.
+struct DecodeLaunch {
+  kernel_kind kernel = kernel_kind::simple;
+  int num_splits = 1;
+  std::string fallback_reason;  ///< why automatic chose the simple kernel (empty otherwise)
+};
+
+namespace detail {
+
+inline constexpr int max_splits = combine::max_splits;
+
+/// Why the Hopper kernel cannot run this problem (empty: it can). Device-independent part.
+inline std::string hopper_unsupported(const DeviceDecodeInputs& in) {
+  const DecodeShape& s = in.shape;
+  if (s.d_qk != hopper::d_qk || s.d_v != hopper::d_v) {
+    return "needs d_qk = 576 and d_v = 512 (got " + std::to_string(s.d_qk) + ", " +
+           std::to_string(s.d_v) + ")";
+  }
+  if (in.v != nullptr) return "needs V inside the kv cache (v = nullptr)";
+  if (s.h_kv != 1) return "needs h_kv = 1 (got " + std::to_string(s.h_kv) + ")";
+  const int ps = s.page_size;
+  if (!(ps % 64 == 0 || ps == 8 || ps == 16 || ps == 32)) {
+    return "needs page_size a multiple of 64 or one of 8, 16, 32 (got " + std::to_string(ps) + ")";
+  }
+  if (reinterpret_cast<std::uintptr_t>(in.q) % 16 != 0 ||
+      reinterpret_cast<std::uintptr_t>(in.kv) % 16 != 0) {
+    return "needs q and kv 16-byte aligned (TMA)";
+  }
+  return {};
+}
+
+/// Host-only validation (no CUDA call): throws amla::invalid_argument.
+inline float validate_host(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& out,
+                           const CudaDecodeOptions& opt) {
+  const DecodeShape& s = in.shape;
+  const char* fn = "amla::cuda::decode";
+  auto dim = [&](const char* name, int value) {
+    if (value < 1) amla::detail::throw_invalid(fn, name, std::to_string(value), "must be >= 1");
+  };
+  dim("shape.batch", s.batch);
+  dim("shape.s_q", s.s_q);
+  dim("shape.h_q", s.h_q);
+  dim("shape.h_kv", s.h_kv);
+  dim("shape.d_qk", s.d_qk);
+  dim("shape.d_v", s.d_v);
+  dim("shape.num_pages", s.num_pages);
+  dim("shape.page_size", s.page_size);
+  dim("shape.max_pages_per_seq", s.max_pages_per_seq);
+  if (s.h_q % s.h_kv != 0) {
+    amla::detail::throw_invalid(fn, "shape.h_kv", std::to_string(s.h_kv),
+                                "must divide shape.h_q = " + std::to_string(s.h_q));
+  }
+  if (in.v == nullptr && s.d_v > s.d_qk) {
+    amla::detail::throw_invalid(fn, "shape.d_v", std::to_string(s.d_v),
+                                "must be <= shape.d_qk = " + std::to_string(s.d_qk) +
+                                    " when V is read from the kv cache (v = nullptr)");
+  }
+  if (static_cast<std::int64_t>(s.num_pages) * s.page_size * s.h_kv > INT32_MAX) {
+    amla::detail::throw_invalid(fn, "shape.num_pages", std::to_string(s.num_pages),
+                                "num_pages * page_size * h_kv must stay below 2^31 (cache rows)");
+  }
+  auto nonnull = [&](const char* name, const void* p, const char* layout) {
+    if (p == nullptr) {
+      amla::detail::throw_invalid(fn, name, "nullptr",
+                                  std::string("must point to ") + layout + " in device memory");
+    }
+  };
+  nonnull("q", in.q, "[batch, s_q, h_q, d_qk] BF16");
+  nonnull("kv", in.kv, "[num_pages, page_size, h_kv, d_qk] BF16");
+  nonnull("block_table", in.block_table, "[batch, max_pages_per_seq] int32");
+  nonnull("seqlens", in.seqlens, "[batch] int32");
+  nonnull("out", out.out, "[batch, s_q, h_q, d_v] BF16");
+  nonnull("lse", out.lse, "[batch, h_q, s_q] float");
+  auto require = [&](bool ok, const char* name, const auto& value, const char* rule) {
+    if (!ok) amla::detail::throw_invalid(fn, name, amla::detail::to_text(value), rule);
+  };
+  if (opt.softmax_scale) {
+    const float sc = *opt.softmax_scale;
+    require(std::isfinite(sc) && sc > 0.0f, "options.softmax_scale", sc, "must be finite and > 0");
+  }
+  require(opt.mode == rescale_mode::standard || opt.mode == rescale_mode::amla, "options.mode",
+          static_cast<int>(opt.mode), "must be standard or amla");
+  require(opt.kernel == kernel_kind::automatic || opt.kernel == kernel_kind::simple ||
+              opt.kernel == kernel_kind::hopper,
+          "options.kernel", static_cast<int>(opt.kernel), "must be automatic, simple or hopper");
+  require(opt.num_splits >= 0 && opt.num_splits <= max_splits, "options.num_splits", opt.num_splits,
+          "must lie in [0, 64] (0 = automatic)");
+  if (opt.kernel == kernel_kind::hopper) {
+    const std::string why = hopper_unsupported(in);
+    if (!why.empty()) {
+      amla::detail::throw_invalid(fn, "options.kernel", "hopper",
+                                  "the Hopper kernel " + why + "; use automatic or simple");
+    }
+  }
+  return opt.softmax_scale ? *opt.softmax_scale
+                           : static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.d_qk)));
+}
+
+/// Copies seqlens and block_table to the host and checks them as the CPU reference does.
+/// Returns the largest seqlen.
+inline int validate_tables(const DeviceDecodeInputs& in, cudaStream_t stream) {
+  const DecodeShape& s = in.shape;
+  const char* fn = "amla::cuda::decode";
+  std::vector<std::int32_t> lens(static_cast<std::size_t>(s.batch));
+  std::vector<std::int32_t> table(s.block_table_elems());
+  AMLA_CUDA_CHECK(cudaMemcpyAsync(lens.data(), in.seqlens, lens.size() * sizeof(std::int32_t),
+                                  cudaMemcpyDeviceToHost, stream));
+  AMLA_CUDA_CHECK(cudaMemcpyAsync(table.data(), in.block_table, table.size() * sizeof(std::int32_t),
+                                  cudaMemcpyDeviceToHost, stream));
+  AMLA_CUDA_CHECK(cudaStreamSynchronize(stream));
+  int max_len = 0;
+  for (int b = 0; b < s.batch; ++b) {
+    const std::int32_t len = lens[static_cast<std::size_t>(b)];
+    if (len < 0 || len > s.max_seqlen()) {
+      amla::detail::throw_invalid(
+          fn, "seqlens", "seqlens[" + std::to_string(b) + "] = " + std::to_string(len),
+          "must lie in [0, max_pages_per_seq * page_size = " + std::to_string(s.max_seqlen()) +
+              "]");
+    }
+    max_len = std::max(max_len, static_cast<int>(len));
+    const int pages = (len + s.page_size - 1) / s.page_size;
+    for (int i = 0; i < pages; ++i) {
+      const std::int32_t page =
+          table[static_cast<std::size_t>(b) * s.max_pages_per_seq + static_cast<std::size_t>(i)];
+      if (page < 0 || page >= s.num_pages) {
+        amla::detail::throw_invalid(
+            fn, "block_table",
+            "block_table[" + std::to_string(b) + "][" + std::to_string(i) +
+                "] = " + std::to_string(page),
+            "a page holding keys of sequence " + std::to_string(b) + " (seqlen " +
+                std::to_string(len) +
+                ") must lie in [0, num_pages = " + std::to_string(s.num_pages) + ")");
+      }
+    }
+  }
+  return max_len;
+}
+
+/// cuTensorMapEncodeTiled through the runtime's driver entry point (no -lcuda needed).
+inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    AMLA_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000,
+                                                     cudaEnableDefault, &q));
+    if (q != cudaDriverEntryPointSuccess || p == nullptr) {
+      throw cuda_error("cudaGetDriverEntryPointByVersion(cuTensorMapEncodeTiled) found no symbol",
+                       static_cast<int>(q));
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  return fn;
+}
+
+/// A 2D BF16 tensor map with 128-byte swizzle: `rows` rows of `cols` elements, `row_bytes`
+/// apart; boxes of box_cols x box_rows.
+inline CUtensorMap make_tensor_map(const void* base, std::uint64_t cols, std::uint64_t rows,
+                                   std::uint64_t row_bytes, std::uint32_t box_cols,
+                                   std::uint32_t box_rows) {
+  CUtensorMap map;
+  const cuuint64_t dims[2] = {cols, rows};
+  const cuuint64_t strides[1] = {row_bytes};
+  const cuuint32_t box[2] = {box_cols, box_rows};
+  const cuuint32_t elem_strides[2] = {1, 1};
+  const CUresult r = tensor_map_encoder()(
+      &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides, box,
+      elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    throw cuda_error("cuTensorMapEncodeTiled failed with CUresult " + std::to_string(r) +
+                         " (cols " + std::to_string(cols) + ", rows " + std::to_string(rows) +
+                         ", row_bytes " + std::to_string(row_bytes) + ")",
+                     static_cast<int>(r));
+  }
+  return map;
+}
+
+struct device_facts {
+  int sms = 0;
+  int major = 0;
+  int minor = 0;
+};
+
+inline device_facts current_device() {
+  int dev = 0;
+  AMLA_CUDA_CHECK(cudaGetDevice(&dev));
+  device_facts f;
+  AMLA_CUDA_CHECK(cudaDeviceGetAttribute(&f.sms, cudaDevAttrMultiProcessorCount, dev));
+  AMLA_CUDA_CHECK(cudaDeviceGetAttribute(&f.major, cudaDevAttrComputeCapabilityMajor, dev));
+  AMLA_CUDA_CHECK(cudaDeviceGetAttribute(&f.minor, cudaDevAttrComputeCapabilityMinor, dev));
+  return f;
+}
+
+/// Splits for the Hopper kernel: enough CTAs for about one wave, at least two 64-key blocks
+/// per split.
+inline int choose_splits(int requested, int ctas, int sms, int max_len) {
+  const int blocks = (max_len + hopper::block_keys - 1) / hopper::block_keys;
+  const int cap = std::max(1, std::min(max_splits, blocks / 2));
+  if (requested > 0) return std::min(requested, std::max(1, blocks));
+  if (ctas >= sms) return 1;
+  return std::max(1, std::min(cap, sms / ctas));
+}
+
+template <rescale_mode Mode>
+void launch_simple(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& out, float scale,
+                   const CudaDecodeOptions& opt, cudaStream_t stream) {
+  const bool causal = opt.causal;
+  const DecodeShape& s = in.shape;
+  simple::params p{};
+  p.batch = s.batch;
+  p.s_q = s.s_q;
+  p.h_q = s.h_q;
+  p.h_kv = s.h_kv;
+  p.d_qk = s.d_qk;
+  p.d_v = s.d_v;
+  p.page_size = s.page_size;
+  p.max_pages = s.max_pages_per_seq;
+  p.causal = causal ? 1 : 0;
+  p.amla_safe = opt.amla_add == pow2_mode::safe ? 1 : 0;
+  p.scale_log2 = static_cast<float>(static_cast<double>(scale) * 1.4426950408889634);
+  p.q = reinterpret_cast<const __nv_bfloat16*>(in.q);
+  p.k = reinterpret_cast<const __nv_bfloat16*>(in.kv);
+  p.v = reinterpret_cast<const __nv_bfloat16*>(in.v != nullptr ? in.v : in.kv);
+  p.k_row = s.d_qk;
+  p.v_row = in.v != nullptr ? s.d_v : s.d_qk;
+  p.block_table = in.block_table;
+  p.seqlens = in.seqlens;
+  p.out = reinterpret_cast<__nv_bfloat16*>(out.out);
+  p.lse = out.lse;
+  const std::size_t smem = simple::smem_bytes(s.d_qk, s.d_v);
+  if (smem > 48 * 1024) {
+    AMLA_CUDA_CHECK(cudaFuncSetAttribute(simple::decode_kernel<Mode>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(smem)));
+  }
+  const dim3 grid(static_cast<unsigned>(s.h_q), static_cast<unsigned>(s.s_q),
+                  static_cast<unsigned>(s.batch));
+  simple::decode_kernel<Mode><<<grid, simple::threads, smem, stream>>>(p);
+  AMLA_CUDA_CHECK_LAUNCH("amla::cuda::detail::simple::decode_kernel");
+}
+
+template <rescale_mode Mode>
+int launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& out, float scale,
+                  const CudaDecodeOptions& opt, int max_len, const device_facts& dev,
+                  cudaStream_t stream) {
+  const bool causal = opt.causal;
+  const int requested_splits = opt.num_splits;
+  const DecodeShape& s = in.shape;
+  hopper::params p{};
+  p.batch = s.batch;
+  p.s_q = s.s_q;
+  p.h_q = s.h_q;
+  p.page_size = s.page_size;
+  p.max_pages = s.max_pages_per_seq;
+  p.rows = s.s_q * s.h_q;
+  p.row_blocks = (p.rows + hopper::rows_per_cta - 1) / hopper::rows_per_cta;
+  p.causal = causal ? 1 : 0;
+  p.kv_l2_hint = static_cast<int>(opt.kv_l2_hint);
+  p.stagger_qk = opt.stagger_qk ? 1 : 0;
+  p.scale_log2 = static_cast<float>(static_cast<double>(scale) * 1.4426950408889634);
+  p.block_table = in.block_table;
+  p.seqlens = in.seqlens;
+  p.out = reinterpret_cast<__nv_bfloat16*>(out.out);
+  p.lse = out.lse;
+  p.num_splits = choose_splits(requested_splits, p.row_blocks * s.batch, dev.sms, max_len);
+
+  const CUtensorMap tm_q =
+      make_tensor_map(in.q, hopper::d_qk, static_cast<std::uint64_t>(s.batch) * p.rows,
+                      hopper::d_qk * sizeof(bf16), 64, 64);
+  const CUtensorMap tm_kv =
+      make_tensor_map(in.kv, hopper::d_qk, static_cast<std::uint64_t>(s.num_pages) * s.page_size,
+                      hopper::d_qk * sizeof(bf16), 64,
+                      static_cast<std::uint32_t>(std::min(s.page_size, hopper::block_keys)));
+
+  void* workspace = nullptr;
+  if (p.num_splits > 1) {
+    const std::size_t rows_all = static_cast<std::size_t>(p.num_splits) * s.batch * p.rows;
+    AMLA_CUDA_CHECK(
+        cudaMallocAsync(&workspace, rows_all * (hopper::d_v + 1) * sizeof(float), stream));
+    p.out_part = static_cast<float*>(workspace);
+    p.lse_part = p.out_part + rows_all * hopper::d_v;
+  }
+  // AMLA's safe add is its own instantiation: its rare fix-up path must not cost the others
+  // registers.
+  using kernel_t = void (*)(CUtensorMap, CUtensorMap, hopper::params);
+  kernel_t kernel = hopper::decode_kernel<Mode, false>;
+  if constexpr (Mode == rescale_mode::amla) {
+    if (opt.amla_add == pow2_mode::safe) kernel = hopper::decode_kernel<Mode, true>;
+  }
+  AMLA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(hopper::smem_bytes)));
+  const dim3 grid(static_cast<unsigned>(p.row_blocks), static_cast<unsigned>(s.batch),
+                  static_cast<unsigned>(p.num_splits));
+  kernel<<<grid, hopper::threads, hopper::smem_bytes, stream>>>(tm_q, tm_kv, p);
+  AMLA_CUDA_CHECK_LAUNCH("amla::cuda::detail::hopper::decode_kernel");
+  if (p.num_splits > 1) {
+    combine::params c{};
+    c.batch = s.batch;
+    c.s_q = s.s_q;
+    c.h_q = s.h_q;
+    c.d_v = hopper::d_v;
+    c.num_splits = p.num_splits;
+    c.out_part = p.out_part;
+    c.lse_part = p.lse_part;
+    c.out = reinterpret_cast<__nv_bfloat16*>(out.out);
+    c.lse = out.lse;
+    combine::combine_kernel<<<dim3(static_cast<unsigned>(p.rows), static_cast<unsigned>(s.batch)),
+                              combine::threads, 0, stream>>>(c);
+    AMLA_CUDA_CHECK_LAUNCH("amla::cuda::detail::combine::combine_kernel");
+    AMLA_CUDA_CHECK(cudaFreeAsync(workspace, stream));
+  }
+  return p.num_splits;
+}
+
+template <rescale_mode Mode>
+DecodeLaunch dispatch(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& out, float scale,
+                      const CudaDecodeOptions& opt, int max_len, cudaStream_t stream) {
+  DecodeLaunch launch;
+  const device_facts dev = current_device();
+  std::string why = hopper_unsupported(in);
+  if (why.empty() && !(dev.major == 9 && dev.minor == 0)) {
+    why = "needs compute capability 9.0 (this device is " + std::to_string(dev.major) + "." +
+          std::to_string(dev.minor) + ")";
+    if (opt.kernel == kernel_kind::hopper) {
+      amla::detail::throw_invalid("amla::cuda::decode", "options.kernel", "hopper",
+                                  "the Hopper kernel " + why);
+    }
+  }
+  const bool hopper_ok = why.empty() && opt.kernel != kernel_kind::simple;
+  if (hopper_ok) {
+    launch.kernel = kernel_kind::hopper;
+    launch.num_splits = launch_hopper<Mode>(in, out, scale, opt, max_len, dev, stream);
+  } else {
+    launch.kernel = kernel_kind::simple;
+    launch.num_splits = 1;
+    if (opt.kernel == kernel_kind::automatic) launch.fallback_reason = "the Hopper kernel " + why;
+    launch_simple<Mode>(in, out, scale, opt, stream);
+  }
+  return launch;
+}
+
+}  // namespace detail
+
+/// Computes out and lse of a decode problem on `stream` (see the file comment). Validates on the
+/// host first (amla::invalid_argument), then launches; CUDA errors throw amla::cuda::cuda_error.
+/// Asynchronous unless options.check_tables.
+inline DecodeLaunch decode(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& out,
+                           const CudaDecodeOptions& options = {}, cudaStream_t stream = nullptr) {
+  const float scale = detail::validate_host(in, out, options);
+  const int max_len =
+      options.check_tables
+          ? detail::validate_tables(in, stream)
+          : static_cast<int>(std::min<std::int64_t>(in.shape.max_seqlen(), INT32_MAX));
+  if (options.mode == rescale_mode::amla) {
+    return detail::dispatch<rescale_mode::amla>(in, out, scale, options, max_len, stream);
+  }
+  return detail::dispatch<rescale_mode::standard>(in, out, scale, options, max_len, stream);
+}
+
+}  // namespace amla::cuda

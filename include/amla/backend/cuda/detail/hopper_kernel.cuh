@@ -1,0 +1,656 @@
+// amla/backend/cuda/detail/hopper_kernel.cuh: the fast MLA decode kernel for Hopper (sm_90a).
+//
+// Shape it serves: d_qk = 576, d_v = 512 (values are the first 512 columns of the K cache),
+// h_kv = 1, BF16 q and cache, page_size a multiple of 64 or one of 8, 16, 32. Any batch, s_q, h_q,
+// seqlens, causal or not.
+//
+// ---- Work decomposition -------------------------------------------------------------------------
+// The s_q * h_q query rows of a request (r = t * h_q + h, token-major as amla's HeadGroup) are cut
+// into blocks of 64 rows; a CTA owns one row block of one request and one contiguous range of
+// 64-key KV blocks (its split). Grid (row_blocks, batch, splits). With one split the CTA writes
+// out and lse; with several it writes a normalised FP32 partial and its lse, and combine.cuh
+// merges them.
+//
+// ---- Shared memory (218 KB) --------------------------------------------------------------
+//   Q         64 x 576 BF16 as 9 column chunks of 64 x 64 (8 KB each, 128-byte swizzle)  72 KB
+//   KV[0..1]  two KV blocks of 64 keys x 576, the same 9-chunk layout                    144 KB
+//   messages  per-row frames the warpgroups pass each other, the l exchange, mbarriers    2 KB
+// Chunk c of a buffer holds columns [64c, 64c + 64). Chunks 0-3 are V's left half, 4-7 V's right
+// half, chunk 8 the RoPE part of K, used only by Q K^T; once that product is done, chunk 8 holds
+// the block's P (64 x 64 BF16, the same 8 KB swizzled layout) that both warpgroups' P V read. Every
+// chunk has its own mbarrier, so the TMA refills a chunk as soon as its last reader is done and Q
+// K^T consumes chunks in arrival order.
+//
+// ---- The schedule: two warpgroups, O split by columns, blocks in pairs --------------------
+// Two consumer warpgroups, no producer warp: WG0 owns O_L = O[:, 0:256], WG1 owns
+// O_R = O[:, 256:512] (each 64 x 256 FP32 = 128 registers per thread). Each iteration takes two
+// KV blocks, A (buffer 0) and B (buffer 1); each block's Q K^T is computed by one warpgroup, its
+// P V by both:
+//   1. WG0: S_A = Q K_A^T (wgmma SS, 36 x m64n64k16); WG1: S_B = Q K_B^T, issued once WG0 has
+//      issued S_A (named barrier 5, CudaDecodeOptions::stagger_qk), so that WG0's softmax of A
+//      overlaps S_B on the tensor cores.
+//   2. WG0: frame A = step(frame, rowmax S_A), P_A = exp2(S_A - m_A); publishes frame A and P_A
+//      (into KV[0] chunk 8); named barrier 1.
+//   3. WG0: O_L = step_A(O_L) + P_A V_A[:, L]; WG1: O_R = step_A(O_R) + P_A V_A[:, R] (both
+//      wgmma SS with P_A from shared memory: its fragments would cost 16 registers per thread
+//      across the O rescale, and the AMLA kernels have none to spare).
+//   4. WG1, while both halves of step 3 run: frame B = step(frame A, rowmax S_B), P_B; publishes
+//      them (P_B into KV[1] chunk 8); named barrier 2.
+//   5. WG0: O_L = step_B(O_L) + P_B V_B[:, L]; WG1: O_R = step_B(O_R) + P_B V_B[:, R] (SS).
+// Both halves therefore follow the CPU recurrence's block order exactly, block size 64 (Base:
+// O = O exp(m_old - m_new) + BF16(P) V; AMLA: O = AS_FP32(AS_INT32(O) + k) + BF16(P S16) V).
+// This is the FlashMLA deep dive's idea (two warpgroups, one output split in halves, P handed
+// across in shared memory) without its seesaw reordering: block A's P V runs on both halves right
+// after frame A, so all of KV[0] is free one P V earlier and the next pair's first Q K^T finds its
+// data. Refills: KV[b] chunks 0-3 by WG0 after its step 3 (b = 0) or 5 (b = 1); KV[b] chunks
+// 4-8 by WG1 after its own step and after WG0 has signalled (named barriers 6, 7) that it is done
+// with chunk 8, the P tile both read. The refilling thread is the first of its warpgroup, after a
+// warpgroup barrier (every warp's wgmma is complete).
+//
+// ---- In the simulator's vocabulary (amla/sim) ---------------------------------------------
+//   Cube: the tensor cores, driven by wgmma from both warpgroups: C1 (Q K^T) per block, C2 (P V)
+//     in two halves per block (V_L by WG0, V_R by WG1).
+//   Vector: the CUDA cores of the same two warpgroups: V1 (mask, max, exp2, P cast, publish) and
+//     the rescale of O in registers (standard: an FP32 multiply; AMLA: an integer add).
+//   Preload depth: two KV blocks resident (KV[0], KV[1]); block A of the next pair streams in
+//     while the current pair's block-B P V runs, block B while the next block A's Q K^T runs.
+//   Each warpgroup is both Cube issuer and Vector worker. The overlap comes from the pairing:
+//     WG0's V1 of block A runs while WG1's C1 of block B occupies the tensor cores, WG1's V1 of
+//     block B while both halves of block A's C2 run.
+//
+// ---- Rescaling modes (rescale.cuh) ----------------------------------------------------------
+// Standard: O *= exp2(m_old - m_new), skipped when every row of the warp has factor 1 (exact).
+// AMLA: O's bits += k for every row that has seen a key (k is never 0 there: the +1e-6 nudge
+// alone gives 8), P scaled by S16 before its BF16 cast, out = O / (l * S16).
+#pragma once
+
+#include "amla/backend/cuda/detail/check.cuh"
+#include "amla/backend/cuda/detail/ptx.cuh"
+#include "amla/backend/cuda/rescale.cuh"
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+namespace amla::cuda::detail::hopper {
+
+inline constexpr int rows_per_cta = 64;
+inline constexpr int block_keys = 64;
+inline constexpr int d_qk = 576;
+inline constexpr int d_v = 512;
+inline constexpr int chunks = 9;
+inline constexpr int chunk_bytes = 64 * 128;
+inline constexpr int tile_bytes = chunks * chunk_bytes;
+inline constexpr int threads = 256;
+
+enum barrier_id : int {
+  bar_p_a = 1,     ///< WG0 -> WG1: frame A and P_A published
+  bar_p_b = 2,     ///< WG1 -> WG0: frame B and P_B published
+  bar_wg0 = 3,     ///< WG0 alone (128 threads)
+  bar_wg1 = 4,     ///< WG1 alone
+  bar_qk = 5,      ///< WG0 -> WG1: S_A issued, WG1 may issue S_B (params::stagger_qk)
+  bar_a_done = 6,  ///< WG0 -> WG1: WG0's P_A V_A done (KV[0] chunk 8 may be refilled)
+  bar_b_done = 7,  ///< WG0 -> WG1: WG0's P_B V_B done (KV[1] chunk 8 may be refilled)
+};
+
+/// A row's frame as published to the other warpgroup, with the step that produced it.
+struct frame_message {
+  row_frame frame;
+  float o_scale;
+  std::int32_t o_add;
+};
+
+struct shared_storage {
+  std::uint8_t q[tile_bytes];
+  std::uint8_t kv[2][tile_bytes];
+  frame_message msg_a[rows_per_cta];
+  frame_message msg_b[rows_per_cta];
+  float l_part[2][rows_per_cta];
+  std::uint64_t bar_q;
+  std::uint64_t bar_kv[2][chunks];
+};
+
+/// Dynamic shared memory to request: the storage plus slack to align it to 1024 bytes (the
+/// 128-byte swizzle repeats every 1024 bytes and descriptors assume aligned tiles).
+inline constexpr std::size_t smem_bytes = sizeof(shared_storage) + 1024;
+static_assert(smem_bytes <= 227 * 1024, "the Hopper kernel's shared memory exceeds 227 KB");
+
+struct params {
+  int batch, s_q, h_q, page_size, max_pages;
+  int rows;        ///< s_q * h_q
+  int row_blocks;  ///< ceil(rows / 64)
+  int num_splits;
+  int causal;
+  int kv_l2_hint;  ///< 0 none, 1 evict first, 2 evict last (TMA loads of the KV cache)
+  int stagger_qk;  ///< 1: WG1 issues S_B only after WG0 has issued S_A
+  float scale_log2;
+  const std::int32_t* block_table;
+  const std::int32_t* seqlens;
+  __nv_bfloat16* out;  ///< final output (num_splits == 1)
+  float* lse;
+  float* out_part;  ///< [num_splits, batch, rows, 512] (num_splits > 1)
+  float* lse_part;  ///< [num_splits, batch, rows]
+};
+
+/// Visible keys of request row r (token t = r / h_q).
+__device__ __forceinline__ int row_visible(const params& p, int seqlen, int r) {
+  if (!p.causal) return seqlen;
+  const int t = r / p.h_q;
+  return max(0, min(seqlen, seqlen - p.s_q + t + 1));
+}
+
+/// Issues the TMA loads of chunks [c_lo, c_hi) of KV block kb into buffer `buf` (one thread).
+/// Sub-pages of a block past the sequence's length are loaded from a negative, out-of-bounds row
+/// (zeros) so their block_table entries are never read.
+__device__ __forceinline__ void load_kv(shared_storage& sm, const CUtensorMap* map, const params& p,
+                                        const std::int32_t* table, int seqlen, int buf, int kb,
+                                        int c_lo, int c_hi) {
+  const int key0 = kb * block_keys;
+  if (p.page_size >= block_keys) {
+    const int row = table[key0 / p.page_size] * p.page_size + key0 % p.page_size;
+    for (int c = c_lo; c < c_hi; ++c) {
+      ptx::mbar_arrive_expect_tx(&sm.bar_kv[buf][c], chunk_bytes);
+      ptx::tma_load_2d(sm.kv[buf] + c * chunk_bytes, map, c * 64, row, &sm.bar_kv[buf][c]);
+    }
+  } else {
+    const int subs = block_keys / p.page_size;
+    for (int c = c_lo; c < c_hi; ++c) {
+      ptx::mbar_arrive_expect_tx(&sm.bar_kv[buf][c], chunk_bytes);
+      for (int s = 0; s < subs; ++s) {
+        const int key = key0 + s * p.page_size;
+        const int row = key < seqlen ? table[key / p.page_size] * p.page_size : -p.page_size;
+        ptx::tma_load_2d(sm.kv[buf] + c * chunk_bytes + s * p.page_size * 128, map, c * 64, row,
+                         &sm.bar_kv[buf][c]);
+      }
+    }
+  }
+}
+
+/// Descriptor of a K-major 64-row tile chunk (Q, K or P), k-step kk (16 columns) within it.
+__device__ __forceinline__ std::uint64_t desc_kmajor(const std::uint8_t* chunk, int kk) {
+  return ptx::smem_desc_sw128(ptx::smem_u32(chunk) + kk * 32, 16, 1024);
+}
+/// Descriptor of V (MN-major B operand): 16 keys from key 16 kk, 256 columns from chunk c0.
+__device__ __forceinline__ std::uint64_t desc_v(const std::uint8_t* buf, int c0, int kk) {
+  return ptx::smem_desc_sw128(ptx::smem_u32(buf + c0 * chunk_bytes) + kk * 2048, chunk_bytes, 1024);
+}
+
+/// S = Q K^T for the block in buffer `buf`, consuming chunks in the order given. With `signal`,
+/// arrives at bar_qk once every wgmma is issued (before waiting for them).
+template <int C0, int C1, int C2, int C3, int C4, int C5, int C6, int C7, int C8>
+__device__ __forceinline__ void qk_product(float (&s)[32], shared_storage& sm, int buf,
+                                           std::uint32_t parity, bool signal = false) {
+  constexpr int order[chunks] = {C0, C1, C2, C3, C4, C5, C6, C7, C8};
+#pragma unroll
+  for (int i = 0; i < 32; ++i) s[i] = 0.0f;
+  ptx::fence_regs(s);
+#pragma unroll
+  for (int ci = 0; ci < chunks; ++ci) {
+    const int c = order[ci];
+    ptx::mbar_wait(&sm.bar_kv[buf][c], parity);
+    // A fence after every wait, as CUTLASS's mainloops do: the wait is a loop, and without an
+    // explicit fence ptxas inserts its own on that path and serialises all wgmma (C7520).
+    ptx::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      ptx::wgmma_m64n64k16_ss_kmajor(s, desc_kmajor(sm.q + c * chunk_bytes, kk),
+                                     desc_kmajor(sm.kv[buf] + c * chunk_bytes, kk),
+                                     (ci | kk) != 0 ? 1 : 0);
+    }
+  }
+  ptx::wgmma_commit();
+  if (signal) ptx::bar_arrive(bar_qk, 256);
+  ptx::wgmma_wait<0>();
+  ptx::fence_regs(s);
+}
+
+/// Scales scores to base 2 and masks keys a row cannot see (-inf). Rows r0 (elements e < 2) and
+/// r1 = r0 + 8 (e >= 2); element i holds key 8 (i / 4) + 2 quad + (i & 1) of the block.
+__device__ __forceinline__ void scale_mask(float (&s)[32], float scale_log2, bool masked,
+                                           int key_base, int vis0, int vis1, int quad) {
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    const int key = key_base + 8 * (i / 4) + 2 * quad + (i & 1);
+    const int vis = (i & 2) ? vis1 : vis0;
+    const float v = s[i] * scale_log2;
+    s[i] = (!masked || key < vis) ? v : neg_inf_f;
+  }
+}
+
+__device__ __forceinline__ void row_max(const float (&s)[32], float& mx0, float& mx1) {
+  mx0 = neg_inf_f;
+  mx1 = neg_inf_f;
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    if (i & 2) {
+      mx1 = fmaxf(mx1, s[i]);
+    } else {
+      mx0 = fmaxf(mx0, s[i]);
+    }
+  }
+#pragma unroll
+  for (int o = 1; o <= 2; o <<= 1) {
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, o));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, o));
+  }
+}
+
+/// s <- exp2(s - m) per row; returns this thread's partial row sums (the quad reduction waits
+/// until the end, since l only ever gets per-row scales).
+__device__ __forceinline__ void exponentiate(float (&s)[32], float m0, float m1, float& sum0,
+                                             float& sum1) {
+  const float u0 = usable_max(m0), u1 = usable_max(m1);
+  sum0 = 0.0f;
+  sum1 = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    const float e = fast_exp2(s[i] - ((i & 2) ? u1 : u0));
+    s[i] = e;
+    if (i & 2) {
+      sum1 += e;
+    } else {
+      sum0 += e;
+    }
+  }
+}
+
+__device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const std::uint32_t*>(&v);
+}
+
+/// The m16k16 A fragments of P for the 4 k-steps of a 64-key block, each row scaled by ps0/ps1.
+template <bool Scaled>
+__device__ __forceinline__ void make_p_fragments(std::uint32_t (&a)[4][4], const float (&s)[32],
+                                                 float ps0, float ps1) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    const int i = 8 * kk;
+    if constexpr (Scaled) {
+      a[kk][0] = pack_bf16(s[i + 0] * ps0, s[i + 1] * ps0);
+      a[kk][1] = pack_bf16(s[i + 2] * ps1, s[i + 3] * ps1);
+      a[kk][2] = pack_bf16(s[i + 4] * ps0, s[i + 5] * ps0);
+      a[kk][3] = pack_bf16(s[i + 6] * ps1, s[i + 7] * ps1);
+    } else {
+      a[kk][0] = pack_bf16(s[i + 0], s[i + 1]);
+      a[kk][1] = pack_bf16(s[i + 2], s[i + 3]);
+      a[kk][2] = pack_bf16(s[i + 4], s[i + 5]);
+      a[kk][3] = pack_bf16(s[i + 6], s[i + 7]);
+    }
+  }
+}
+
+/// Writes P fragments into a 64 x 64 BF16 tile with the 128-byte swizzle (16-byte unit u of row r
+/// lands at unit u ^ (r & 7)); conflict-free: the 8 rows of a warp store hit 8 different units.
+__device__ __forceinline__ void store_p_tile(std::uint8_t* tile, const std::uint32_t (&a)[4][4],
+                                             int r0, int quad) {
+  const int r1 = r0 + 8;
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int unit = 2 * kk + h;  // 8-key column group
+      *reinterpret_cast<std::uint32_t*>(tile + r0 * 128 + ((unit ^ (r0 & 7)) << 4) + quad * 4) =
+          a[kk][2 * h + 0];
+      *reinterpret_cast<std::uint32_t*>(tile + r1 * 128 + ((unit ^ (r1 & 7)) << 4) + quad * 4) =
+          a[kk][2 * h + 1];
+    }
+  }
+}
+
+/// Zeroes V rows [first_key, 64) of chunks [c_lo, c_hi) (the keys past the CTA's last visible
+/// one, which may hold anything, NaN included, and would poison P V with 0 * NaN). Called by one
+/// warpgroup (128 threads) that then fences and syncs before its wgmma reads them.
+__device__ __forceinline__ void zero_tail(std::uint8_t* buf, int first_key, int c_lo, int c_hi,
+                                          int tid_wg) {
+  const int rows = block_keys - first_key;
+  const int units = rows * 8 * (c_hi - c_lo);  // 16-byte units
+  for (int u = tid_wg; u < units; u += 128) {
+    const int c = c_lo + u / (rows * 8);
+    const int rem = u % (rows * 8);
+    const int row = first_key + rem / 8;
+    *reinterpret_cast<uint4*>(buf + c * chunk_bytes + row * 128 + (rem % 8) * 16) =
+        make_uint4(0u, 0u, 0u, 0u);
+  }
+}
+
+template <rescale_mode Mode, bool SafeAdd, int N>
+__device__ __forceinline__ void rescale_rows(float (&o)[N], const frame_step& st0,
+                                             const frame_step& st1) {
+  if constexpr (Mode == rescale_mode::standard) {
+    // A factor of exactly 1 leaves O unchanged: skip the multiply when the whole warp agrees.
+    if (__all_sync(0xffffffffu, st0.o_scale == 1.0f && st1.o_scale == 1.0f)) return;
+#pragma unroll
+    for (int i = 0; i < N; ++i) o[i] *= (i & 2) ? st1.o_scale : st0.o_scale;
+  } else {
+    if (__all_sync(0xffffffffu, st0.o_add == 0 && st1.o_add == 0)) return;
+    const std::uint32_t k0 = static_cast<std::uint32_t>(st0.o_add);
+    const std::uint32_t k1 = static_cast<std::uint32_t>(st1.o_add);
+    if constexpr (!SafeAdd) {
+#pragma unroll
+      for (int i = 0; i < N; ++i)
+        o[i] = __uint_as_float(__float_as_uint(o[i]) + ((i & 2) ? k1 : k0));
+      return;
+    } else {
+      // Safe form in one pass (rescale.cuh, amla_add_flush): a second, fix-up pass over the 128
+      // accumulators makes the kernel spill.
+      const std::uint32_t lo0 = exact_window(st0.o_add).lo, lo1 = exact_window(st1.o_add).lo;
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        o[i] = amla_add_flush(o[i], (i & 2) ? k1 : k0, (i & 2) ? lo1 : lo0);
+      }
+    }
+  }
+}
+
+/// SafeAdd: AMLA's add in the safe form (rescale.cuh); false is the raw hardware add.
+template <rescale_mode Mode, bool SafeAdd>
+__global__ void __launch_bounds__(threads, 1)
+    decode_kernel(const __grid_constant__ CUtensorMap tm_q,
+                  const __grid_constant__ CUtensorMap tm_kv, const params p) {
+  extern __shared__ std::uint8_t smem_raw[];
+  shared_storage& sm = *reinterpret_cast<shared_storage*>(
+      (reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) & ~static_cast<std::uintptr_t>(1023));
+
+  const int row_block = blockIdx.x, b = blockIdx.y, split = blockIdx.z;
+  const int wg = threadIdx.x / 128;
+  const int tid_wg = threadIdx.x % 128;
+  const int warp = tid_wg / 32, lane = threadIdx.x % 32;
+  const int quad = lane % 4;
+  const int r0 = warp * 16 + lane / 4, r1 = r0 + 8;  // this thread's two rows within the CTA
+
+  // ---- this CTA's rows and key range ----
+  const int seqlen = p.seqlens[b];
+  const int row_first = row_block * rows_per_cta;
+  const int row_last = min(row_first + rows_per_cta, p.rows) - 1;
+  const int vis_min = row_visible(p, seqlen, row_first);
+  const int vis_max = row_visible(p, seqlen, row_last);
+  // Padding rows (past p.rows) see as much as the last real row: they compute finite garbage
+  // that is never written, and never widen the key range.
+  const int vis0 = row_first + r0 <= row_last ? row_visible(p, seqlen, row_first + r0) : vis_max;
+  const int vis1 = row_first + r1 <= row_last ? row_visible(p, seqlen, row_first + r1) : vis_max;
+  const int n_blocks = (vis_max + block_keys - 1) / block_keys;
+  const int per_split = (n_blocks + p.num_splits - 1) / p.num_splits;
+  const int kb_begin = min(n_blocks, split * per_split);
+  const int kb_end = min(n_blocks, kb_begin + per_split);
+  const int tail_block = vis_max % block_keys != 0 ? n_blocks - 1 : -1;
+  const int tail_first = vis_max % block_keys;
+  const std::int32_t* table = p.block_table + static_cast<std::int64_t>(b) * p.max_pages;
+
+  if (threadIdx.x == 0) {
+    ptx::mbar_init(&sm.bar_q, 1);
+    for (int i = 0; i < 2; ++i)
+      for (int c = 0; c < chunks; ++c) ptx::mbar_init(&sm.bar_kv[i][c], 1);
+    ptx::fence_mbar_init();
+  }
+  __syncthreads();
+  if (threadIdx.x == 0 && kb_begin < kb_end) {
+    ptx::prefetch_tensor_map(&tm_q);
+    ptx::prefetch_tensor_map(&tm_kv);
+    ptx::mbar_arrive_expect_tx(&sm.bar_q, tile_bytes);
+    const int q_row = b * p.rows + row_first;
+    for (int c = 0; c < chunks; ++c) {
+      ptx::tma_load_2d(sm.q + c * chunk_bytes, &tm_q, c * 64, q_row, &sm.bar_q);
+    }
+    load_kv(sm, &tm_kv, p, table, seqlen, 0, kb_begin, 0, chunks);
+    if (kb_begin + 1 < kb_end) load_kv(sm, &tm_kv, p, table, seqlen, 1, kb_begin + 1, 0, chunks);
+  }
+
+  float o[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) o[i] = 0.0f;
+  row_frame f0, f1;            // frames of rows r0, r1 (after the last block seen by this WG)
+  float l0 = 0.0f, l1 = 0.0f;  // this thread's partial row sums of its own blocks
+  const bool leader = tid_wg == 0;
+
+  if (kb_begin < kb_end) ptx::mbar_wait(&sm.bar_q, 0);
+
+  for (int j = 0;; ++j) {
+    const int kb_a = kb_begin + 2 * j;
+    if (kb_a >= kb_end) break;
+    const int kb_b = kb_a + 1;
+    const bool has_b = kb_b < kb_end;
+    const std::uint32_t parity = static_cast<std::uint32_t>(j & 1);
+    float s[32];
+
+    if (wg == 0) {
+      // ---- WG0: S_A, frame A, P_A (into KV[0] chunk 8, for both warpgroups) ----
+      qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 0, parity, p.stagger_qk != 0);
+      const bool masked = (kb_a + 1) * block_keys > vis_min;
+      scale_mask(s, p.scale_log2, masked, kb_a * block_keys, vis0, vis1, quad);
+      float mx0, mx1;
+      row_max(s, mx0, mx1);
+      const frame_step sa0 = step_frame<Mode>(f0, fmaxf(f0.m, mx0));
+      const frame_step sa1 = step_frame<Mode>(f1, fmaxf(f1.m, mx1));
+      if (quad == 0) {
+        sm.msg_a[r0] = frame_message{sa0.next, sa0.o_scale, sa0.o_add};
+        sm.msg_a[r1] = frame_message{sa1.next, sa1.o_scale, sa1.o_add};
+      }
+      float sum0, sum1;
+      exponentiate(s, sa0.next.m, sa1.next.m, sum0, sum1);
+      l0 = l0 * sa0.l_scale + sum0;
+      l1 = l1 * sa1.l_scale + sum1;
+      {
+        std::uint32_t pa[4][4];
+        make_p_fragments<Mode == rescale_mode::amla>(pa, s, sa0.p_scale, sa1.p_scale);
+        store_p_tile(sm.kv[0] + 8 * chunk_bytes, pa, r0, quad);
+      }
+      ptx::fence_proxy_async_smem();
+      ptx::bar_arrive(bar_p_a, 256);
+
+      // ---- WG0: O_L = step_A(O_L) + P_A V_A[:, L] (P_A from shared memory: holding its
+      // fragments in registers across the rescale would cost 16 registers per thread) ----
+      rescale_rows<Mode, SafeAdd>(o, sa0, sa1);
+      if (kb_a == tail_block) zero_tail(sm.kv[0], tail_first, 0, 4, tid_wg);
+      ptx::fence_proxy_async_smem();
+      ptx::bar_sync(bar_wg0, 128);  // all of P_A (and the zeroed tail) written
+      ptx::fence_regs(o);
+      ptx::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        ptx::wgmma_m64n256k16_ss_btrans(o, desc_kmajor(sm.kv[0] + 8 * chunk_bytes, kk),
+                                        desc_v(sm.kv[0], 0, kk), 1);
+      }
+      ptx::wgmma_commit();
+      ptx::wgmma_wait<0>();
+      ptx::fence_regs(o);
+      ptx::bar_sync(bar_wg0, 128);  // every warp of WG0 is done reading KV[0] chunks 0-3 and 8
+      ptx::bar_arrive(bar_a_done, 256);
+      if (leader && kb_a + 2 < kb_end) load_kv(sm, &tm_kv, p, table, seqlen, 0, kb_a + 2, 0, 4);
+
+      // ---- WG0: O_L = step_B(O_L) + P_B V_B[:, L] (P_B from WG1 through KV[1] chunk 8) ----
+      ptx::bar_sync(bar_p_b, 256);
+      if (has_b) {
+        const frame_message mb0 = sm.msg_b[r0], mb1 = sm.msg_b[r1];
+        const frame_step sb0{mb0.frame, mb0.o_scale, mb0.o_add, 1.0f, 1.0f};
+        const frame_step sb1{mb1.frame, mb1.o_scale, mb1.o_add, 1.0f, 1.0f};
+        rescale_rows<Mode, SafeAdd>(o, sb0, sb1);
+        if (kb_b == tail_block) {
+          zero_tail(sm.kv[1], tail_first, 0, 4, tid_wg);
+          ptx::fence_proxy_async_smem();
+          ptx::bar_sync(bar_wg0, 128);
+        }
+        ptx::fence_regs(o);
+        ptx::wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+          ptx::wgmma_m64n256k16_ss_btrans(o, desc_kmajor(sm.kv[1] + 8 * chunk_bytes, kk),
+                                          desc_v(sm.kv[1], 0, kk), 1);
+        }
+        ptx::wgmma_commit();
+        // l_L (blocks A so far) moves from frame A to frame B.
+        if (sa0.next.m != neg_inf_f) l0 *= fast_exp2(sa0.next.m - mb0.frame.m);
+        if (sa1.next.m != neg_inf_f) l1 *= fast_exp2(sa1.next.m - mb1.frame.m);
+        f0 = mb0.frame;
+        f1 = mb1.frame;
+        ptx::wgmma_wait<0>();
+        ptx::fence_regs(o);
+        ptx::bar_sync(bar_wg0, 128);
+        ptx::bar_arrive(bar_b_done, 256);
+        if (leader && kb_b + 2 < kb_end) load_kv(sm, &tm_kv, p, table, seqlen, 1, kb_b + 2, 0, 4);
+      } else {
+        f0 = sa0.next;
+        f1 = sa1.next;
+      }
+    } else {
+      // ---- WG1: S_B (after S_A on the tensor cores when staggered, so WG0's softmax of block A
+      // overlaps it) ----
+      if (p.stagger_qk) ptx::bar_sync(bar_qk, 256);
+      if (has_b) {
+        qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 1, parity);
+        const bool masked = (kb_b + 1) * block_keys > vis_min;
+        scale_mask(s, p.scale_log2, masked, kb_b * block_keys, vis0, vis1, quad);
+      } else {
+#pragma unroll
+        for (int i = 0; i < 32; ++i) s[i] = neg_inf_f;
+      }
+
+      // ---- WG1: O_R = step_A(O_R) + P_A V_A[:, R] (P_A from WG0 through KV[0] chunk 8) ----
+      ptx::bar_sync(bar_p_a, 256);
+      const frame_message ma0 = sm.msg_a[r0], ma1 = sm.msg_a[r1];
+      {
+        const frame_step sa0{ma0.frame, ma0.o_scale, ma0.o_add, 1.0f, 1.0f};
+        const frame_step sa1{ma1.frame, ma1.o_scale, ma1.o_add, 1.0f, 1.0f};
+        rescale_rows<Mode, SafeAdd>(o, sa0, sa1);
+      }
+      if (kb_a == tail_block) {
+        zero_tail(sm.kv[0], tail_first, 4, 8, tid_wg);
+        ptx::fence_proxy_async_smem();
+        ptx::bar_sync(bar_wg1, 128);
+      }
+      ptx::fence_regs(o);
+      ptx::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        ptx::wgmma_m64n256k16_ss_btrans(o, desc_kmajor(sm.kv[0] + 8 * chunk_bytes, kk),
+                                        desc_v(sm.kv[0], 4, kk), 1);
+      }
+      ptx::wgmma_commit();
+
+      // ---- WG1: frame B and P_B while P_A V_A runs ----
+      float mx0, mx1;
+      row_max(s, mx0, mx1);
+      // An absent block B is the identity step (no add, no scale): frame B = frame A.
+      const frame_step sb0 =
+          has_b ? step_frame<Mode>(ma0.frame, fmaxf(ma0.frame.m, mx0)) : frame_step{ma0.frame};
+      const frame_step sb1 =
+          has_b ? step_frame<Mode>(ma1.frame, fmaxf(ma1.frame.m, mx1)) : frame_step{ma1.frame};
+      if (quad == 0) {
+        sm.msg_b[r0] = frame_message{sb0.next, sb0.o_scale, sb0.o_add};
+        sm.msg_b[r1] = frame_message{sb1.next, sb1.o_scale, sb1.o_add};
+      }
+      float sum0 = 0.0f, sum1 = 0.0f;
+      if (has_b) {
+        exponentiate(s, sb0.next.m, sb1.next.m, sum0, sum1);
+        std::uint32_t pb[4][4];
+        make_p_fragments<Mode == rescale_mode::amla>(pb, s, sb0.p_scale, sb1.p_scale);
+        store_p_tile(sm.kv[1] + 8 * chunk_bytes, pb, r0, quad);
+        ptx::fence_proxy_async_smem();
+      }
+      ptx::bar_arrive(bar_p_b, 256);
+      // l_R (blocks B so far) moves from frame f to frame B: exp2(f.m - m_B), 0 when f is empty.
+      l0 = (f0.m == neg_inf_f ? 0.0f : l0 * fast_exp2(f0.m - sb0.next.m)) + sum0;
+      l1 = (f1.m == neg_inf_f ? 0.0f : l1 * fast_exp2(f1.m - sb1.next.m)) + sum1;
+      f0 = sb0.next;
+      f1 = sb1.next;
+      ptx::wgmma_wait<0>();
+      ptx::fence_regs(o);
+      ptx::bar_sync(bar_wg1, 128);     // every warp of WG1 is done reading KV[0] chunks 4-8
+      ptx::bar_sync(bar_a_done, 256);  // and WG0 with chunk 8 (P_A)
+      if (leader && kb_a + 2 < kb_end) load_kv(sm, &tm_kv, p, table, seqlen, 0, kb_a + 2, 4, 9);
+
+      // ---- WG1: O_R = step_B(O_R) + P_B V_B[:, R] (P_B from shared memory; the barrier above
+      // ordered all four warps' rows of it) ----
+      if (has_b) {
+        rescale_rows<Mode, SafeAdd>(o, sb0, sb1);
+        if (kb_b == tail_block) {
+          zero_tail(sm.kv[1], tail_first, 4, 8, tid_wg);
+          ptx::fence_proxy_async_smem();
+          ptx::bar_sync(bar_wg1, 128);
+        }
+        ptx::fence_regs(o);
+        ptx::wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+          ptx::wgmma_m64n256k16_ss_btrans(o, desc_kmajor(sm.kv[1] + 8 * chunk_bytes, kk),
+                                          desc_v(sm.kv[1], 4, kk), 1);
+        }
+        ptx::wgmma_commit();
+        ptx::wgmma_wait<0>();
+        ptx::fence_regs(o);
+        ptx::bar_sync(bar_wg1, 128);
+        ptx::bar_sync(bar_b_done, 256);  // WG0 is done with KV[1] chunk 8 (P_B)
+        if (leader && kb_b + 2 < kb_end) load_kv(sm, &tm_kv, p, table, seqlen, 1, kb_b + 2, 4, 9);
+      }
+    }
+  }
+
+  // ---- epilogue: l = l_L + l_R (same frame), normalise, write ----
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+  if (quad == 0) {
+    sm.l_part[wg][r0] = l0;
+    sm.l_part[wg][r1] = l1;
+  }
+  __syncthreads();
+  const float lt0 = sm.l_part[0][r0] + sm.l_part[1][r0];
+  const float lt1 = sm.l_part[0][r1] + sm.l_part[1][r1];
+  const bool empty0 = f0.m == neg_inf_f, empty1 = f1.m == neg_inf_f;
+  const float inv0 = empty0 ? 0.0f : 1.0f / output_divisor<Mode>(f0, lt0);
+  const float inv1 = empty1 ? 0.0f : 1.0f / output_divisor<Mode>(f1, lt1);
+  const int col0 = wg * 256 + 2 * quad;
+  const bool write0 = row_first + r0 < p.rows, write1 = row_first + r1 < p.rows;
+  const std::int64_t grow0 = static_cast<std::int64_t>(b) * p.rows + row_first + r0;
+  const std::int64_t grow1 = grow0 + 8;
+  if (p.num_splits == 1) {
+#pragma unroll
+    for (int jj = 0; jj < 32; ++jj) {
+      const int col = col0 + 8 * jj;
+      if (write0) {
+        *reinterpret_cast<__nv_bfloat162*>(p.out + grow0 * d_v + col) =
+            __floats2bfloat162_rn(o[4 * jj + 0] * inv0, o[4 * jj + 1] * inv0);
+      }
+      if (write1) {
+        *reinterpret_cast<__nv_bfloat162*>(p.out + grow1 * d_v + col) =
+            __floats2bfloat162_rn(o[4 * jj + 2] * inv1, o[4 * jj + 3] * inv1);
+      }
+    }
+  } else {
+    float* part = p.out_part + static_cast<std::int64_t>(split) * p.batch * p.rows * d_v;
+#pragma unroll
+    for (int jj = 0; jj < 32; ++jj) {
+      const int col = col0 + 8 * jj;
+      if (write0) {
+        *reinterpret_cast<float2*>(part + grow0 * d_v + col) =
+            make_float2(o[4 * jj + 0] * inv0, o[4 * jj + 1] * inv0);
+      }
+      if (write1) {
+        *reinterpret_cast<float2*>(part + grow1 * d_v + col) =
+            make_float2(o[4 * jj + 2] * inv1, o[4 * jj + 3] * inv1);
+      }
+    }
+  }
+  if (wg == 0 && quad == 0) {
+    constexpr float ln2 = 0.693147180559945309f;
+    const float lse0 = empty0 ? neg_inf_f : (f0.m + log2f(lt0)) * ln2;
+    const float lse1 = empty1 ? neg_inf_f : (f1.m + log2f(lt1)) * ln2;
+    if (p.num_splits == 1) {
+      const int rr0 = row_first + r0, rr1 = row_first + r1;
+      if (write0) {
+        p.lse[(static_cast<std::int64_t>(b) * p.h_q + rr0 % p.h_q) * p.s_q + rr0 / p.h_q] = lse0;
+      }
+      if (write1) {
+        p.lse[(static_cast<std::int64_t>(b) * p.h_q + rr1 % p.h_q) * p.s_q + rr1 / p.h_q] = lse1;
+      }
+    } else {
+      float* lp = p.lse_part + static_cast<std::int64_t>(split) * p.batch * p.rows;
+      if (write0) lp[grow0] = lse0;
+      if (write1) lp[grow1] = lse1;
+    }
+  }
+}
+
+}  // namespace amla::cuda::detail::hopper

@@ -1,0 +1,155 @@
+// amla/backend/cuda/detail/simple_kernel.cuh: the simple kernel, obviously correct for any shape.
+//
+// One CTA of 128 threads per query row (b, t, h). The row walks its visible keys in blocks of 64:
+// threads 0..63 each compute one score (an FP32 dot product over d_qk), the block's max updates
+// the row's frame (rescale.cuh), and every thread accumulates its own output columns
+// (j = tid, tid + 128, ...) over the block's keys in FP32, in key order. Only keys below the row's
+// visible count are read, so pages past a sequence's length are never touched.
+//
+// Standard mode computes exact softmax attention in FP32 (P is NOT rounded to BF16): the GPU's
+// float reference, used as the oracle of the fast kernel. AMLA mode runs the AMLA recurrence per
+// row with 64-key blocks: P scaled by S16 and rounded to BF16, O rescaled by the integer add.
+#pragma once
+
+#include "amla/backend/cuda/detail/check.cuh"
+#include "amla/backend/cuda/rescale.cuh"
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+namespace amla::cuda::detail::simple {
+
+inline constexpr int threads = 128;
+inline constexpr int block_keys = 64;
+
+struct params {
+  int batch, s_q, h_q, h_kv, d_qk, d_v, page_size, max_pages;
+  int causal;
+  int amla_safe;     ///< AMLA add: 0 hardware (raw), 1 safe
+  float scale_log2;  ///< softmax scale * log2(e)
+  const __nv_bfloat16* q;
+  const __nv_bfloat16* k;  ///< the kv cache
+  const __nv_bfloat16* v;  ///< values: kv itself (first d_v columns) or a separate cache
+  std::int64_t k_row;      ///< elements between consecutive (page, slot) rows of k
+  std::int64_t v_row;      ///< same for v
+  const std::int32_t* block_table;
+  const std::int32_t* seqlens;
+  __nv_bfloat16* out;
+  float* lse;
+};
+
+__device__ __forceinline__ float warp_max(float x) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
+}
+__device__ __forceinline__ float warp_sum(float x) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+
+/// Dynamic shared memory: q (d_qk floats), o (d_v floats), p (64 floats), reduction scratch.
+inline std::size_t smem_bytes(int d_qk, int d_v) {
+  return sizeof(float) * (static_cast<std::size_t>(d_qk) + d_v + block_keys + 8);
+}
+
+template <rescale_mode Mode>
+__global__ void __launch_bounds__(threads) decode_kernel(const params p) {
+  extern __shared__ float smem[];
+  float* q_s = smem;
+  float* o_s = q_s + p.d_qk;
+  float* p_s = o_s + p.d_v;
+  float* red = p_s + block_keys;
+
+  const int h = blockIdx.x, t = blockIdx.y, b = blockIdx.z;
+  const int tid = threadIdx.x;
+  const int g = h / (p.h_q / p.h_kv);
+  const int seqlen = p.seqlens[b];
+  const int visible = p.causal ? max(0, min(seqlen, seqlen - p.s_q + t + 1)) : seqlen;
+
+  const __nv_bfloat16* q_row =
+      p.q + ((static_cast<std::int64_t>(b) * p.s_q + t) * p.h_q + h) * p.d_qk;
+  for (int d = tid; d < p.d_qk; d += threads) q_s[d] = __bfloat162float(q_row[d]);
+  for (int d = tid; d < p.d_v; d += threads) o_s[d] = 0.0f;
+  const std::int32_t* table = p.block_table + static_cast<std::int64_t>(b) * p.max_pages;
+  __syncthreads();
+
+  row_frame frame;
+  float l = 0.0f;
+  for (int k0 = 0; k0 < visible; k0 += block_keys) {
+    const int nk = min(block_keys, visible - k0);
+    // Scores of this block (threads 0..63, one key each).
+    float s = detail::neg_inf_f;
+    if (tid < nk) {
+      const int key = k0 + tid;
+      const std::int64_t row =
+          (static_cast<std::int64_t>(table[key / p.page_size]) * p.page_size + key % p.page_size) *
+              p.h_kv +
+          g;
+      const __nv_bfloat16* k_row = p.k + row * p.k_row;
+      float acc = 0.0f;
+      for (int d = 0; d < p.d_qk; ++d) acc = fmaf(q_s[d], __bfloat162float(k_row[d]), acc);
+      s = acc * p.scale_log2;
+    }
+    // Block max over the 64 candidates (warps 0 and 1).
+    if (tid < 64) {
+      const float wm = warp_max(s);
+      if ((tid & 31) == 0) red[tid >> 5] = wm;
+    }
+    __syncthreads();
+    const float m_new = fmaxf(frame.m, fmaxf(red[0], red[1]));
+    const frame_step st = step_frame<Mode>(frame, m_new);
+    const float mu = usable_max(st.next.m);
+    float pe = 0.0f;  // exp2(s - m) in FP32, the value l sums
+    if (tid < 64) {
+      pe = tid < nk ? exp2f(s - mu) : 0.0f;
+      float pv = pe;
+      if constexpr (Mode == rescale_mode::amla) {
+        pv = __bfloat162float(__float2bfloat16_rn(pe * st.p_scale));
+      }
+      p_s[tid] = pv;
+      const float ws = warp_sum(pe);
+      if ((tid & 31) == 0) red[2 + (tid >> 5)] = ws;
+    }
+    __syncthreads();
+    l = l * st.l_scale + (red[2] + red[3]);
+    const bool started = frame.m != detail::neg_inf_f;
+    for (int d = tid; d < p.d_v; d += threads) {
+      float o = o_s[d];
+      if (started) {
+        if constexpr (Mode == rescale_mode::standard) {
+          o *= st.o_scale;
+        } else {
+          o = amla_add(o, st.o_add, p.amla_safe ? pow2_mode::safe : pow2_mode::hardware);
+        }
+      }
+      for (int i = 0; i < nk; ++i) {
+        const int key = k0 + i;
+        const std::int64_t row =
+            (static_cast<std::int64_t>(table[key / p.page_size]) * p.page_size +
+             key % p.page_size) *
+                p.h_kv +
+            g;
+        o = fmaf(p_s[i], __bfloat162float(p.v[row * p.v_row + d]), o);
+      }
+      o_s[d] = o;
+    }
+    frame = st.next;
+    __syncthreads();  // p_s and red are rewritten by the next block
+  }
+
+  __nv_bfloat16* out_row = p.out + ((static_cast<std::int64_t>(b) * p.s_q + t) * p.h_q + h) * p.d_v;
+  const bool empty = frame.m == detail::neg_inf_f;
+  const float denom = empty ? 1.0f : output_divisor<Mode>(frame, l);
+  for (int d = tid; d < p.d_v; d += threads) {
+    out_row[d] = __float2bfloat16_rn(empty ? 0.0f : o_s[d] / denom);
+  }
+  if (tid == 0) {
+    const float lse = empty ? detail::neg_inf_f : (frame.m + log2f(l)) * 0.693147180559945309f;
+    p.lse[(static_cast<std::int64_t>(b) * p.h_q + h) * p.s_q + t] = lse;
+  }
+}
+
+}  // namespace amla::cuda::detail::simple

@@ -1,0 +1,616 @@
+// tests/cuda/test_decode.cu: tests of the CUDA backend (amla/backend/cuda/*.cuh).
+//
+//   cuda_decode validate   host-side argument validation; needs no GPU (CI runs it)
+//   cuda_decode gpu        every kernel and mode against the float64 golden and the CPU
+//                          recurrence it mirrors (Base, AMLA) on fresh random problems; exits 77
+//                          (ctest: skipped) when no GPU is visible
+//   cuda_decode gpu-quick  the same on the small cases only
+//
+// A plain program (no Catch2): the GPU machines that run it have only the CUDA toolkit.
+#include "amla/backend/cuda/cuda.cuh"
+#include "cpu_reference.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <map>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+namespace ac = amla::cuda;
+namespace ct = amla_cuda_test;
+
+int g_failures = 0;
+int g_checks = 0;
+std::size_t g_lemma_garbage = 0;  // elements where the hardware AMLA add broke Lemma 3.1
+// Relative distance of the Hopper kernel's output to the CPU recurrence it mirrors, per case.
+std::vector<double> g_vs_cpu_std, g_vs_cpu_amla;
+
+#define EXPECT(cond, ...)                                           \
+  do {                                                              \
+    ++g_checks;                                                     \
+    if (!(cond)) {                                                  \
+      ++g_failures;                                                 \
+      std::printf("  FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+      std::printf(__VA_ARGS__);                                     \
+      std::printf("\n");                                            \
+      std::fflush(stdout);                                          \
+    }                                                               \
+  } while (0)
+
+/// Runs f and checks that it throws E with `needle` in its message.
+template <class E>
+void expect_throw(const char* what, const std::string& needle, const std::function<void()>& f) {
+  ++g_checks;
+  try {
+    f();
+  } catch (const E& e) {
+    if (std::string(e.what()).find(needle) == std::string::npos) {
+      ++g_failures;
+      std::printf("  FAIL %s: message lacks '%s': %s\n", what, needle.c_str(), e.what());
+    } else {
+      std::printf("  ok   %s: %s\n", what, e.what());
+    }
+    return;
+  } catch (const std::exception& e) {
+    ++g_failures;
+    std::printf("  FAIL %s: wrong exception type: %s\n", what, e.what());
+    return;
+  }
+  ++g_failures;
+  std::printf("  FAIL %s: no exception\n", what);
+}
+
+// ---------------------------------------------------------------------------------------------
+// validate: host-side checks, no CUDA call happens before they throw.
+
+int run_validate() {
+  std::printf("== host validation (no GPU needed)\n");
+  // Fake, never dereferenced device addresses (validation throws before any CUDA call).
+  auto* fake_bf16 = reinterpret_cast<amla::bf16*>(std::uintptr_t{0x10000});
+  auto* fake_i32 = reinterpret_cast<std::int32_t*>(std::uintptr_t{0x20000});
+  auto* fake_f32 = reinterpret_cast<float*>(std::uintptr_t{0x30000});
+  auto good = [&] {
+    ac::DeviceDecodeInputs in;
+    in.shape = ac::DecodeShape{};
+    in.q = fake_bf16;
+    in.kv = fake_bf16;
+    in.block_table = fake_i32;
+    in.seqlens = fake_i32;
+    return in;
+  };
+  const ac::DeviceDecodeOutputs out{fake_bf16, fake_f32};
+  using inv = amla::invalid_argument;
+  auto run = [&](ac::DeviceDecodeInputs in, ac::DeviceDecodeOutputs o, ac::CudaDecodeOptions opt) {
+    return [in, o, opt] { ac::decode(in, o, opt); };
+  };
+  {
+    auto in = good();
+    in.shape.batch = 0;
+    expect_throw<inv>("batch 0", "shape.batch", run(in, out, {}));
+  }
+  {
+    auto in = good();
+    in.shape.h_q = 6;
+    in.shape.h_kv = 4;
+    expect_throw<inv>("h_kv not dividing h_q", "shape.h_kv", run(in, out, {}));
+  }
+  {
+    auto in = good();
+    in.shape.d_v = 600;
+    expect_throw<inv>("d_v > d_qk with V in kv", "shape.d_v", run(in, out, {}));
+  }
+  {
+    auto in = good();
+    in.shape.page_size = -3;
+    expect_throw<inv>("negative page size", "shape.page_size", run(in, out, {}));
+  }
+  {
+    auto in = good();
+    in.q = nullptr;
+    expect_throw<inv>("null q", "'q'", run(in, out, {}));
+  }
+  {
+    auto in = good();
+    in.seqlens = nullptr;
+    expect_throw<inv>("null seqlens", "seqlens", run(in, out, {}));
+  }
+  expect_throw<inv>("null lse", "'lse'", run(good(), {fake_bf16, nullptr}, {}));
+  {
+    ac::CudaDecodeOptions opt;
+    opt.softmax_scale = std::numeric_limits<float>::quiet_NaN();
+    expect_throw<inv>("NaN scale", "softmax_scale", run(good(), out, opt));
+    opt.softmax_scale = -1.0f;
+    expect_throw<inv>("negative scale", "softmax_scale", run(good(), out, opt));
+  }
+  {
+    ac::CudaDecodeOptions opt;
+    opt.num_splits = 65;
+    expect_throw<inv>("65 splits", "num_splits", run(good(), out, opt));
+  }
+  {
+    ac::CudaDecodeOptions opt;
+    opt.kernel = ac::kernel_kind::hopper;
+    auto in = good();
+    in.shape.d_qk = 128;
+    in.shape.d_v = 128;
+    expect_throw<inv>("hopper kernel on d_qk 128", "Hopper kernel needs d_qk = 576",
+                      run(in, out, opt));
+    in = good();
+    in.shape.page_size = 48;
+    expect_throw<inv>("hopper kernel on page size 48", "page_size", run(in, out, opt));
+    in = good();
+    in.v = fake_bf16;
+    expect_throw<inv>("hopper kernel with a separate V", "V inside the kv cache",
+                      run(in, out, opt));
+  }
+  {
+    ac::CudaDecodeOptions opt;
+    opt.mode = static_cast<ac::rescale_mode>(7);
+    expect_throw<inv>("bad mode", "options.mode", run(good(), out, opt));
+  }
+  std::printf("validate: %d checks, %d failures\n", g_checks, g_failures);
+  return g_failures == 0 ? 0 : 1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// gpu: correctness against the float64 golden.
+
+template <class T>
+struct DeviceBuffer {
+  T* ptr = nullptr;
+  std::size_t n = 0;
+  explicit DeviceBuffer(std::size_t count) : n(count) {
+    AMLA_CUDA_CHECK(cudaMalloc(&ptr, std::max<std::size_t>(1, n) * sizeof(T)));
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() { cudaFree(ptr); }
+  void upload(const std::vector<T>& v) {
+    AMLA_CUDA_CHECK(cudaMemcpy(ptr, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  /// Uploads BF16 values given as their bit patterns.
+  void upload_bits(const std::vector<std::uint16_t>& v) {
+    static_assert(sizeof(T) == sizeof(std::uint16_t));
+    AMLA_CUDA_CHECK(
+        cudaMemcpy(ptr, v.data(), v.size() * sizeof(std::uint16_t), cudaMemcpyHostToDevice));
+  }
+  std::vector<T> download() const {
+    std::vector<T> v(n);
+    AMLA_CUDA_CHECK(cudaMemcpy(v.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return v;
+  }
+};
+
+/// Waits for the stream, but gives up (and exits: a hung kernel cannot be recovered) after
+/// `seconds`, naming what hung.
+void sync_or_die(cudaStream_t stream, double seconds, const std::string& what) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (;;) {
+    const cudaError_t e = cudaStreamQuery(stream);
+    if (e == cudaSuccess) return;
+    if (e != cudaErrorNotReady) {
+      std::printf("  FATAL %s: %s (%s)\n", what.c_str(), cudaGetErrorName(e),
+                  cudaGetErrorString(e));
+      std::fflush(stdout);
+      std::exit(2);
+    }
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (dt > seconds) {
+      std::printf("  FATAL %s: still running after %.0f s (hang)\n", what.c_str(), seconds);
+      std::fflush(stdout);
+      std::exit(3);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+float bf16_value(amla::bf16 b) {
+  return b.to_float();
+}
+
+struct Metrics {
+  double rel_fro = 0;           // ||out - golden||_F / ||golden||_F
+  double rel_fro_left = 0;      // columns [0, 256)
+  double rel_fro_right = 0;     // columns [256, d_v)
+  double lse_max_err = 0;       // max |lse - golden| over non-empty rows
+  std::size_t unwritten = 0;    // NaN left in out or lse
+  std::size_t empty_wrong = 0;  // empty rows not exactly (0, -inf)
+  std::size_t bad_rows = 0;     // rows with relative error > 2e-2
+  std::string first_bad;
+};
+
+Metrics measure(const ct::HostProblem& p, const std::vector<amla::bf16>& out,
+                const std::vector<float>& lse, const std::vector<double>& gout,
+                const std::vector<double>& glse) {
+  Metrics m;
+  double num = 0, den = 0, nl = 0, dl = 0, nr = 0, dr = 0;
+  const int half = 256;
+  for (int b = 0; b < p.batch; ++b) {
+    for (int t = 0; t < p.s_q; ++t) {
+      const bool empty = p.visible(b, t) == 0;
+      for (int h = 0; h < p.h_q; ++h) {
+        const std::size_t row = (static_cast<std::size_t>(b) * p.s_q + t) * p.h_q + h;
+        const std::size_t li = (static_cast<std::size_t>(b) * p.h_q + h) * p.s_q + t;
+        double rn = 0, rd = 0;
+        bool row_written = true;
+        for (int d = 0; d < p.d_v; ++d) {
+          const float a = bf16_value(out[row * p.d_v + d]);
+          const double g = gout[row * p.d_v + d];
+          if (std::isnan(a)) {
+            row_written = false;
+            continue;
+          }
+          const double e = (static_cast<double>(a) - g) * (static_cast<double>(a) - g);
+          num += e;
+          den += g * g;
+          rn += e;
+          rd += g * g;
+          if (d < half) {
+            nl += e;
+            dl += g * g;
+          } else {
+            nr += e;
+            dr += g * g;
+          }
+          if (empty && a != 0.0f) ++m.empty_wrong;
+        }
+        if (!row_written) ++m.unwritten;
+        const float l = lse[li];
+        if (std::isnan(l)) {
+          ++m.unwritten;
+        } else if (empty) {
+          if (!(std::isinf(l) && l < 0)) ++m.empty_wrong;
+        } else {
+          m.lse_max_err = std::max(m.lse_max_err, std::abs(static_cast<double>(l) - glse[li]));
+        }
+        if (!empty && (std::sqrt(rn) / (std::sqrt(rd) + 1e-10) > 2e-2 || !row_written)) {
+          if (m.bad_rows == 0) {
+            char buf[160];
+            std::snprintf(buf, sizeof buf, "b %d t %d h %d (visible %d): row error %.3g", b, t, h,
+                          p.visible(b, t), std::sqrt(rn) / (std::sqrt(rd) + 1e-10));
+            m.first_bad = buf;
+          }
+          ++m.bad_rows;
+        }
+      }
+    }
+  }
+  m.rel_fro = std::sqrt(num) / (std::sqrt(den) + 1e-10);
+  m.rel_fro_left = std::sqrt(nl) / (std::sqrt(dl) + 1e-10);
+  m.rel_fro_right = std::sqrt(nr) / (std::sqrt(dr) + 1e-10);
+  return m;
+}
+
+double rel_diff(const std::vector<amla::bf16>& a, const std::vector<amla::bf16>& b) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double x = bf16_value(a[i]), y = bf16_value(b[i]);
+    if (std::isnan(x) || std::isnan(y)) continue;
+    num += (x - y) * (x - y);
+    den += y * y;
+  }
+  return std::sqrt(num) / (std::sqrt(den) + 1e-10);
+}
+
+struct Case {
+  std::string name;
+  int batch, s_q, h_q;
+  std::vector<int> lens;
+  int page_size;
+  bool causal;
+  float spread;
+  /// Builds the Lemma 3.1 trap: V column `trap_col` is 0 over the first block (so that column of
+  /// O is exactly 0 after it) and the second block's keys are 4x larger (the max jumps, so the
+  /// AMLA add is a large negative exponent step). -1: no trap.
+  int trap_col = -1;
+};
+
+/// Zeroes column c of the first 64 keys and scales the next 64 keys by 4 (see Case::trap_col).
+void set_trap(ct::HostProblem& p, int c) {
+  for (int b = 0; b < p.batch; ++b) {
+    const int len = p.seqlens[static_cast<std::size_t>(b)];
+    for (int key = 0; key < std::min(len, 128); ++key) {
+      const std::size_t off = p.kv_offset(b, key);
+      if (key < 64) {
+        p.kv[off + static_cast<std::size_t>(c)] = 0;  // +0.0 in BF16
+      } else {
+        for (int d = 0; d < p.d_qk; ++d) {
+          const float x = amla::bf16::from_bits(p.kv[off + d]).to_float();
+          p.kv[off + d] = amla::bf16::from_float(4.0f * x).bits;
+        }
+      }
+    }
+  }
+}
+
+struct Variant {
+  const char* name;
+  ac::kernel_kind kernel;
+  ac::rescale_mode mode;
+  int splits;  // 0 automatic
+  amla::pow2_mode add = amla::pow2_mode::safe;
+  /// For a hardware-add variant: the safe variant it must equal bit for bit except where Lemma
+  /// 3.1 broke (those elements are garbage). nullptr: compared with the golden.
+  const char* twin = nullptr;
+  ac::l2_hint hint = ac::l2_hint::none;
+  bool stagger = true;
+};
+
+constexpr double tol_out = 3e-3;
+constexpr double tol_lse = 1e-3;
+
+std::vector<int> mixed_lengths(int batch, std::mt19937_64& rng, int long_len) {
+  const int specials[] = {0, 1, 63, 64, 65, long_len};
+  std::vector<int> lens(static_cast<std::size_t>(batch));
+  std::uniform_int_distribution<int> pick(0, 9), any(1, 2048);
+  for (int b = 0; b < batch; ++b) {
+    const int k = pick(rng);
+    lens[static_cast<std::size_t>(b)] = k < 6 ? specials[k] : any(rng);
+  }
+  // Every special length at least once when the batch has room.
+  for (int i = 0; i < 6 && i < batch; ++i) lens[static_cast<std::size_t>(i)] = specials[i];
+  return lens;
+}
+
+void run_case(const Case& c, std::uint64_t seed, cudaStream_t stream) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ct::HostProblem hp =
+      ct::make_problem(c.batch, c.s_q, c.h_q, c.lens, c.page_size, c.causal, c.spread, seed);
+  if (c.trap_col >= 0) set_trap(hp, c.trap_col);
+  std::vector<double> gout, glse;
+  ct::golden_f64(hp, gout, glse);
+  // The CPU recurrences the kernels mirror (Base for standard, AMLA with the safe add).
+  std::vector<std::uint16_t> base_bits, amla_bits;
+  std::vector<float> base_lse, amla_lse;
+  ct::cpu_recurrence(hp, "base", base_bits, base_lse);
+  ct::cpu_recurrence(hp, "amla", amla_bits, amla_lse);
+  const auto to_bf16 = [](const std::vector<std::uint16_t>& bits) {
+    std::vector<amla::bf16> v(bits.size());
+    for (std::size_t i = 0; i < bits.size(); ++i) v[i] = amla::bf16::from_bits(bits[i]);
+    return v;
+  };
+  const std::vector<amla::bf16> cpu_out[2] = {to_bf16(base_bits), to_bf16(amla_bits)};
+  const double cpu_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  DeviceBuffer<amla::bf16> q(hp.q.size()), kv(hp.kv.size()), out(hp.out_elems());
+  DeviceBuffer<std::int32_t> table(hp.block_table.size()), lens(hp.seqlens.size());
+  DeviceBuffer<float> lse(hp.lse_elems());
+  q.upload_bits(hp.q);
+  kv.upload_bits(hp.kv);
+  table.upload(hp.block_table);
+  lens.upload(hp.seqlens);
+
+  ac::DeviceDecodeInputs in;
+  in.shape = ac::DecodeShape{hp.batch, hp.s_q,       hp.h_q,       hp.h_kv,     hp.d_qk,
+                             hp.d_v,   hp.num_pages, hp.page_size, hp.max_pages};
+  in.q = q.ptr;
+  in.kv = kv.ptr;
+  in.block_table = table.ptr;
+  in.seqlens = lens.ptr;
+  const ac::DeviceDecodeOutputs outs{out.ptr, lse.ptr};
+
+  std::printf("-- %s: b %d s_q %d h_q %d page %d %s spread %g, %zu pages (golden %.1f s)\n",
+              c.name.c_str(), c.batch, c.s_q, c.h_q, c.page_size, c.causal ? "causal" : "full",
+              c.spread, static_cast<std::size_t>(hp.num_pages), cpu_s);
+  using ac::kernel_kind;
+  using ac::rescale_mode;
+  constexpr auto hw = amla::pow2_mode::hardware;
+  const Variant variants[] = {
+      {"simple/standard", kernel_kind::simple, rescale_mode::standard, 0},
+      {"simple/amla", kernel_kind::simple, rescale_mode::amla, 0},
+      {"simple/amla-hw", kernel_kind::simple, rescale_mode::amla, 0, hw, "simple/amla"},
+      {"hopper/standard", kernel_kind::hopper, rescale_mode::standard, 0},
+      {"hopper/amla", kernel_kind::hopper, rescale_mode::amla, 0},
+      {"hopper/amla-hw", kernel_kind::hopper, rescale_mode::amla, 0, hw, "hopper/amla"},
+      {"hopper/standard/3 splits", kernel_kind::hopper, rescale_mode::standard, 3},
+      {"hopper/amla/3 splits", kernel_kind::hopper, rescale_mode::amla, 3},
+      {"hopper/standard/evict-first", kernel_kind::hopper, rescale_mode::standard, 0,
+       amla::pow2_mode::safe, nullptr, ac::l2_hint::evict_first},
+      {"hopper/amla-hw/no stagger", kernel_kind::hopper, rescale_mode::amla, 0, hw, "hopper/amla",
+       ac::l2_hint::none, false},
+  };
+  std::map<std::string, std::vector<amla::bf16>> outputs;
+  std::vector<amla::bf16> simple_out[2];
+  for (const Variant& v : variants) {
+    ac::CudaDecodeOptions opt;
+    opt.causal = c.causal;
+    opt.mode = v.mode;
+    opt.kernel = v.kernel;
+    opt.num_splits = v.splits;
+    opt.kv_l2_hint = v.hint;
+    opt.amla_add = v.add;
+    opt.stagger_qk = v.stagger;
+    AMLA_CUDA_CHECK(cudaMemsetAsync(out.ptr, 0xFF, out.n * sizeof(amla::bf16), stream));  // NaN
+    AMLA_CUDA_CHECK(cudaMemsetAsync(lse.ptr, 0xFF, lse.n * sizeof(float), stream));       // NaN
+    ac::DecodeLaunch launch;
+    try {
+      launch = ac::decode(in, outs, opt, stream);
+    } catch (const amla::invalid_argument& e) {
+      std::printf("  %-28s n/a: %s\n", v.name, e.what());
+      continue;
+    }
+    sync_or_die(stream, 60.0, std::string(c.name) + " " + v.name);
+    const std::vector<amla::bf16> o = out.download();
+    const std::vector<float> l = lse.download();
+    outputs[v.name] = o;
+    if (v.twin != nullptr) {
+      // Hardware add: identical to the safe form except where Lemma 3.1 broke.
+      const std::vector<amla::bf16>& safe = outputs.at(v.twin);
+      std::size_t differ = 0;
+      for (std::size_t i = 0; i < o.size(); ++i) differ += o[i].bits != safe[i].bits ? 1 : 0;
+      if (c.trap_col < 0) g_lemma_garbage += differ;
+      std::printf("  %-28s splits %2d  differs from %s in %zu elements (Lemma 3.1 violations)\n",
+                  v.name, launch.num_splits, v.twin, differ);
+      std::fflush(stdout);
+      if (c.trap_col >= 0) {
+        EXPECT(differ > 0, "%s %s: the Lemma 3.1 trap produced no garbage", c.name.c_str(), v.name);
+      } else {
+        EXPECT(differ <= 64, "%s %s: %zu elements differ from the safe form", c.name.c_str(),
+               v.name, differ);
+      }
+      continue;
+    }
+    const Metrics m = measure(hp, o, l, gout, glse);
+    const int mi = v.mode == ac::rescale_mode::amla ? 1 : 0;
+    double vs_simple = -1;
+    if (v.kernel == ac::kernel_kind::simple) {
+      simple_out[mi] = o;
+    } else if (!simple_out[mi].empty()) {
+      vs_simple = rel_diff(o, simple_out[mi]);
+    }
+    const double vs_cpu = rel_diff(o, cpu_out[mi]);
+    if (v.kernel == ac::kernel_kind::hopper && v.splits == 0 && v.stagger &&
+        v.hint == ac::l2_hint::none) {
+      (mi == 0 ? g_vs_cpu_std : g_vs_cpu_amla).push_back(vs_cpu);
+    }
+    std::printf(
+        "  %-28s splits %2d  err %.3e (L %.3e R %.3e)  lse %.2e  vs simple %.3e  vs CPU %s "
+        "%.3e  unwritten %zu empty-wrong %zu bad-rows %zu %s\n",
+        v.name, launch.num_splits, m.rel_fro, m.rel_fro_left, m.rel_fro_right, m.lse_max_err,
+        vs_simple, mi == 0 ? "Base" : "AMLA", vs_cpu, m.unwritten, m.empty_wrong, m.bad_rows,
+        m.first_bad.c_str());
+    std::fflush(stdout);
+    EXPECT(m.unwritten == 0, "%s %s: %zu outputs left unwritten", c.name.c_str(), v.name,
+           m.unwritten);
+    EXPECT(m.empty_wrong == 0, "%s %s: %zu empty-row outputs not (0, -inf)", c.name.c_str(), v.name,
+           m.empty_wrong);
+    EXPECT(m.rel_fro < tol_out, "%s %s: relative error %.3e >= %.1e", c.name.c_str(), v.name,
+           m.rel_fro, tol_out);
+    EXPECT(m.lse_max_err < tol_lse, "%s %s: lse error %.3e >= %.1e", c.name.c_str(), v.name,
+           m.lse_max_err, tol_lse);
+  }
+}
+
+void table_validation(cudaStream_t stream) {
+  std::printf("== table validation and CUDA errors\n");
+  ct::HostProblem hp = ct::make_problem(2, 1, 16, {5, 70}, 64, false, 1.0f, 1);
+  DeviceBuffer<amla::bf16> q(hp.q.size()), kv(hp.kv.size()), out(hp.out_elems());
+  DeviceBuffer<std::int32_t> table(hp.block_table.size()), lens(hp.seqlens.size());
+  DeviceBuffer<float> lse(hp.lse_elems());
+  table.upload(hp.block_table);
+  ac::DeviceDecodeInputs in;
+  in.shape = ac::DecodeShape{hp.batch, hp.s_q,       hp.h_q,       hp.h_kv,     hp.d_qk,
+                             hp.d_v,   hp.num_pages, hp.page_size, hp.max_pages};
+  in.q = q.ptr;
+  in.kv = kv.ptr;
+  in.block_table = table.ptr;
+  in.seqlens = lens.ptr;
+  const ac::DeviceDecodeOutputs outs{out.ptr, lse.ptr};
+  using inv = amla::invalid_argument;
+  auto run = [&] { ac::decode(in, outs, {}, stream); };
+  lens.upload({5, static_cast<int>(in.shape.max_seqlen()) + 1});
+  expect_throw<inv>("seqlen past the table", "seqlens[1]", run);
+  lens.upload({-1, 3});
+  expect_throw<inv>("negative seqlen", "seqlens[0]", run);
+  lens.upload({5, 70});
+  std::vector<std::int32_t> bad = hp.block_table;
+  bad[static_cast<std::size_t>(hp.max_pages) + 1] = hp.num_pages;  // sequence 1, second page
+  table.upload(bad);
+  expect_throw<inv>("page outside the cache", "block_table[1][1]", run);
+  table.upload(hp.block_table);
+  in.seqlens = reinterpret_cast<const std::int32_t*>(std::uintptr_t{16});  // not device memory
+  expect_throw<ac::cuda_error>("bad seqlens pointer", "cudaMemcpyAsync", run);
+  cudaGetLastError();  // clear the (non-sticky) error
+}
+
+int run_gpu(bool quick) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    std::printf("gpu: no CUDA device visible: skipped\n");
+    return 77;
+  }
+  cudaDeviceProp prop{};
+  AMLA_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("gpu: %s, compute capability %d.%d, %d SMs\n", prop.name, prop.major, prop.minor,
+              prop.multiProcessorCount);
+  cudaStream_t stream;
+  AMLA_CUDA_CHECK(cudaStreamCreate(&stream));
+  table_validation(stream);
+
+  std::random_device rd;
+  const std::uint64_t seed0 = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  std::printf("== correctness (seed %llu)\n", static_cast<unsigned long long>(seed0));
+  std::mt19937_64 rng(seed0);
+  std::vector<Case> cases = {
+      {"one key", 1, 1, 16, {1}, 64, false, 1.0f},
+      {"one block", 1, 1, 64, {64}, 64, false, 1.0f},
+      {"two blocks", 1, 1, 128, {128}, 64, false, 1.0f},
+      {"tails", 3, 2, 16, {0, 63, 65}, 64, true, 1.0f},
+      {"three blocks", 3, 1, 64, {130, 191, 150}, 64, false, 2.0f},
+      {"long", 3, 2, 128, {4133, 1, 64}, 64, true, 1.0f},
+      {"long, b 1 (split-KV)", 1, 2, 128, {4133}, 64, false, 1.0f},
+      {"page 16", 3, 2, 128, {100, 4133, 17}, 16, true, 1.0f},
+      {"page 128", 3, 1, 64, {129, 500, 0}, 128, false, 1.0f},
+      {"page 1 (simple only)", 2, 1, 16, {5, 33}, 1, true, 1.0f},
+      {"peaky scores", 3, 1, 128, {1000, 2000, 700}, 64, false, 4.0f},
+      {"Lemma 3.1 trap (V column 5 zero, then a jump of the max)",
+       2,
+       1,
+       64,
+       {128, 200},
+       64,
+       false,
+       1.0f,
+       5},
+  };
+  if (!quick) {
+    // The issue's grid: b x s_q x causal x h_q with mixed lengths (0, 1, 63, 64, 65, 4133, random).
+    for (int b : {1, 3, 64, 128}) {
+      for (int s_q : {1, 2}) {
+        for (bool causal : {false, true}) {
+          for (int h_q : {16, 64, 128}) {
+            Case c{"grid", b, s_q, h_q, mixed_lengths(b, rng, 4133), 64, causal, 1.0f};
+            if (b == 1) c.lens = {4133};
+            c.name = "grid b" + std::to_string(b) + " s" + std::to_string(s_q) +
+                     (causal ? " causal" : " full") + " h" + std::to_string(h_q);
+            cases.push_back(c);
+          }
+        }
+      }
+    }
+  }
+  for (std::size_t i = 0; i < cases.size(); ++i) run_case(cases[i], seed0 + 1000003 * i, stream);
+  AMLA_CUDA_CHECK(cudaStreamDestroy(stream));
+  std::printf("gpu: hardware-form AMLA garbage outside the trap case: %zu elements\n",
+              g_lemma_garbage);
+  // AMLA mode must agree with the CPU AMLA recurrence as closely as standard mode agrees with
+  // the CPU Base recurrence: compare the mean distances over all cases.
+  const auto mean = [](const std::vector<double>& v) {
+    double sum = 0;
+    for (double x : v) sum += x;
+    return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
+  };
+  const double d_std = mean(g_vs_cpu_std), d_amla = mean(g_vs_cpu_amla);
+  std::printf("gpu: mean distance hopper/standard to CPU Base %.3e, hopper/amla to CPU AMLA %.3e\n",
+              d_std, d_amla);
+  EXPECT(d_amla <= 1.5 * d_std + 1e-4,
+         "hopper/amla is further from CPU AMLA (%.3e) than hopper/standard from CPU Base (%.3e)",
+         d_amla, d_std);
+  std::printf("gpu: %d checks, %d failures\n", g_checks, g_failures);
+  return g_failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "gpu";
+  try {
+    if (mode == "validate") return run_validate();
+    if (mode == "gpu") return run_gpu(false);
+    if (mode == "gpu-quick") return run_gpu(true);
+  } catch (const std::exception& e) {
+    std::printf("FATAL: %s\n", e.what());
+    return 1;
+  }
+  std::printf("usage: %s validate|gpu|gpu-quick\n", argv[0]);
+  return 2;
+}
