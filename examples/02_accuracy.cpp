@@ -158,8 +158,10 @@ MatrixF golden_f32(const HeadGroup& g) {
 enum Method : int {
   kBase,         ///< Base (Algorithm 1): BF16, KV block 512, BF16 output
   kAmla,         ///< AMLA (Algorithm 2), the default reading: c = S16 / S32 (Appendix A)
-  kAmlaPrinted,  ///< AMLA with line 11 as printed: c = S32 / S16
-  kAmlaNone,     ///< AMLA without the (1 + eps) compensation
+  kAmlaPrinted,  ///< AMLA with line 11 as printed: c = S32 / S16 (safe add)
+  kAmlaNone,     ///< AMLA without the (1 + eps) compensation (safe add)
+  kAmlaSafe,     ///< the default reading with the safe rescale (the intended value where the add
+                 ///< breaks Lemma 3.1)
   kBaseNoCast,   ///< the same without the final BF16 cast of the output
   kBaseF32,      ///< Base in float32 mode (no BF16 anywhere), FP32 output
   kSeesaw,       ///< FlashMLA's seesaw schedule: BF16, block 64, BF16 output
@@ -206,17 +208,26 @@ SampleResult run_sample(const Shape& s, const Distribution& d, std::uint64_t see
     e[kBaseNoCast] = paper_error(base.out, gold.out);
     amla::round_bf16_inplace(base.out);
     e[kBase] = paper_error(base.out, gold.out);
-    for (int i = 0; i < kNumReadings; ++i) {
+    // AMLA: the default reading with the NPU's raw integer add (the paper's column) and with the
+    // safe add; the other two readings with the safe add, so that a broken add (see the
+    // violations) does not hide the difference the compensation makes. Every mode counts the
+    // violations of its own run.
+    const auto run_amla = [&](at::amla_compensation comp, amla::pow2_mode mode, int method) {
       at::AmlaOptions o;
       o.block_size = s.block;
       o.operands_prerounded = true;
-      o.compensation = kReadings[i];  // hardware rescale: the NPU's raw integer add
+      o.compensation = comp;
+      o.rescale = mode;
       at::AmlaResult a = at::amla_attention(g, o);
       amla::round_bf16_inplace(a.out);
-      e[kAmla + i] = paper_error(a.out, gold.out);
-      r.layout[lay].violations[i] = a.report.violations;
+      e[method] = paper_error(a.out, gold.out);
       r.layout[lay].rescaled = a.report.rescaled_elements;
-    }
+      return a.report.violations;
+    };
+    r.layout[lay].violations[0] = run_amla(kReadings[0], amla::pow2_mode::hardware, kAmla);
+    run_amla(kReadings[0], amla::pow2_mode::safe, kAmlaSafe);
+    r.layout[lay].violations[1] = run_amla(kReadings[1], amla::pow2_mode::safe, kAmlaPrinted);
+    r.layout[lay].violations[2] = run_amla(kReadings[2], amla::pow2_mode::safe, kAmlaNone);
     if (!diagnostics) continue;
     e[kBaseF32] =
         paper_error(at::base_attention(g, {at::precision::float32, s.block, false}).out, gold.out);
@@ -376,32 +387,35 @@ void print_layout(const Config& c, const std::vector<std::vector<SampleResult>>&
   std::printf("\n== %s\n", kLayoutTitles[lay]);
   std::printf(
       "Mean E(., float64 golden) over %d sample(s), BF16 output; paper = AMLA Tables 3 and 4.\n"
-      "AMLA = Appendix A's compensation (c = S16/S32, amla's default); printed = Algorithm 2 line "
-      "11\n"
-      "as printed (c = S32/S16); no comp = eps = 0. sem = standard error of the mean; AMLA-Base "
-      "is\n"
-      "the paired difference on the same inputs. Violations: integer adds that broke Lemma 3.1's\n"
-      "preconditions (hardware mode), out of all adds.\n",
+      "AMLA = Appendix A's compensation (c = S16/S32, amla's default) with the NPU's raw\n"
+      "integer add; safe = the same where the add is exact and the intended value where it\n"
+      "breaks Lemma 3.1; printed = Algorithm 2 line 11 as printed (c = S32/S16) and no comp =\n"
+      "eps = 0, both with the safe add. sem = standard error of the mean; safe-Base = paired\n"
+      "difference on the same inputs. viol = adds that broke Lemma 3.1 (default/printed/none)\n"
+      "out of all adds; wrecked = samples whose raw-add output they changed (error > 1.01 safe).\n",
       c.samples);
-  std::printf("%-13s %10s %8s %10s | %10s %10s %16s | %12s %12s | %s\n", "distribution", "Base",
-              "+-sem", "paper Base", "AMLA", "paper AMLA", "AMLA-Base +-sem", "AMLA printed",
-              "AMLA no comp", "Lemma 3.1 violations (default/printed/none)");
+  std::printf("%-13s %10s %8s %10s | %10s %10s %10s %16s | %12s %12s | %s\n", "distribution",
+              "Base", "+-sem", "paper Base", "AMLA", "paper AMLA", "AMLA safe", "safe-Base +-sem",
+              "AMLA printed", "AMLA no comp", "viol d/p/n of adds, wrecked");
   for (std::size_t di = 0; di < c.distributions.size(); ++di) {
     const Distribution& d = kDistributions[c.distributions[di]];
     const Stat base = stat(results[di], lay, kBase);
     const Stat amla = stat(results[di], lay, kAmla);
-    const Stat diff = stat(results[di], lay, kAmla, kBase);  // paired: same inputs
-    std::size_t viol[kNumReadings] = {}, adds = 0;
+    const Stat diff = stat(results[di], lay, kAmlaSafe, kBase);  // paired: same inputs
+    std::size_t viol[kNumReadings] = {}, adds = 0, wrecked = 0;
     for (const SampleResult& sr : results[di]) {
       for (int i = 0; i < kNumReadings; ++i) viol[i] += sr.layout[lay].violations[i];
       adds += sr.layout[lay].rescaled;
+      const double* e = sr.layout[lay].error;
+      if (!(e[kAmla] <= 1.01 * e[kAmlaSafe])) ++wrecked;
     }
     std::printf(
-        "%-13s %10.3e %8.1e %10.2e | %10.3e %10.2e %+8.1e %7.1e | %12.3e %12.3e | %zu/%zu/%zu of "
-        "%zu\n",
-        d.name().c_str(), base.mean, base.sem, d.paper_base, amla.mean, d.paper_amla, diff.mean,
-        diff.sem, stat(results[di], lay, kAmlaPrinted).mean, stat(results[di], lay, kAmlaNone).mean,
-        viol[0], viol[1], viol[2], adds);
+        "%-13s %10.3e %8.1e %10.2e | %10.3e %10.2e %10.3e %+8.1e %7.1e | %12.3e %12.3e | "
+        "%zu/%zu/%zu of %zu, %zu\n",
+        d.name().c_str(), base.mean, base.sem, d.paper_base, amla.mean, d.paper_amla,
+        stat(results[di], lay, kAmlaSafe).mean, diff.mean, diff.sem,
+        stat(results[di], lay, kAmlaPrinted).mean, stat(results[di], lay, kAmlaNone).mean, viol[0],
+        viol[1], viol[2], adds, wrecked);
   }
   if (!c.diagnostics) return;
   std::printf(
