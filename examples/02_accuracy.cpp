@@ -84,34 +84,19 @@ std::uint64_t mix(std::uint64_t x) {
   return x ^ (x >> 31);
 }
 
-/// Compiler-independent draws: std::mt19937_64's sequence is fixed by the standard; the normal
-/// and uniform transforms are written out (std:: distributions are implementation-defined).
+/// Compiler-independent draws: the problem builder's value stream (std::mt19937_64, whose sequence
+/// the standard fixes, through amla's own Box-Muller and 53-bit uniform transforms).
 class Stream {
  public:
-  explicit Stream(std::uint64_t seed) : rng_(seed) {}
-  double uniform01() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
-  double normal() {
-    if (has_spare_) {
-      has_spare_ = false;
-      return spare_;
-    }
-    const double u1 = (static_cast<double>(rng_() >> 11) + 1.0) * 0x1.0p-53;  // (0, 1]
-    const double u2 = uniform01();
-    const double radius = std::sqrt(-2.0 * std::log(u1));
-    const double angle = 2.0 * std::numbers::pi * u2;
-    spare_ = radius * std::sin(angle);
-    has_spare_ = true;
-    return radius * std::cos(angle);
-  }
+  explicit Stream(std::uint64_t seed) : values_(seed) {}
   float draw_bf16(const Distribution& d) {
-    const double x = d.normal ? d.param * normal() : d.param * (2.0 * uniform01() - 1.0);
+    const double x =
+        d.normal ? d.param * values_.normal() : d.param * (2.0 * values_.uniform01() - 1.0);
     return amla::round_bf16(static_cast<float>(x));
   }
 
  private:
-  std::mt19937_64 rng_;
-  double spare_ = 0.0;
-  bool has_spare_ = false;
+  amla::attention::detail::ValueStream values_;
 };
 
 struct Shape {
