@@ -11,6 +11,7 @@
 #include "amla/attention/golden.hpp"
 #include "amla/attention/online_softmax.hpp"
 #include "amla/attention/problem_builder.hpp"
+#include "error_norms.hpp"
 
 using amla::bf16;
 using amla::MatrixF;
@@ -20,28 +21,8 @@ namespace {
 
 constexpr float finf = std::numeric_limits<float>::infinity();
 
-template <class A, class B>
-double rel_frobenius(const std::vector<A>& got, const std::vector<B>& want) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double d = static_cast<double>(got[i]) - static_cast<double>(want[i]);
-    num += d * d;
-    den += static_cast<double>(want[i]) * static_cast<double>(want[i]);
-  }
-  return std::sqrt(num) / (std::sqrt(den) + 1e-10);
-}
-
-double max_lse_error(const std::vector<float>& got, const std::vector<double>& want) {
-  double e = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    if (std::isinf(want[i])) {
-      if (got[i] != want[i]) return finf;
-    } else {
-      e = std::max(e, std::abs(got[i] - want[i]) / (1.0 + std::abs(want[i])));
-    }
-  }
-  return e;
-}
+using amla_test::max_lse_error;
+using amla_test::rel_frobenius;
 
 // Algorithm 1 transcribed literally with scalar loops (sequential FP32 sums, std::exp), for a
 // dense group whose operands are BF16 values. round_p selects the P cast.

@@ -12,6 +12,7 @@
 #include "amla/attention/online_softmax.hpp"
 #include "amla/attention/problem_builder.hpp"
 #include "amla/attention/split_kv.hpp"
+#include "error_norms.hpp"
 
 using amla::bf16;
 using amla::MatrixD;
@@ -22,16 +23,7 @@ namespace {
 
 constexpr float finf = std::numeric_limits<float>::infinity();
 
-template <class A, class B>
-double rel_frobenius(const std::vector<A>& got, const std::vector<B>& want) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double d = static_cast<double>(got[i]) - static_cast<double>(want[i]);
-    num += d * d;
-    den += static_cast<double>(want[i]) * static_cast<double>(want[i]);
-  }
-  return std::sqrt(num) / (std::sqrt(den) + 1e-10);
-}
+using amla_test::rel_frobenius;
 
 SplitKvOptions splits(int n, precision mode, int block) {
   SplitKvOptions o;

@@ -15,6 +15,7 @@
 #include "amla/attention/problem_builder.hpp"
 #include "amla/numeric/bf16.hpp"
 #include "amla/numeric/gemm.hpp"
+#include "error_norms.hpp"
 
 namespace amla_test::variants {
 
@@ -72,31 +73,8 @@ double max_row_relative_error(const Eigen::MatrixBase<DA>& a, const Eigen::Matri
   return worst;
 }
 
-/// ||got - want|| / (||want|| + 1e-10) over flat output buffers.
-template <class A, class B>
-double rel_frobenius(const std::vector<A>& got, const std::vector<B>& want) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double d = static_cast<double>(got[i]) - static_cast<double>(want[i]);
-    num += d * d;
-    den += static_cast<double>(want[i]) * static_cast<double>(want[i]);
-  }
-  return std::sqrt(num) / (std::sqrt(den) + 1e-10);
-}
-
-/// The worst |got - want| / (1 + |want|) over lse buffers; infinity when an infinite want (an
-/// empty row) is not matched exactly.
-inline double max_lse_error(const std::vector<float>& got, const std::vector<double>& want) {
-  double e = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    if (std::isinf(want[i])) {
-      if (static_cast<double>(got[i]) != want[i]) return std::numeric_limits<double>::infinity();
-    } else {
-      e = std::max(e, std::abs(got[i] - want[i]) / (1.0 + std::abs(want[i])));
-    }
-  }
-  return e;
-}
+using amla_test::max_lse_error;
+using amla_test::rel_frobenius;
 
 /// The paged sweep of issue 3 (h_q, s_q, causal, page sizes, lengths 0, 1 and not multiples of
 /// the page or block size, both V layouts), calling check(problem, options, description) for each.
