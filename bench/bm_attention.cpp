@@ -32,7 +32,7 @@
 #include <mutex>
 
 #include "amla/attention/amla.hpp"
-#include "amla/attention/decode_problem.hpp"
+#include "amla/attention/driver.hpp"
 #include "amla/attention/golden.hpp"
 #include "amla/attention/online_softmax.hpp"
 #include "amla/attention/problem_builder.hpp"

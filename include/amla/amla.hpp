@@ -9,8 +9,16 @@
 #include "amla/numeric/one_plus_eps.hpp"
 #include "amla/numeric/pow2.hpp"
 
+#include "amla/problem/conventions.hpp"
+#include "amla/problem/inputs.hpp"
+#include "amla/problem/options.hpp"
+#include "amla/problem/outputs.hpp"
+#include "amla/problem/shape.hpp"
+#include "amla/problem/validate.hpp"
+#include "amla/problem/workload.hpp"
+
 #include "amla/attention/amla.hpp"
-#include "amla/attention/decode_problem.hpp"
+#include "amla/attention/driver.hpp"
 #include "amla/attention/golden.hpp"
 #include "amla/attention/head_group.hpp"
 #include "amla/attention/online_softmax.hpp"

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "amla/attention/decode_problem.hpp"
+#include "amla/attention/driver.hpp"
 #include "amla/attention/problem_builder.hpp"
 
 using amla::bf16;

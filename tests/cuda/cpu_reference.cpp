@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "amla/attention/amla.hpp"
-#include "amla/attention/decode_problem.hpp"
+#include "amla/attention/driver.hpp"
 #include "amla/attention/online_softmax.hpp"
 #include "amla/numeric/bf16.hpp"
 

@@ -76,7 +76,7 @@
 // kernel adds for every row): dn = 0, eps = 0, so k = Cast(1e-6 * 2^23) = 8. A row that sees no key
 // gives out = 0 and lse = -inf. lse is natural-log, from m and l exactly as Base computes it: the
 // integer exponents n_i only re-scale O (exp(m_N) = S32_N 2^-n_N links the two bookkeepings; a
-// base-2 consumer uses lse_to_log2, decode_problem.hpp).
+// base-2 consumer uses lse_to_log2, problem/conventions.hpp).
 //
 // ---- float32 mode (precision::float32)
 // ------------------------------------------------------------ No BF16 rounding anywhere: S16 = S32
@@ -101,7 +101,7 @@
 #include <tuple>
 #include <vector>
 
-#include "amla/attention/decode_problem.hpp"
+#include "amla/attention/driver.hpp"
 #include "amla/attention/head_group.hpp"
 #include "amla/config.hpp"
 #include "amla/numeric/bf16.hpp"
@@ -433,7 +433,7 @@ inline AmlaResult amla_attention(const HeadGroup& g, const AmlaOptions& options 
   return r;
 }
 
-/// AMLA attention over a paged decode problem (attention/decode_problem.hpp) into caller
+/// AMLA attention over a paged decode problem (attention/driver.hpp) into caller
 /// buffers. The driver gathers each head group (rounding a float cache to BF16 once in bf16
 /// mode), runs the recurrence on its row chunks and scatters out and lse. Returns the report of
 /// the whole problem; located violations carry their batch, KV head and group row (r = t * h_q /

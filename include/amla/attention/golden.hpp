@@ -9,7 +9,7 @@
 // 1e-5 that float32 modes are held to). exp is Eigen's vectorised float64 exp (within a couple of
 // ulps of the true value).
 //
-// Rows that see no key give out = 0 and lse = -inf (decode_problem.hpp explains why).
+// Rows that see no key give out = 0 and lse = -inf (problem/conventions.hpp explains why).
 #pragma once
 
 #include <Eigen/Core>
@@ -20,7 +20,7 @@
 #include <span>
 #include <vector>
 
-#include "amla/attention/decode_problem.hpp"
+#include "amla/attention/driver.hpp"
 #include "amla/attention/head_group.hpp"
 #include "amla/config.hpp"
 #include "amla/numeric/gemm.hpp"

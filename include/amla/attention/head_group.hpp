@@ -4,7 +4,7 @@
 // same keys: the h_q / h_kv query heads of that KV head for each of the s_q query tokens. amla
 // orders those rows token-major, row r = t * heads_per_group + j (token t, j-th head of the
 // group), as FlashMLA does when it folds [s_q, h_q] into one M dimension. The paged-cache driver
-// (attention/decode_problem.hpp) gathers the group's keys and values into dense matrices and hands
+// (attention/driver.hpp) gathers the group's keys and values into dense matrices and hands
 // each recurrence a HeadGroup; the recurrences never see pages.
 #pragma once
 
@@ -14,6 +14,7 @@
 
 #include "amla/config.hpp"
 #include "amla/numeric/gemm.hpp"
+#include "amla/problem/conventions.hpp"
 
 namespace amla::attention {
 
@@ -39,9 +40,5 @@ struct HeadGroup {
                            : static_cast<Eigen::Index>(visible[static_cast<std::size_t>(r)]);
   }
 };
-
-/// The value of lse for a row that attends no key: the log of an empty sum. (FlashMLA reports
-/// +inf there instead; amla follows the mathematics, see attention/decode_problem.hpp.)
-inline constexpr float empty_row_lse = -std::numeric_limits<float>::infinity();
 
 }  // namespace amla::attention

@@ -39,7 +39,7 @@
 #include <span>
 #include <vector>
 
-#include "amla/attention/decode_problem.hpp"
+#include "amla/attention/driver.hpp"
 #include "amla/attention/head_group.hpp"
 #include "amla/config.hpp"
 #include "amla/numeric/bf16.hpp"

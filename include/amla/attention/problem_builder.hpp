@@ -35,7 +35,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "amla/attention/decode_problem.hpp"
+#include "amla/attention/driver.hpp"
 #include "amla/attention/detail/convert.hpp"
 #include "amla/config.hpp"
 #include "amla/numeric/bf16.hpp"
@@ -56,7 +56,7 @@ struct ValueDistribution {
   }
 };
 
-/// A decode problem that owns its tensors (layouts as in decode_problem.hpp).
+/// A decode problem that owns its tensors (layouts in problem/shape.hpp).
 template <decode_element T>
 struct DecodeProblem {
   DecodeShape shape;

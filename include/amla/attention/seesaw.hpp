@@ -60,7 +60,7 @@
 // (the kernel sums per thread and adds the four threads of a row at the end) folded into l by one
 // fma, as nvcc contracts `l * scale + sum`.
 //
-// Precision modes (attention/decode_problem.hpp's `precision`, as for Base). precision::bf16: Q, K,
+// Precision modes (attention/driver.hpp's `precision`, as for Base). precision::bf16: Q, K,
 // V are rounded to BF16 (a no-op for BF16-exact inputs; the paged driver rounds while gathering
 // and sets operands_prerounded), P is cast to BF16 before each P*V product, and everything else is
 // FP32, as on the GPU. precision::float32: the same schedule entirely in FP32 (no rounding
@@ -83,7 +83,7 @@
 #include <string>
 #include <vector>
 
-#include "amla/attention/decode_problem.hpp"
+#include "amla/attention/driver.hpp"
 #include "amla/attention/detail/variants.hpp"
 #include "amla/attention/head_group.hpp"
 #include "amla/config.hpp"

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "amla/attention/decode_problem.hpp"
+#include "amla/attention/driver.hpp"
 #include "amla/attention/head_group.hpp"
 #include "amla/attention/online_softmax.hpp"
 #include "amla/config.hpp"

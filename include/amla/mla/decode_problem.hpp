@@ -7,7 +7,7 @@
 //   prefix_latent  [prefix_len, D_l + D_r]      the shared prefix's latent cache, one copy for all
 //                                               requests: C_N (D_l) then C_R (D_r) per token
 //   suffix.data    [num_pages, page_size, D_l + D_r]   each request's own latent cache, paged as
-//                                               in attention/decode_problem.hpp with one KV head
+//                                               in attention/driver.hpp with one KV head
 //   suffix.block_table [batch, max_pages_per_seq], suffix.seqlens [batch]   (int32)
 //   out            [batch, s_q, H, D_v],  lse [batch, H, s_q]   (natural log)
 // Request b attends L_b = prefix_len + seqlens[b] keys: the prefix, then its suffix. Key s of the
@@ -40,7 +40,7 @@
 #include <string>
 #include <vector>
 
-#include "amla/attention/decode_problem.hpp"
+#include "amla/attention/driver.hpp"
 #include "amla/config.hpp"
 #include "amla/mla/cost.hpp"
 #include "amla/mla/model.hpp"

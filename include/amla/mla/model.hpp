@@ -18,7 +18,7 @@
 #include <string>
 #include <type_traits>
 
-#include "amla/attention/decode_problem.hpp"
+#include "amla/attention/driver.hpp"
 #include "amla/attention/detail/convert.hpp"
 #include "amla/config.hpp"
 #include "amla/mla/presets.hpp"

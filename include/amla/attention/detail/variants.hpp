@@ -7,7 +7,7 @@
 #include <numbers>
 #include <string>
 
-#include "amla/attention/decode_problem.hpp"
+#include "amla/attention/driver.hpp"
 #include "amla/attention/head_group.hpp"
 #include "amla/config.hpp"
 #include "amla/numeric/gemm.hpp"

@@ -1,5 +1,5 @@
 // amla/backend/cuda/decode.cuh: MLA/GQA decode on a CUDA GPU, the device mirror of
-// attention/decode_problem.hpp: the same tensors, shapes, mask and outputs, as device pointers.
+// attention/driver.hpp: the same tensors, shapes, mask and outputs, as device pointers.
 //
 // Tensors (row-major, last index fastest), all in device memory, all BF16 except the tables:
 //   q            [batch, s_q, h_q, d_qk]
@@ -8,7 +8,7 @@
 //                of kv (MLA: d_qk 576 = 512 latent + 64 RoPE, d_v 512)
 //   block_table  [batch, max_pages_per_seq] int32, seqlens [batch] int32
 //   out          [batch, s_q, h_q, d_v] BF16             lse [batch, h_q, s_q] FP32, natural log
-// Semantics exactly as attention/decode_problem.hpp: query head h uses KV head h / (h_q / h_kv);
+// Semantics exactly as attention/driver.hpp: query head h uses KV head h / (h_q / h_kv);
 // with causal = true token t sees keys [0, seqlen - s_q + t]; a row that sees no key (a sequence
 // of length 0, or a row masked entirely) gets out = 0 and lse = -inf; only the first
 // ceil(seqlen / page_size) block_table entries of a sequence are read, and cache pages (and

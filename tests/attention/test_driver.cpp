@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "amla/attention/decode_problem.hpp"
+#include "amla/attention/driver.hpp"
 #include "amla/attention/golden.hpp"
 #include "amla/attention/problem_builder.hpp"
 
