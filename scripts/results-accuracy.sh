@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Regenerates the measured tables of examples/ACCURACY_RESULTS.md: AMLA Tables 3 and 4 with
+# example_02_accuracy, 100 samples per distribution in each V layout, and the error sources at
+# 20 samples. Deterministic (fixed seed; results do not depend on the thread count). About 10
+# minutes of CPU on 2 cores. Options: --samples N (default 100) for the two main tables.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/lib/results.sh
+samples=100
+[ "${1:-}" = "--samples" ] && samples=$2
+build=${AMLA_BUILD_DIR:-build-results}
+build_targets "$build" example_02_accuracy
+ex="$build/examples/example_02_accuracy"
+doc=examples/ACCURACY_RESULTS.md
+out=$(mktemp)
+# The program's last line is its own wall time, which is not a result: it is left out.
+run() { "$ex" "$@" | grep -v ' sample(s) in ' >"$out"; }
+run --samples "$samples" --layout mla --no-diagnostics
+splice_block "$doc" accuracy-mla results-accuracy.sh \
+  "example_02_accuracy --samples $samples --layout mla --no-diagnostics" "$out"
+run --samples "$samples" --layout independent --no-diagnostics
+splice_block "$doc" accuracy-independent results-accuracy.sh \
+  "example_02_accuracy --samples $samples --layout independent --no-diagnostics" "$out"
+run --samples 20
+splice_block "$doc" accuracy-diagnostics results-accuracy.sh "example_02_accuracy --samples 20" \
+  "$out"
+rm -f "$out"
+echo "results-accuracy: $doc updated"
