@@ -1,0 +1,94 @@
+"""Python overhead of amla's bindings: golden and base on a DeepSeek head group (h_q 128, d_qk
+576, d_v 512, batch 1, 8192 keys, BF16 cache) timed from Python and from C++ on the same problem,
+and the ratio printed (the bindings aim at Python <= 1.05 x C++).
+
+The C++ side is bench/python/bm_python_overhead.cpp, compiled here with the flags the extension
+is built with (-O3 -march=native -ffp-contract=off). Both sides call the same owning entry point
+style (a fresh output per call), run `--reps` timed calls after a warm-up, and report the
+minimum (the least disturbed run on a shared machine) and the median. The outputs' checksums are
+compared, so both sides provably computed the same thing.
+
+    python3 bench/python/bm_python_overhead.py [--seqlen 8192] [--reps 5] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+import amla
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def build_cpp(out_dir: str) -> str:
+    exe = os.path.join(out_dir, "bm_python_overhead_cpp")
+    src = os.path.join(ROOT, "bench", "python", "bm_python_overhead.cpp")
+    if os.path.exists(exe) and os.path.getmtime(exe) > os.path.getmtime(src):
+        return exe
+    os.makedirs(out_dir, exist_ok=True)
+    cxx = os.environ.get("CXX", shutil.which("g++") or "c++")
+    cmd = [cxx, "-std=c++20", "-O3", "-DNDEBUG", "-march=native", "-ffp-contract=off", "-pthread",
+           "-I", os.path.join(ROOT, "include"), "-I", "/usr/include/eigen3", src, "-o", exe]
+    print("building:", " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True)
+    return exe
+
+
+def time_python(fn, reps: int):
+    times, checksum = [], 0.0
+    for i in range(reps + 1):
+        t0 = time.perf_counter()
+        res = fn()
+        t1 = time.perf_counter()
+        checksum = float(np.sum(res.out, dtype=np.float64))
+        if i:
+            times.append((t1 - t0) * 1e3)
+    return times, checksum
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seqlen", type=int, default=8192)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--build-dir", default=os.path.join(ROOT, "build-python", "bench"))
+    args = ap.parse_args()
+
+    exe = build_cpp(args.build_dir)
+    case = amla.cases.deepseek_mla(1, args.seqlen)
+    kw = dict(case.inputs(), threads=args.threads)
+    py = {"golden": time_python(lambda: amla.golden(**kw), args.reps),
+          "base": time_python(lambda: amla.base(**kw), args.reps)}
+    run = subprocess.run([exe, str(args.seqlen), str(args.reps), str(args.threads)], check=True,
+                         capture_output=True, text=True)
+    cpp = json.loads(run.stdout)
+
+    print(f"DeepSeek head group: batch 1, h_q 128, d_qk 576, d_v 512, {args.seqlen} keys, "
+          f"bf16 cache, threads {args.threads}, {args.reps} timed calls each")
+    print(f"{'recurrence':<10} {'C++ min ms':>11} {'Py min ms':>10} {'ratio':>7} "
+          f"{'C++ med ms':>11} {'Py med ms':>10} {'ratio':>7}  same output")
+    worst = 0.0
+    for name in ("golden", "base"):
+        p_times, p_sum = py[name]
+        c_times, c_sum = cpp[f"{name}_ms"], cpp[f"{name}_sum"]
+        r_min = min(p_times) / min(c_times)
+        r_med = statistics.median(p_times) / statistics.median(c_times)
+        worst = max(worst, r_min)
+        print(f"{name:<10} {min(c_times):11.2f} {min(p_times):10.2f} {r_min:7.3f} "
+              f"{statistics.median(c_times):11.2f} {statistics.median(p_times):10.2f} "
+              f"{r_med:7.3f}  {'yes' if p_sum == c_sum else f'NO ({p_sum} vs {c_sum})'}")
+    print(f"Python / C++ (min): worst {worst:.3f} (target <= 1.05)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""amla: the golden reference and simulator for Multi-head Latent Attention decode kernels.
+
+Decode recurrences on the FlashMLA layout (see amla._decode for the layouts):
+
+    out, lse = amla.golden(q, kv, block_table, seqlens)        # float64, the truth
+    out, lse = amla.base(q, kv, block_table, seqlens)          # FlashAttention's online softmax
+    out, lse, report = amla.amla(q, kv, block_table, seqlens)  # AMLA Algorithm 2 + its report
+    amla.seesaw(...), amla.transposed(...), amla.split_kv(...)
+
+Every recurrence takes the keywords
+
+    v=None             separate V cache [num_pages, page_size, h_kv, d_v] (else V = kv[..., :d_v])
+    d_v=None           head dim of V and out (512 when V lives in an MLA kv of d_qk 576)
+    causal=False       mask aligned to the end: token t of s_q sees keys [0, seqlen - s_q + t]
+    softmax_scale=None default 1 / sqrt(d_qk)
+    out=None, lse=None caller arrays to write (numpy or DLPack); else new numpy arrays
+    out_dtype=None     dtype of a new out: float32 (float64 for golden) or ml_dtypes.bfloat16
+    return_lse=True    False: lse is neither computed into an array nor returned
+    round_output_bf16  round out to BF16 values as a kernel's output cast does
+    threads=0          host threads (0 = all cores); results never depend on it
+    rows_per_task=64   query rows per task (part of the result's definition)
+    lse_base="e"       or "2": report lse in base 2
+    empty_lse="-inf"   or "+inf" (FlashMLA): the lse of a row that attends no key
+
+and the kernel emulations (all but golden) take precision="bf16" (the kernel's BF16 operands and
+casts) or "float32" (no BF16 rounding anywhere) and block_size (keys per KV block).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from . import _amla
+from ._conventions import AMLA_LSE, FLASHINFER_LSE, FLASHMLA_LSE, LseConvention, convert_lse
+from ._decode import BF16, VIOLATION_DTYPE, AmlaReport, AmlaResult, DecodeResult, run
+
+__version__ = _amla.__version__
+
+__all__ = [
+    "golden", "base", "amla", "seesaw", "transposed", "split_kv", "run",
+    "DecodeResult", "AmlaResult", "AmlaReport", "VIOLATION_DTYPE", "BF16",
+    "LseConvention", "AMLA_LSE", "FLASHMLA_LSE", "FLASHINFER_LSE", "convert_lse",
+    "cases", "testing", "flashinfer", "sim", "mla",
+]
+
+
+def golden(q, kv, block_table, seqlens, **kw) -> DecodeResult:
+    """Float64 softmax attention (attention/golden.hpp): out and lse in float64 by default. The
+    inputs are used exactly as given; a narrower out (float32, bfloat16) is rounded once from the
+    float64 value."""
+    return run("golden", q, kv, block_table, seqlens, **kw)
+
+
+def base(q, kv, block_table, seqlens, *, precision: str = "bf16",
+         block_size: Optional[int] = None, **kw) -> DecodeResult:
+    """Base: FlashAttention's online softmax as a decode kernel computes it
+    (attention/online_softmax.hpp); block_size defaults to 512."""
+    return run("base", q, kv, block_table, seqlens,
+               options={"precision": precision, "block_size": block_size}, **kw)
+
+
+def amla(q, kv, block_table, seqlens, *, precision: str = "bf16",
+         block_size: Optional[int] = None, compensation: str = "appendix_a",
+         rescale: str = "hardware", exponent_clamp: Optional[int] = None,
+         nudge: Optional[float] = None, n_cast: str = "toward_zero", **kw) -> AmlaResult:
+    """The AMLA recurrence (attention/amla.hpp): the output rescaled by an integer add on its FP32
+    pattern. compensation "appendix_a" | "as_printed" | "none"; rescale "hardware" (violations
+    counted) | "checked" (also located) | "safe" (located, and the intended value kept);
+    exponent_clamp (default -30), nudge (default 1e-6 in bf16, 0 in float32), n_cast
+    "toward_zero" | "nearest_even"; block_size defaults to 512. Returns (out, lse, report)."""
+    return run("amla", q, kv, block_table, seqlens,
+               options={"precision": precision, "block_size": block_size,
+                        "compensation": compensation, "rescale": rescale,
+                        "exponent_clamp": exponent_clamp, "nudge": nudge, "n_cast": n_cast}, **kw)
+
+
+def seesaw(q, kv, block_table, seqlens, *, precision: str = "bf16",
+           block_size: Optional[int] = None, **kw) -> DecodeResult:
+    """FlashMLA's seesaw schedule (attention/seesaw.hpp); block_size defaults to 64."""
+    return run("seesaw", q, kv, block_table, seqlens,
+               options={"precision": precision, "block_size": block_size}, **kw)
+
+
+def transposed(q, kv, block_table, seqlens, *, precision: str = "bf16",
+               block_size: Optional[int] = None, order: str = "forward", **kw) -> DecodeResult:
+    """The transposed (ETAP) recurrence (attention/transposed.hpp); order "forward" | "reverse";
+    block_size defaults to 64."""
+    return run("transposed", q, kv, block_table, seqlens,
+               options={"precision": precision, "block_size": block_size, "order": order}, **kw)
+
+
+def split_kv(q, kv, block_table, seqlens, *, precision: str = "bf16",
+             block_size: Optional[int] = None, num_splits: Optional[int] = None,
+             **kw) -> DecodeResult:
+    """Split-KV decoding with the lse combine (attention/split_kv.hpp): Base inside each of
+    num_splits (default 4) key ranges; block_size defaults to 512."""
+    return run("split_kv", q, kv, block_table, seqlens,
+               options={"precision": precision, "block_size": block_size,
+                        "num_splits": num_splits}, **kw)
+
+
+from . import cases, flashinfer, mla, sim, testing  # noqa: E402  (they use the functions above)

@@ -1,0 +1,81 @@
+// python/src/common.hpp: what the translation units of the amla._amla extension share: the array
+// types they accept, dtype tests, owning numpy arrays made from std::vector, argument errors.
+#pragma once
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "amla/config.hpp"
+
+namespace amla::python {
+
+namespace nb = nanobind;
+
+/// A read-only CPU array of any dtype (numpy through the buffer protocol, anything else with
+/// __dlpack__: torch CPU tensors arrive without a copy). C-contiguous: a strided input is copied
+/// by nanobind, which is only ever done for inputs.
+using InArray = nb::ndarray<nb::ro, nb::device::cpu, nb::c_contig>;
+/// A writable C-contiguous CPU array (outputs; passed with noconvert so nothing is copied).
+using OutArray = nb::ndarray<nb::device::cpu, nb::c_contig>;
+
+/// Element kinds the bindings know. bf16 is a DLPack bfloat16 array, or uint16 holding BF16 bit
+/// patterns (numpy has no bfloat16 of its own; ml_dtypes arrays arrive as uint16 views).
+enum class elem : std::uint8_t { f32, f64, bf16, i32, other };
+
+template <class A>
+elem elem_of(const A& a) {
+  const nb::dlpack::dtype d = a.dtype();
+  if (d == nb::dtype<float>()) return elem::f32;
+  if (d == nb::dtype<double>()) return elem::f64;
+  if (d == nb::dtype<std::uint16_t>()) return elem::bf16;
+  if (d.code == static_cast<std::uint8_t>(nb::dlpack::dtype_code::Bfloat) && d.bits == 16 &&
+      d.lanes == 1) {
+    return elem::bf16;
+  }
+  if (d == nb::dtype<std::int32_t>()) return elem::i32;
+  return elem::other;
+}
+
+inline const char* elem_name(elem e) {
+  switch (e) {
+    case elem::f32:
+      return "float32";
+    case elem::f64:
+      return "float64";
+    case elem::bf16:
+      return "bfloat16";
+    case elem::i32:
+      return "int32";
+    default:
+      return "another dtype";
+  }
+}
+
+/// An owning numpy array that takes over `v` (no copy of the elements).
+template <class T>
+nb::ndarray<nb::numpy, T> owned_array(std::vector<T>&& v, std::initializer_list<std::size_t> shape) {
+  auto* heap = new std::vector<T>(std::move(v));
+  nb::capsule owner(heap, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
+  return nb::ndarray<nb::numpy, T>(heap->data(), shape.size(), shape.begin(), owner);
+}
+
+/// Throws amla::invalid_argument (mapped to ValueError) in amla's message format.
+[[noreturn]] inline void invalid(const char* fn, const char* arg, const std::string& value,
+                                 const std::string& rule) {
+  amla::detail::throw_invalid(fn, arg, value, rule);
+}
+
+void bind_decode(nb::module_& m);
+void bind_models(nb::module_& m);
+
+}  // namespace amla::python

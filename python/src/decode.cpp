@@ -1,0 +1,290 @@
+// python/src/decode.cpp: the decode recurrences (golden, base, amla, seesaw, transposed,
+// split_kv) on caller arrays, and the lse convention converter.
+//
+// One entry point, _decode(recurrence, ...), reads the arrays as views (no copy), runs the
+// recurrence with the GIL released, writes out and lse into the caller's arrays and converts lse
+// to the requested convention. The Python layer (amla/_decode.py) checks shapes and allocates
+// outputs; everything here is validated again by the library's own validator.
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "amla/attention/golden.hpp"
+#include "amla/problem/conventions.hpp"
+#include "common.hpp"
+#include "recurrence_options.hpp"
+
+namespace amla::python {
+namespace {
+
+enum class recurrence : std::uint8_t { golden, base, amla, seesaw, transposed, split_kv };
+
+struct RecurrenceName {
+  recurrence r;
+  const char* name;
+  const char* fn;
+};
+constexpr RecurrenceName recurrences[] = {
+    {recurrence::golden, "golden", "amla.golden"},
+    {recurrence::base, "base", "amla.base"},
+    {recurrence::amla, "amla", "amla.amla"},
+    {recurrence::seesaw, "seesaw", "amla.seesaw"},
+    {recurrence::transposed, "transposed", "amla.transposed"},
+    {recurrence::split_kv, "split_kv", "amla.split_kv"},
+};
+
+LseConvention parse_convention(const char* fn, const std::string& base, const std::string& empty) {
+  LseConvention c;
+  if (base == "e") {
+    c.base = lse_base::e;
+  } else if (base == "2") {
+    c.base = lse_base::two;
+  } else {
+    invalid(fn, "lse_base", "'" + base + "'", "must be 'e' or '2'");
+  }
+  if (empty == "-inf") {
+    c.empty = empty_lse::neg_inf;
+  } else if (empty == "+inf") {
+    c.empty = empty_lse::pos_inf;
+  } else {
+    invalid(fn, "empty_lse", "'" + empty + "'", "must be '-inf' or '+inf'");
+  }
+  return c;
+}
+
+template <class S>
+void convert_inplace(std::span<S> lse, LseConvention from, LseConvention to) {
+  if (from == to) return;
+  for (S& x : lse) x = amla::convert_lse(x, from, to);
+}
+
+template <class T, class A>
+std::span<T> span_of(A& a) {
+  return {static_cast<T*>(const_cast<void*>(static_cast<const void*>(a.data()))), a.size()};
+}
+
+/// Report of amla_decode as plain Python values: counts and the located violations column by
+/// column (amla/_decode.py turns the columns into a numpy record array).
+nb::dict report_dict(const at::AmlaReport& r) {
+  const std::size_t n = r.located.size();
+  std::vector<std::int64_t> block(n), row(n), col(n);
+  std::vector<std::int32_t> add(n), batch(n), kv_head(n);
+  std::vector<float> before(n), after(n), intended(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const at::AmlaViolation& v = r.located[i];
+    block[i] = v.block;
+    row[i] = v.row;
+    col[i] = v.col;
+    add[i] = v.add;
+    before[i] = v.before;
+    after[i] = v.after;
+    intended[i] = v.intended;
+    batch[i] = v.batch;
+    kv_head[i] = v.kv_head;
+  }
+  nb::dict located;
+  located["batch"] = owned_array(std::move(batch), {n});
+  located["kv_head"] = owned_array(std::move(kv_head), {n});
+  located["block"] = owned_array(std::move(block), {n});
+  located["row"] = owned_array(std::move(row), {n});
+  located["col"] = owned_array(std::move(col), {n});
+  located["add"] = owned_array(std::move(add), {n});
+  located["before"] = owned_array(std::move(before), {n});
+  located["after"] = owned_array(std::move(after), {n});
+  located["intended"] = owned_array(std::move(intended), {n});
+  nb::dict d;
+  d["violations"] = r.violations;
+  d["rescaled_elements"] = r.rescaled_elements;
+  d["located"] = located;
+  return d;
+}
+
+/// Runs one recurrence; returns the AMLA report for recurrence::amla.
+template <class T, class OutT, class LseT>
+std::optional<at::AmlaReport> run(recurrence r, const char* fn, const DecodeInputs<T>& in,
+                                  const DecodeOptions& opt, const DecodeOutputs<OutT, LseT>& outs,
+                                  const RecurrenceArgs& args) {
+  if constexpr (std::is_same_v<LseT, double>) {
+    (void)fn;
+    (void)args;
+    AMLA_ASSERT(r == recurrence::golden);
+    at::golden_decode(in, opt, outs);
+    return std::nullopt;
+  } else {
+    switch (r) {
+      case recurrence::base:
+        at::base_decode(in, opt, outs, args.base());
+        break;
+      case recurrence::amla:
+        return at::amla_decode(in, opt, outs, args.amla());
+      case recurrence::seesaw:
+        at::seesaw_decode(in, opt, outs, args.seesaw());
+        break;
+      case recurrence::transposed:
+        at::transposed_decode(in, opt, outs, args.transposed());
+        break;
+      case recurrence::split_kv:
+        at::split_kv_decode(in, opt, outs, args.split_kv());
+        break;
+      default:
+        invalid(fn, "recurrence", "golden", "runs with float64 lse");
+    }
+    return std::nullopt;
+  }
+}
+
+int dim(const char* fn, const char* arg, std::size_t n) {
+  if (n > static_cast<std::size_t>(INT_MAX)) {
+    invalid(fn, arg, std::to_string(n), "a dimension must be at most " + std::to_string(INT_MAX));
+  }
+  return static_cast<int>(n);
+}
+
+nb::object decode(const std::string& name, InArray q, InArray kv, std::optional<InArray> v,
+                  InArray block_table, InArray seqlens, int d_v, OutArray out,
+                  std::optional<OutArray> lse, bool causal, std::optional<float> softmax_scale,
+                  bool round_output_bf16, int threads, int rows_per_task,
+                  const std::string& lse_base, const std::string& empty_lse,
+                  const nb::dict& options) {
+  const RecurrenceName* rec = nullptr;
+  for (const RecurrenceName& r : recurrences) {
+    if (name == r.name) rec = &r;
+  }
+  if (rec == nullptr) invalid("amla._decode", "recurrence", "'" + name + "'", "unknown");
+  const char* fn = rec->fn;
+  const bool golden = rec->r == recurrence::golden;
+
+  // Element types.
+  const elem et = elem_of(q);
+  if (et != elem::f32 && et != elem::bf16) {
+    invalid(fn, "q", std::string("dtype ") + elem_name(et),
+            "must be float32, bfloat16 (ml_dtypes or DLPack) or uint16 BF16 bits");
+  }
+  if (elem_of(kv) != et) {
+    invalid(fn, "kv", std::string("dtype ") + elem_name(elem_of(kv)),
+            std::string("must have q's dtype (") + elem_name(et) + ")");
+  }
+  if (v && elem_of(*v) != et) {
+    invalid(fn, "v", std::string("dtype ") + elem_name(elem_of(*v)),
+            std::string("must have q's dtype (") + elem_name(et) + ")");
+  }
+  if (elem_of(block_table) != elem::i32) {
+    invalid(fn, "block_table", std::string("dtype ") + elem_name(elem_of(block_table)),
+            "must be int32");
+  }
+  if (elem_of(seqlens) != elem::i32) {
+    invalid(fn, "seqlens", std::string("dtype ") + elem_name(elem_of(seqlens)), "must be int32");
+  }
+  const elem native = golden ? elem::f64 : elem::f32;
+  const elem ot = elem_of(out);
+  if (ot != native && ot != elem::bf16) {
+    invalid(fn, "out", std::string("dtype ") + elem_name(ot),
+            std::string("must be ") + elem_name(native) + " or bfloat16");
+  }
+  if (lse && elem_of(*lse) != native) {
+    invalid(fn, "lse", std::string("dtype ") + elem_name(elem_of(*lse)),
+            std::string("must be ") + elem_name(native));
+  }
+  if (q.ndim() != 4 || kv.ndim() != 4 || block_table.ndim() != 2 || seqlens.ndim() != 1) {
+    invalid(fn, "q, kv, block_table, seqlens", "their ranks", "must be 4, 4, 2 and 1");
+  }
+
+  DecodeShape s;
+  s.batch = dim(fn, "q.shape[0]", q.shape(0));
+  s.s_q = dim(fn, "q.shape[1]", q.shape(1));
+  s.h_q = dim(fn, "q.shape[2]", q.shape(2));
+  s.d_qk = dim(fn, "q.shape[3]", q.shape(3));
+  s.num_pages = dim(fn, "kv.shape[0]", kv.shape(0));
+  s.page_size = dim(fn, "kv.shape[1]", kv.shape(1));
+  s.h_kv = dim(fn, "kv.shape[2]", kv.shape(2));
+  s.d_v = d_v;
+  s.max_pages_per_seq = dim(fn, "block_table.shape[1]", block_table.shape(1));
+
+  DecodeOptions opt;
+  opt.causal = causal;
+  opt.softmax_scale = softmax_scale;
+  opt.round_output_bf16 = round_output_bf16;
+  opt.threads = threads;
+  opt.rows_per_task = rows_per_task;
+  const LseConvention convention = parse_convention(fn, lse_base, empty_lse);
+  const RecurrenceArgs args(fn, options);
+
+  std::optional<at::AmlaReport> report;
+  auto with_inputs = [&](auto element) {
+    using T = decltype(element);
+    const DecodeInputs<T> in{s,
+                             span_of<const T>(q),
+                             span_of<const T>(kv),
+                             v ? span_of<const T>(*v) : std::span<const T>{},
+                             span_of<const std::int32_t>(block_table),
+                             span_of<const std::int32_t>(seqlens)};
+    auto with_outputs = [&](auto out_element, auto lse_element) {
+      using OutT = decltype(out_element);
+      using LseT = decltype(lse_element);
+      const DecodeOutputs<OutT, LseT> outs{span_of<OutT>(out),
+                                           lse ? span_of<LseT>(*lse) : std::span<LseT>{}};
+      nb::gil_scoped_release release;
+      report = run<T, OutT, LseT>(rec->r, fn, in, opt, outs, args);
+      convert_inplace(outs.lse, amla_lse, convention);
+    };
+    if (golden) {
+      if (ot == elem::bf16) {
+        with_outputs(bf16{}, double{});
+      } else {
+        with_outputs(double{}, double{});
+      }
+    } else {
+      if (ot == elem::bf16) {
+        with_outputs(bf16{}, float{});
+      } else {
+        with_outputs(float{}, float{});
+      }
+    }
+  };
+  if (et == elem::bf16) {
+    with_inputs(bf16{});
+  } else {
+    with_inputs(float{});
+  }
+  if (report) return report_dict(*report);
+  return nb::none();
+}
+
+/// Converts an lse array in place between conventions (problem/conventions.hpp's convert_lse).
+void convert_lse_inplace(OutArray lse, const std::string& from_base, const std::string& from_empty,
+                         const std::string& to_base, const std::string& to_empty) {
+  const char* fn = "amla.convert_lse";
+  const LseConvention from = parse_convention(fn, from_base, from_empty);
+  const LseConvention to = parse_convention(fn, to_base, to_empty);
+  switch (elem_of(lse)) {
+    case elem::f32:
+      convert_inplace(span_of<float>(lse), from, to);
+      break;
+    case elem::f64:
+      convert_inplace(span_of<double>(lse), from, to);
+      break;
+    default:
+      invalid(fn, "lse", std::string("dtype ") + elem_name(elem_of(lse)),
+              "must be float32 or float64");
+  }
+}
+
+}  // namespace
+
+void bind_decode(nb::module_& m) {
+  m.def("_decode", &decode, nb::arg("recurrence"), nb::arg("q"), nb::arg("kv"),
+        nb::arg("v").none(), nb::arg("block_table"), nb::arg("seqlens"), nb::arg("d_v"),
+        nb::arg("out").noconvert(), nb::arg("lse").noconvert().none(), nb::arg("causal"),
+        nb::arg("softmax_scale").none(), nb::arg("round_output_bf16"), nb::arg("threads"),
+        nb::arg("rows_per_task"), nb::arg("lse_base"), nb::arg("empty_lse"), nb::arg("options"),
+        "Runs one decode recurrence on caller arrays (see amla/_decode.py for the public API).");
+  m.def("_convert_lse_inplace", &convert_lse_inplace, nb::arg("lse").noconvert(),
+        nb::arg("from_base"), nb::arg("from_empty"), nb::arg("to_base"), nb::arg("to_empty"));
+}
+
+}  // namespace amla::python

@@ -1,0 +1,128 @@
+// python/src/recurrence_options.hpp: the one place where the Python keywords of a recurrence
+// (precision, block_size and each recurrence's own options) become its C++ options struct.
+//
+// The keywords arrive as a dict of plain values, already spelled as in Python:
+//   precision      "bf16" | "float32"                                  every recurrence
+//   block_size     int, or absent for the recurrence's default          every recurrence but golden
+//   compensation   "appendix_a" | "as_printed" | "none"                 amla
+//   rescale        "hardware" | "checked" | "safe"                      amla
+//   exponent_clamp int; nudge float; n_cast "toward_zero" | "nearest_even"   amla
+//   order          "forward" | "reverse"                                transposed
+//   num_splits     int                                                  split_kv
+// An unknown keyword or value throws amla::invalid_argument naming it.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "amla/attention/amla.hpp"
+#include "amla/attention/online_softmax.hpp"
+#include "amla/attention/seesaw.hpp"
+#include "amla/attention/split_kv.hpp"
+#include "amla/attention/transposed.hpp"
+#include "common.hpp"
+
+namespace amla::python {
+
+namespace at = amla::attention;
+
+/// The recurrence keywords of one call, read once from the Python dict.
+class RecurrenceArgs {
+ public:
+  RecurrenceArgs(const char* fn, const nb::dict& d) : fn_(fn), d_(d) {}
+
+  at::precision mode() const {
+    const std::string p = str("precision", "bf16");
+    if (p == "bf16") return at::precision::bf16;
+    if (p == "float32") return at::precision::float32;
+    invalid(fn_, "precision", "'" + p + "'", "must be 'bf16' or 'float32'");
+  }
+  int block_size(int fallback) const { return integer("block_size", fallback); }
+
+  at::AmlaOptions amla() const {
+    at::AmlaOptions o;
+    o.mode = mode();
+    o.block_size = block_size(o.block_size);
+    const std::string c = str("compensation", "appendix_a");
+    if (c == "appendix_a") {
+      o.compensation = at::amla_compensation::appendix_a;
+    } else if (c == "as_printed") {
+      o.compensation = at::amla_compensation::as_printed;
+    } else if (c == "none") {
+      o.compensation = at::amla_compensation::none;
+    } else {
+      invalid(fn_, "compensation", "'" + c + "'", "must be 'appendix_a', 'as_printed' or 'none'");
+    }
+    const std::string r = str("rescale", "hardware");
+    if (r == "hardware") {
+      o.rescale = pow2_mode::hardware;
+    } else if (r == "checked") {
+      o.rescale = pow2_mode::checked;
+    } else if (r == "safe") {
+      o.rescale = pow2_mode::safe;
+    } else {
+      invalid(fn_, "rescale", "'" + r + "'", "must be 'hardware', 'checked' or 'safe'");
+    }
+    o.exponent_clamp = integer("exponent_clamp", o.exponent_clamp);
+    if (has("nudge")) o.nudge = nb::cast<float>(d_["nudge"]);
+    const std::string n = str("n_cast", "toward_zero");
+    if (n == "toward_zero") {
+      o.n_cast = eps_rounding::toward_zero;
+    } else if (n == "nearest_even") {
+      o.n_cast = eps_rounding::nearest_even;
+    } else {
+      invalid(fn_, "n_cast", "'" + n + "'", "must be 'toward_zero' or 'nearest_even'");
+    }
+    return o;
+  }
+
+  at::BaseOptions base() const {
+    at::BaseOptions o;
+    o.mode = mode();
+    o.block_size = block_size(o.block_size);
+    return o;
+  }
+
+  at::SeesawOptions seesaw() const {
+    at::SeesawOptions o;
+    o.mode = mode();
+    o.block_size = block_size(o.block_size);
+    return o;
+  }
+
+  at::TransposedOptions transposed() const {
+    at::TransposedOptions o;
+    o.mode = mode();
+    o.block_size = block_size(o.block_size);
+    const std::string r = str("order", "forward");
+    if (r == "forward") {
+      o.order = at::kv_block_order::forward;
+    } else if (r == "reverse") {
+      o.order = at::kv_block_order::reverse;
+    } else {
+      invalid(fn_, "order", "'" + r + "'", "must be 'forward' or 'reverse'");
+    }
+    return o;
+  }
+
+  at::SplitKvOptions split_kv() const {
+    at::SplitKvOptions o;
+    o.split = base();
+    o.num_splits = integer("num_splits", o.num_splits);
+    return o;
+  }
+
+ private:
+  bool has(const char* key) const { return d_.contains(key) && !d_[key].is_none(); }
+  std::string str(const char* key, const char* fallback) const {
+    return has(key) ? nb::cast<std::string>(d_[key]) : std::string(fallback);
+  }
+  int integer(const char* key, int fallback) const {
+    return has(key) ? nb::cast<int>(d_[key]) : fallback;
+  }
+
+  const char* fn_;
+  const nb::dict& d_;
+};
+
+}  // namespace amla::python
