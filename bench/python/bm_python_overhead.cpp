@@ -46,8 +46,10 @@ int main(int argc, char** argv) {
   at::DecodeOptions opt;
   opt.threads = threads;
   double golden_sum = 0, base_sum = 0;
-  const std::string golden = time_ms(reps, [&] { return sum_of(at::golden_decode(p.inputs(), opt).out); }, golden_sum);
-  const std::string base = time_ms(reps, [&] { return sum_of(at::base_decode(p.inputs(), opt).out); }, base_sum);
+  const std::string golden = time_ms(
+      reps, [&] { return sum_of(at::golden_decode(p.inputs(), opt).out); }, golden_sum);
+  const std::string base = time_ms(
+      reps, [&] { return sum_of(at::base_decode(p.inputs(), opt).out); }, base_sum);
   std::printf("{\"golden_ms\": %s, \"base_ms\": %s, \"golden_sum\": %.17g, \"base_sum\": %.17g}\n",
               golden.c_str(), base.c_str(), golden_sum, base_sum);
   return 0;

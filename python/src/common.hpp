@@ -63,7 +63,8 @@ inline const char* elem_name(elem e) {
 
 /// An owning numpy array that takes over `v` (no copy of the elements).
 template <class T>
-nb::ndarray<nb::numpy, T> owned_array(std::vector<T>&& v, std::initializer_list<std::size_t> shape) {
+nb::ndarray<nb::numpy, T> owned_array(std::vector<T>&& v,
+                                      std::initializer_list<std::size_t> shape) {
   auto* heap = new std::vector<T>(std::move(v));
   nb::capsule owner(heap, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
   return nb::ndarray<nb::numpy, T>(heap->data(), shape.size(), shape.begin(), owner);

@@ -277,11 +277,11 @@ void convert_lse_inplace(OutArray lse, const std::string& from_base, const std::
 }  // namespace
 
 void bind_decode(nb::module_& m) {
-  m.def("_decode", &decode, nb::arg("recurrence"), nb::arg("q"), nb::arg("kv"),
-        nb::arg("v").none(), nb::arg("block_table"), nb::arg("seqlens"), nb::arg("d_v"),
-        nb::arg("out").noconvert(), nb::arg("lse").noconvert().none(), nb::arg("causal"),
-        nb::arg("softmax_scale").none(), nb::arg("round_output_bf16"), nb::arg("threads"),
-        nb::arg("rows_per_task"), nb::arg("lse_base"), nb::arg("empty_lse"), nb::arg("options"),
+  m.def("_decode", &decode, nb::arg("recurrence"), nb::arg("q"), nb::arg("kv"), nb::arg("v").none(),
+        nb::arg("block_table"), nb::arg("seqlens"), nb::arg("d_v"), nb::arg("out").noconvert(),
+        nb::arg("lse").noconvert().none(), nb::arg("causal"), nb::arg("softmax_scale").none(),
+        nb::arg("round_output_bf16"), nb::arg("threads"), nb::arg("rows_per_task"),
+        nb::arg("lse_base"), nb::arg("empty_lse"), nb::arg("options"),
         "Runs one decode recurrence on caller arrays (see amla/_decode.py for the public API).");
   m.def("_convert_lse_inplace", &convert_lse_inplace, nb::arg("lse").noconvert(),
         nb::arg("from_base"), nb::arg("from_empty"), nb::arg("to_base"), nb::arg("to_empty"));

@@ -20,8 +20,8 @@ sim::Chip chip_preset(const char* fn, const std::string& name) {
   invalid(fn, "chip", "'" + name + "'", "must be 'ascend910' or 'typhoon_npu'");
 }
 
-nb::dict simulate_decode(const std::string& chip, int batch, int s_q, int heads, int s_k,
-                         int d_qk, int d_v, int kv_block, const std::string& variant,
+nb::dict simulate_decode(const std::string& chip, int batch, int s_q, int heads, int s_k, int d_qk,
+                         int d_v, int kv_block, const std::string& variant,
                          const std::string& schedule, int max_rows_per_task) {
   const char* fn = "amla.sim.decode";
   const sim::Chip c = chip_preset(fn, chip);

@@ -27,7 +27,8 @@ at::ValueDistribution distribution(const char* fn, const char* arg,
 }
 
 template <class T, class Bits>
-nb::ndarray<nb::numpy, Bits> as_array(std::vector<T>&& v, std::initializer_list<std::size_t> shape) {
+nb::ndarray<nb::numpy, Bits> as_array(std::vector<T>&& v,
+                                      std::initializer_list<std::size_t> shape) {
   if constexpr (std::is_same_v<T, Bits>) {
     return owned_array(std::move(v), shape);
   } else {  // bf16 -> its uint16 bit patterns (one pass; bf16 is two plain bytes)
@@ -43,11 +44,13 @@ nb::dict problem_dict(at::DecodeProblem<T>&& p) {
   const auto z = [](int n) { return static_cast<std::size_t>(n); };
   nb::dict d;
   d["q"] = as_array<T, Bits>(std::move(p.q), {z(s.batch), z(s.s_q), z(s.h_q), z(s.d_qk)});
-  d["kv"] = as_array<T, Bits>(std::move(p.kv), {z(s.num_pages), z(s.page_size), z(s.h_kv), z(s.d_qk)});
+  d["kv"] =
+      as_array<T, Bits>(std::move(p.kv), {z(s.num_pages), z(s.page_size), z(s.h_kv), z(s.d_qk)});
   if (p.v.empty()) {
     d["v"] = nb::none();
   } else {
-    d["v"] = as_array<T, Bits>(std::move(p.v), {z(s.num_pages), z(s.page_size), z(s.h_kv), z(s.d_v)});
+    d["v"] =
+        as_array<T, Bits>(std::move(p.v), {z(s.num_pages), z(s.page_size), z(s.h_kv), z(s.d_v)});
   }
   d["block_table"] = owned_array(std::move(p.block_table), {z(s.batch), z(s.max_pages_per_seq)});
   d["seqlens"] = owned_array(std::move(p.seqlens), {z(s.batch)});

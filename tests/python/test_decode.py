@@ -234,3 +234,35 @@ def test_int64_tables_are_accepted(small_case):
     r = amla.golden(**{**c.inputs(), "block_table": c.block_table.astype(np.int64),
                        "seqlens": list(c.seqlens)})
     np.testing.assert_array_equal(r.out, amla.golden(**c.inputs()).out)
+
+
+class _DLPackOnly:
+    """An array that offers nothing but the DLPack protocol and a shape, as a foreign tensor."""
+
+    def __init__(self, a):
+        self._a = a
+        self.shape = a.shape
+
+    def __dlpack__(self, **kw):
+        return self._a.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return self._a.__dlpack_device__()
+
+
+def test_any_dlpack_object_in_and_out(gqa_case):
+    c = gqa_case
+    ref = amla.golden(**c.inputs())
+    out = np.zeros_like(ref.out)
+    res = amla.golden(**{**c.inputs(), "q": _DLPackOnly(c.q), "kv": _DLPackOnly(c.kv),
+                         "v": _DLPackOnly(c.v)}, out=_DLPackOnly(out))
+    np.testing.assert_array_equal(out, ref.out)  # written in place, through DLPack
+    assert isinstance(res.out, _DLPackOnly)
+
+
+def test_read_only_inputs(gqa_case):
+    c = gqa_case
+    q = c.q.copy()
+    q.flags.writeable = False
+    np.testing.assert_array_equal(amla.golden(**{**c.inputs(), "q": q}).out,
+                                  amla.golden(**c.inputs()).out)
