@@ -4,9 +4,10 @@ and the ratio printed (the bindings aim at Python <= 1.05 x C++).
 
 The C++ side is bench/python/bm_python_overhead.cpp, compiled here with the flags the extension
 is built with (-O3 -march=native -ffp-contract=off). Both sides call the same owning entry point
-style (a fresh output per call), run `--reps` timed calls after a warm-up, and report the
-minimum (the least disturbed run on a shared machine) and the median. The outputs' checksums are
-compared, so both sides provably computed the same thing.
+style (a fresh output per call) after a warm-up; Python and C++ calls alternate round by round
+(`--reps` rounds) so both see the same machine load, and the minimum (the least disturbed call on
+a shared machine) and the median are reported. The outputs' checksums (float64 sums in element
+order) are compared, so both sides provably computed the same thing.
 
     python3 bench/python/bm_python_overhead.py [--seqlen 8192] [--reps 5] [--threads 1]
 """
@@ -43,16 +44,16 @@ def build_cpp(out_dir: str) -> str:
     return exe
 
 
-def time_python(fn, reps: int):
-    times, checksum = [], 0.0
-    for i in range(reps + 1):
-        t0 = time.perf_counter()
-        res = fn()
-        t1 = time.perf_counter()
-        checksum = float(np.sum(res.out, dtype=np.float64))
-        if i:
-            times.append((t1 - t0) * 1e3)
-    return times, checksum
+def checksum(out) -> float:
+    """The sum of out's elements added in order in float64, as the C++ side adds them."""
+    return float(np.cumsum(np.asarray(out).ravel(), dtype=np.float64)[-1])
+
+
+def time_python(fn):
+    t0 = time.perf_counter()
+    res = fn()
+    t1 = time.perf_counter()
+    return (t1 - t0) * 1e3, checksum(res.out)
 
 
 def main() -> int:
@@ -66,26 +67,38 @@ def main() -> int:
     exe = build_cpp(args.build_dir)
     case = amla.cases.deepseek_mla(1, args.seqlen)
     kw = dict(case.inputs(), threads=args.threads)
-    py = {"golden": time_python(lambda: amla.golden(**kw), args.reps),
-          "base": time_python(lambda: amla.base(**kw), args.reps)}
-    run = subprocess.run([exe, str(args.seqlen), str(args.reps), str(args.threads)], check=True,
-                         capture_output=True, text=True)
-    cpp = json.loads(run.stdout)
+    calls = {"golden": lambda: amla.golden(**kw), "base": lambda: amla.base(**kw)}
+    for fn in calls.values():  # warm-up
+        fn()
+    # Python and C++ calls alternate, one of each per round, so that both see the same load.
+    py = {name: [] for name in calls}
+    cpp = {name: [] for name in calls}
+    sums = {}
+    for _ in range(args.reps):
+        for name, fn in calls.items():
+            ms, sums[("py", name)] = time_python(fn)
+            py[name].append(ms)
+        run = subprocess.run([exe, str(args.seqlen), "1", str(args.threads)], check=True,
+                             capture_output=True, text=True)
+        res = json.loads(run.stdout)
+        for name in calls:
+            cpp[name] += res[f"{name}_ms"]
+            sums[("cpp", name)] = res[f"{name}_sum"]
 
     print(f"DeepSeek head group: batch 1, h_q 128, d_qk 576, d_v 512, {args.seqlen} keys, "
-          f"bf16 cache, threads {args.threads}, {args.reps} timed calls each")
+          f"bf16 cache, threads {args.threads}, {args.reps} rounds")
     print(f"{'recurrence':<10} {'C++ min ms':>11} {'Py min ms':>10} {'ratio':>7} "
           f"{'C++ med ms':>11} {'Py med ms':>10} {'ratio':>7}  same output")
     worst = 0.0
-    for name in ("golden", "base"):
-        p_times, p_sum = py[name]
-        c_times, c_sum = cpp[f"{name}_ms"], cpp[f"{name}_sum"]
+    for name in calls:
+        p_times, c_times = py[name], cpp[name]
+        p_sum, c_sum = sums[("py", name)], sums[("cpp", name)]
         r_min = min(p_times) / min(c_times)
         r_med = statistics.median(p_times) / statistics.median(c_times)
         worst = max(worst, r_min)
         print(f"{name:<10} {min(c_times):11.2f} {min(p_times):10.2f} {r_min:7.3f} "
               f"{statistics.median(c_times):11.2f} {statistics.median(p_times):10.2f} "
-              f"{r_med:7.3f}  {'yes' if p_sum == c_sum else f'NO ({p_sum} vs {c_sum})'}")
+              f"{r_med:7.3f}  {'yes' if p_sum == c_sum else f'NO ({p_sum!r} vs {c_sum!r})'}")
     print(f"Python / C++ (min): worst {worst:.3f} (target <= 1.05)")
     return 0
 

@@ -14,7 +14,8 @@ Every recurrence takes the keywords
     causal=False       mask aligned to the end: token t of s_q sees keys [0, seqlen - s_q + t]
     softmax_scale=None default 1 / sqrt(d_qk)
     out=None, lse=None caller arrays to write (numpy or DLPack); else new numpy arrays
-    out_dtype=None     dtype of a new out: float32 (float64 for golden) or ml_dtypes.bfloat16
+    out_dtype=None     dtype of a new out: float32 (float64 for golden) by default; bfloat16
+                       and that native type are written directly, others rounded once from it
     return_lse=True    False: lse is neither computed into an array nor returned
     round_output_bf16  round out to BF16 values as a kernel's output cast does
     threads=0          host threads (0 = all cores); results never depend on it

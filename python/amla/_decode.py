@@ -127,9 +127,9 @@ class _Output:
         self.temp = None
         if user is None:
             dtype = np.dtype(new_dtype) if new_dtype is not None else native
-            if dtype not in (native, BF16) or (dtype == BF16 and not bf16_ok):
+            if not (np.issubdtype(dtype, np.floating) or dtype == BF16):
                 raise ValueError(invalid(fn, "out_dtype", str(dtype),
-                                         f"must be {native}" + (" or bfloat16" if bf16_ok else "")))
+                                         "must be a floating type or ml_dtypes.bfloat16"))
             self.user = np.empty(shape, dtype=dtype)
         _expect_shape(fn, arg, self.user, shape, layout)
         u = self.user

@@ -108,28 +108,28 @@ nb::dict report_dict(const at::AmlaReport& r) {
 template <class T, class OutT, class LseT>
 std::optional<at::AmlaReport> run(recurrence r, const char* fn, const DecodeInputs<T>& in,
                                   const DecodeOptions& opt, const DecodeOutputs<OutT, LseT>& outs,
-                                  const RecurrenceArgs& args) {
+                                  const RecurrenceOptions& ro) {
   if constexpr (std::is_same_v<LseT, double>) {
     (void)fn;
-    (void)args;
+    (void)ro;
     AMLA_ASSERT(r == recurrence::golden);
     at::golden_decode(in, opt, outs);
     return std::nullopt;
   } else {
     switch (r) {
       case recurrence::base:
-        at::base_decode(in, opt, outs, args.base());
+        at::base_decode(in, opt, outs, ro.base);
         break;
       case recurrence::amla:
-        return at::amla_decode(in, opt, outs, args.amla());
+        return at::amla_decode(in, opt, outs, ro.amla);
       case recurrence::seesaw:
-        at::seesaw_decode(in, opt, outs, args.seesaw());
+        at::seesaw_decode(in, opt, outs, ro.seesaw);
         break;
       case recurrence::transposed:
-        at::transposed_decode(in, opt, outs, args.transposed());
+        at::transposed_decode(in, opt, outs, ro.transposed);
         break;
       case recurrence::split_kv:
-        at::split_kv_decode(in, opt, outs, args.split_kv());
+        at::split_kv_decode(in, opt, outs, ro.split_kv);
         break;
       default:
         invalid(fn, "recurrence", "golden", "runs with float64 lse");
@@ -212,7 +212,8 @@ nb::object decode(const std::string& name, InArray q, InArray kv, std::optional<
   opt.threads = threads;
   opt.rows_per_task = rows_per_task;
   const LseConvention convention = parse_convention(fn, lse_base, empty_lse);
-  const RecurrenceArgs args(fn, options);
+  // Every Python object is read here, with the GIL held; the recurrence runs without it.
+  const RecurrenceOptions ro = RecurrenceArgs(fn, options).parse(rec->name);
 
   std::optional<at::AmlaReport> report;
   auto with_inputs = [&](auto element) {
@@ -229,7 +230,7 @@ nb::object decode(const std::string& name, InArray q, InArray kv, std::optional<
       const DecodeOutputs<OutT, LseT> outs{span_of<OutT>(out),
                                            lse ? span_of<LseT>(*lse) : std::span<LseT>{}};
       nb::gil_scoped_release release;
-      report = run<T, OutT, LseT>(rec->r, fn, in, opt, outs, args);
+      report = run<T, OutT, LseT>(rec->r, fn, in, opt, outs, ro);
       convert_inplace(outs.lse, amla_lse, convention);
     };
     if (golden) {

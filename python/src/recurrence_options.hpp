@@ -26,10 +26,31 @@ namespace amla::python {
 
 namespace at = amla::attention;
 
-/// The recurrence keywords of one call, read once from the Python dict.
+/// The options structs of every recurrence; RecurrenceArgs::parse fills the one a call needs
+/// (the others keep their defaults), with the GIL held, before the recurrence runs without it.
+struct RecurrenceOptions {
+  at::BaseOptions base;
+  at::AmlaOptions amla;
+  at::SeesawOptions seesaw;
+  at::TransposedOptions transposed;
+  at::SplitKvOptions split_kv;
+};
+
+/// The recurrence keywords of one call, read from the Python dict (needs the GIL).
 class RecurrenceArgs {
  public:
   RecurrenceArgs(const char* fn, const nb::dict& d) : fn_(fn), d_(d) {}
+
+  /// The options of recurrence `name` ("golden" takes none).
+  RecurrenceOptions parse(std::string_view name) const {
+    RecurrenceOptions o;
+    if (name == "base") o.base = base();
+    if (name == "amla") o.amla = amla();
+    if (name == "seesaw") o.seesaw = seesaw();
+    if (name == "transposed") o.transposed = transposed();
+    if (name == "split_kv") o.split_kv = split_kv();
+    return o;
+  }
 
   at::precision mode() const {
     const std::string p = str("precision", "bf16");

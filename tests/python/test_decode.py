@@ -266,3 +266,38 @@ def test_read_only_inputs(gqa_case):
     q.flags.writeable = False
     np.testing.assert_array_equal(amla.golden(**{**c.inputs(), "q": q}).out,
                                   amla.golden(**c.inputs()).out)
+
+
+def test_concurrent_calls_from_python_threads(small_case):
+    """The GIL is released while a recurrence runs: calls from several threads run side by side
+    and give the same results as one at a time."""
+    import threading
+
+    c = small_case
+    ref = {n: getattr(amla, n)(**c.inputs()).out for n in ["golden", "amla", "base"]}
+    got, errors = {}, []
+
+    def work(name, i):
+        try:
+            got[(name, i)] = getattr(amla, name)(**c.inputs(), threads=1).out
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(n, i)) for n in ref for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for (name, _), out in got.items():
+        np.testing.assert_array_equal(out, ref[name])
+
+
+def test_out_dtype(small_case):
+    c = small_case
+    g = amla.golden(**c.inputs())
+    g32 = amla.golden(**c.inputs(), out_dtype=np.float32)
+    assert g32.out.dtype == np.float32 and g32.lse.dtype == np.float64
+    np.testing.assert_array_equal(g32.out, g.out.astype(np.float32))
+    with pytest.raises(ValueError, match="argument 'out_dtype'"):
+        amla.base(**c.inputs(), out_dtype=np.int32)
