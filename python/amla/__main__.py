@@ -120,7 +120,7 @@ def parser() -> argparse.ArgumentParser:
     c = sub.add_parser("case", help="write a decode case, its golden and the emulated output")
     c.add_argument("--out", required=True, help="output folder (created)")
     c.add_argument("--layout", choices=["flashmla", "flashinfer"], default="flashmla")
-    c.add_argument("--batch", type=int, default=1)
+    c.add_argument("--batch", type=int, help="default: the number of --seqlens, else 1")
     c.add_argument("--s-q", type=int, default=1)
     c.add_argument("--h-q", type=int, default=128)
     c.add_argument("--h-kv", type=int, default=1)

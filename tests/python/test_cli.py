@@ -54,3 +54,10 @@ def test_module_entry_point_and_errors(tmp_path):
     assert r.returncode == 2 and "argument 'shape.h_kv'" in r.stderr
     with pytest.raises(SystemExit):
         main(["case"])
+
+
+def test_batch_follows_seqlens(tmp_path):
+    assert main(["case", "--out", str(tmp_path), "--h-q", "4", "--d-qk", "48", "--d-v", "32",
+                 "--seqlens", "5,6,0"]) == 0
+    meta = json.loads((tmp_path / "case.json").read_text())
+    assert meta["shape"]["batch"] == 3 and meta["seqlens"] == [5, 6, 0]
