@@ -240,6 +240,10 @@ def _default(actual, golden, emulated, k, atol, rtol):
     worst = float(np.max(score)) if score.size else 0.0
     passed = n_over == 0 and frob_ok
     lines = [f"{n_over} of {a.size} elements out of tolerance ({rule}); {frob}"]
+    flipped = (np.isposinf(a) & np.isneginf(g)) | (np.isneginf(a) & np.isposinf(g))
+    if flipped.any():
+        lines.append(f"{int(flipped.sum())} elements are infinities of the opposite sign: an lse "
+                     "convention mismatch? (empty_lse=, amla.convert_lse)")
     if not passed:
         order = np.argsort(-score, axis=None, kind="stable")[:5]
         lines.append("worst elements:")

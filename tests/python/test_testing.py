@@ -106,3 +106,10 @@ def test_accepts_bf16_outputs(outs):
     g, e, k = outs
     testing.assert_close(k.astype(amla.BF16), g, emulated=e.astype(amla.BF16).astype(np.float64),
                          k=4.0)
+
+
+def test_opposite_infinities_hint_at_conventions():
+    g = np.array([[1.0, -np.inf]])
+    with pytest.raises(AssertionError, match="lse convention mismatch"):
+        testing.assert_close(np.array([[1.0, np.inf]]), g)
+    testing.assert_close(amla.convert_lse(np.array([[1.0, np.inf]]), "flashmla", "amla"), g)
