@@ -1,8 +1,9 @@
-// amla/sim/arch/ascend910.hpp: public figures of the Ascend 910 (as in CloudMatrix384), numbers
-// only, each with its source. Behaviour lives in sim/ and mla/cost.hpp, never here.
+// amla/arch/ascend910.hpp: public figures of the Ascend 910 (as in CloudMatrix384), numbers
+// only, each with its source. Chips (sim/chip.hpp) and rooflines
+// (mla/roofline.hpp) are built from these; behaviour lives there, never here.
 #pragma once
 
-namespace amla::sim::arch::ascend910 {
+namespace amla::arch::ascend910 {
 
 // AMLA paper, Section 2.3 / 5: two dies per package; each die has 24 AI cores, each AI core one
 // Cube core and two Vector cores.
@@ -31,4 +32,4 @@ inline constexpr double clock_hz = 1.8e9;
 inline constexpr double bf16_peak_flops_per_s =
     2.0 * cube_m * cube_n * cube_k * cube_cores_per_die * dies * clock_hz;  // 7.08e14
 
-}  // namespace amla::sim::arch::ascend910
+}  // namespace amla::arch::ascend910
