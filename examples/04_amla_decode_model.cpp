@@ -211,12 +211,14 @@ void print_details(const DecodeResult& r, const char* what) {
       static_cast<long long>(r.events));
 }
 
-// Figure 7's arrangement against the one Theorem B.1 builds from the kernel's stage durations,
-// for AMLA and Base at S_q = 1 and 2, each simulated on the whole chip.
+// The preload arrangement (Figure 7; Base: Figure 5) against the one Theorem B.1 builds from the
+// kernel's stage durations, for AMLA and Base at S_q = 1 and 2, each simulated on the whole chip.
 void print_arrangements(const Chip& chip, Workload w) {
   using amla::sim::DecodeSchedule;
-  std::printf("\nArrangements at S_k = %d: Figure 7's preload against Theorem B.1's construction\n",
-              w.max_seqlen());
+  std::printf(
+      "\nArrangements at S_k = %d: the preload arrangement (AMLA: Figure 7, Base: Figure 5) "
+      "against Theorem B.1's construction from the stage durations\n",
+      w.max_seqlen());
   for (const Variant v : {Variant::amla, Variant::base}) {
     for (const int s_q : {1, 2}) {
       w.s_q = s_q;
@@ -231,9 +233,10 @@ void print_arrangements(const Chip& chip, Workload w) {
            {DecodeSchedule::serial, DecodeSchedule::preload, DecodeSchedule::theorem_b1}) {
         o.schedule = k;
         const DecodeResult r = amla::sim::simulate_decode(chip, w, o);
-        const char* name = k == DecodeSchedule::serial    ? "serial"
-                           : k == DecodeSchedule::preload ? "Figure 7"
-                                                          : "Theorem B.1";
+        const char* name = k == DecodeSchedule::serial ? "serial"
+                           : k == DecodeSchedule::preload
+                               ? (v == Variant::amla ? "Figure 7" : "Figure 5")
+                               : "Theorem B.1";
         const std::string arr =
             k == DecodeSchedule::serial ? std::string("(every stage after the previous one)")
             : k == DecodeSchedule::preload

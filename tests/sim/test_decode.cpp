@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "amla/sim/chip.hpp"
 #include "amla/sim/decode.hpp"
@@ -67,6 +68,25 @@ Chip quiet_ascend() {  // the Ascend 910 with its cores identical (no jitter, no
   return c;
 }
 
+// Runs `w` with one representative per class of identical cores and with every core, and checks
+// that the two agree: cycles, HBM bytes and every pipe's shares.
+std::pair<amla::sim::DecodeResult, amla::sim::DecodeResult> reduced_and_full(const Workload& w,
+                                                                             DecodeOptions o) {
+  o.symmetry = true;
+  auto a = amla::sim::simulate_decode(quiet_ascend(), w, o);
+  o.symmetry = false;
+  auto b = amla::sim::simulate_decode(quiet_ascend(), w, o);
+  REQUIRE(a.ok);
+  REQUIRE(b.ok);
+  CHECK(a.cycles == b.cycles);
+  CHECK(a.hbm_bytes.count == Approx(b.hbm_bytes.count));
+  for (std::size_t i = 0; i < a.pipes.size(); ++i) {
+    CHECK(a.pipes[i].busy == Approx(b.pipes[i].busy));
+    CHECK(a.pipes[i].stalled_on_data == Approx(b.pipes[i].stalled_on_data));
+  }
+  return {std::move(a), std::move(b)};
+}
+
 }  // namespace
 
 TEST_CASE("AMLA on a one-core toy chip, by hand", "[sim][decode]") {
@@ -117,20 +137,9 @@ TEST_CASE("the symmetry reduction is exact", "[sim][decode]") {
   for (const Variant v : {Variant::amla, Variant::base}) {
     DecodeOptions o;
     o.variant = v;
-    o.symmetry = true;
-    const auto a = amla::sim::simulate_decode(quiet_ascend(), w, o);
-    o.symmetry = false;
-    const auto b = amla::sim::simulate_decode(quiet_ascend(), w, o);
-    REQUIRE(a.ok);
-    REQUIRE(b.ok);
+    const auto [a, b] = reduced_and_full(w, o);
     CHECK(a.core_classes == 3);  // die 0: cores 0-1 have 2 tasks, 2-23 one; die 1: one each
     CHECK(b.core_classes == 48);
-    CHECK(a.cycles == b.cycles);
-    CHECK(a.hbm_bytes.count == Approx(b.hbm_bytes.count));
-    for (std::size_t i = 0; i < a.pipes.size(); ++i) {
-      CHECK(a.pipes[i].busy == Approx(b.pipes[i].busy));
-      CHECK(a.pipes[i].stalled_on_data == Approx(b.pipes[i].stalled_on_data));
-    }
     CHECK(a.operations < b.operations / 10);
   }
 }
@@ -327,7 +336,8 @@ TEST_CASE("the decode model runs any arrangement of its stage chain", "[sim][dec
   CHECK_FALSE(cyclic.ok);
   CHECK_THAT(cyclic.reason, Catch::Contains("cannot run") && Catch::Contains("dependency cycle"));
   o.schedule = DecodeSchedule::serial;
-  CHECK_THROWS_WITH(amla::sim::simulate_decode(chip, w, o), Catch::Contains("options.schedule"));
+  CHECK_THROWS_WITH(amla::sim::simulate_decode(chip, w, o),
+                    Catch::Contains("'options.schedule' = serial"));
   // Theorem B.1's arrangement on the Ascend 910 decode kernel: one call.
   DecodeOptions b1_opt;
   b1_opt.schedule = DecodeSchedule::theorem_b1;
@@ -385,16 +395,8 @@ TEST_CASE("the symmetry reduction is exact for a varlen batch", "[sim][decode]")
   // Lengths 1300 and 700 in turn over 50 sequences: core classes by die and task shapes.
   Workload w = Workload::uniform(50, 1, 128, 1300);
   for (std::size_t b = 1; b < w.seqlens.size(); b += 2) w.seqlens[b] = 700;
-  DecodeOptions o;
-  o.symmetry = true;
-  const auto a = amla::sim::simulate_decode(quiet_ascend(), w, o);
-  o.symmetry = false;
-  const auto b = amla::sim::simulate_decode(quiet_ascend(), w, o);
-  REQUIRE(a.ok);
-  REQUIRE(b.ok);
+  const auto [a, b] = reduced_and_full(w, DecodeOptions{});
   CHECK(a.core_classes < b.core_classes);
-  CHECK(a.cycles == b.cycles);
-  CHECK(a.hbm_bytes.count == Approx(b.hbm_bytes.count));
   CHECK(a.blocks_per_task == 3);
   CHECK(a.hbm_bytes.count == Approx(25.0 * (1300 + 700) * 576 * 2 + 50.0 * 128 * 576 * 2));
 }

@@ -74,6 +74,19 @@ inline const char* to_string(Variant v) {
 /// the preload arrangement of Figure 7 (and its Base analogue, preload_arrangement), or the
 /// arrangement of Theorem B.1 built from decode_stage_chain's durations.
 enum class DecodeSchedule { automatic, serial, preload, theorem_b1 };
+inline const char* to_string(DecodeSchedule s) {
+  switch (s) {
+    case DecodeSchedule::automatic:
+      return "automatic";
+    case DecodeSchedule::serial:
+      return "serial";
+    case DecodeSchedule::preload:
+      return "preload";
+    case DecodeSchedule::theorem_b1:
+      return "theorem_b1";
+  }
+  return "?";
+}
 
 struct DecodeOptions {
   Variant variant = Variant::amla;
@@ -173,7 +186,7 @@ inline void validate_decode(const Workload& w, const DecodeOptions& opt) {
   if (opt.timeline_cores < 0)
     throw_invalid(decode_fn, "options.timeline_cores", to_text(opt.timeline_cores), ">= 0");
   if (opt.arrangement && opt.schedule != DecodeSchedule::automatic)
-    throw_invalid(decode_fn, "options.schedule", to_text(static_cast<int>(opt.schedule)),
+    throw_invalid(decode_fn, "options.schedule", to_string(opt.schedule),
                   "must be automatic when options.arrangement is given");
   if (opt.variant == Variant::amla && opt.base_o_in_ub)
     throw_invalid(decode_fn, "options.base_o_in_ub", "true",
