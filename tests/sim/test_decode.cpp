@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "amla/sim/chip.hpp"
 #include "amla/sim/decode.hpp"
@@ -363,6 +364,16 @@ TEST_CASE("a varlen batch: each sequence runs its own KV blocks", "[sim][decode]
   w.seqlens = {16, 32};
   CHECK(amla::sim::simulate_decode(toy_chip(), w, toy_options(Variant::base)).cycles ==
         Cycles{1142});
+  // The same batch read off the very problem a reference would compute (paged, 16-key pages).
+  const amla::DecodeShape shape{2, 1, 16, 1, 32, 16, 4, 16, 2};
+  std::vector<float> q(static_cast<std::size_t>(shape.q_elems())),
+      kv(static_cast<std::size_t>(shape.kv_elems()));
+  const std::vector<std::int32_t> table{0, 1, 2, 3}, seqlens{32, 16};
+  const amla::DecodeInputs<float> in{shape, q, kv, {}, table, seqlens};
+  const auto from_problem =
+      amla::sim::simulate_decode(toy_chip(), Workload::of(in), toy_options(Variant::base));
+  REQUIRE(from_problem.ok);
+  CHECK(from_problem.cycles == Cycles{1142});
   // An empty sequence has no task; a batch of them only starts and ends.
   w.seqlens = {0, 32};
   const auto one = amla::sim::simulate_decode(toy_chip(), w, toy_options(Variant::amla));

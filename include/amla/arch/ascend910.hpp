@@ -1,7 +1,9 @@
 // amla/arch/ascend910.hpp: public figures of the Ascend 910 (as in CloudMatrix384), numbers
-// only, each with its source. Chips (sim/chip.hpp) and rooflines
-// (mla/roofline.hpp) are built from these; behaviour lives there, never here.
+// only, each with its source. Chips (sim/chip.hpp) and rooflines (mla/roofline.hpp) are built
+// from these; behaviour lives there, never here.
 #pragma once
+
+#include <cstdint>
 
 namespace amla::arch::ascend910 {
 
@@ -22,6 +24,14 @@ inline constexpr double l0a_bytes = 64.0 * 1024;
 inline constexpr double l0b_bytes = 64.0 * 1024;
 inline constexpr double l0c_bytes = 128.0 * 1024;
 inline constexpr double ub_bytes = 192.0 * 1024;
+
+// L1 -> L0A and L1 -> L0B (MTE1) of one AI core: bytes per cycle and the cycles until a load's
+// data is visible. Huawei asc-devkit performance samples (tests/perf/load_data_perf), the
+// theoretical figures listed for LoadData on the Atlas A2/A3 cores (dav-2201, the Ascend
+// 910B/910C generation).
+inline constexpr double mte1_l0a_bytes_per_cycle = 256;
+inline constexpr double mte1_l0b_bytes_per_cycle = 128;
+inline constexpr std::int64_t mte1_latency_cycles = 28;
 
 // Cube: a 16x16x16 BF16 MAC array per core per cycle (implied by AMLA Table 5: FLOPs / (time * FU)
 // gives about 7.07e14 FLOP/s for the package, i.e. 2 * 4096 * 48 cores * ~1.8 GHz).

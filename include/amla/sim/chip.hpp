@@ -20,8 +20,9 @@
 namespace amla::sim {
 
 /// Per-core figures no paper publishes, with the defaults the simulator uses (the MTE1 rates are
-/// the exception: Huawei's own performance samples give them, cited below). Shared by the Da
-/// Vinci V220 chips below (Ascend 910 and the TyphoonMLA NPU have the same core design).
+/// the exception: Huawei's own performance samples give them, and arch/ascend910.hpp holds them).
+/// Shared by the Da Vinci V220 chips below (Ascend 910 and the TyphoonMLA NPU have the same core
+/// design).
 namespace davinci_defaults {
 
 // GM -> L1 port of one Cube core (MTE2). The AMLA tiling needs about 80 B/cycle to keep the
@@ -30,14 +31,12 @@ namespace davinci_defaults {
 // 11 TB/s over 48 cores, 3.5x the HBM) makes the port a limit only for L2-resident data.
 inline constexpr double mte2_bytes_per_cycle = 128;
 // L1 -> L0A and L1 -> L0B (MTE1): 256 and 128 bytes per cycle, each load's data visible 28 cycles
-// after it ends. These are public: the theoretical bandwidth and latency Huawei's asc-devkit
-// performance samples (tests/perf/load_data_perf) list for LoadData on the Atlas A2/A3 cores
-// (dav-2201, the Ascend 910B/910C generation). One C1 step (128x128x96) then loads its A piece
-// in 96 cycles and its B piece in 192, 288 of the step's 384 fractal cycles; one C2 step
-// (128x128x128) 384 of 512: MTE1 stays hidden, as the paper draws it in Figure 9.
-inline constexpr double mte1_l0a_bytes_per_cycle = 256;
-inline constexpr double mte1_l0b_bytes_per_cycle = 128;
-inline constexpr std::int64_t mte1_latency_cycles = 28;
+// after it ends. These are public (arch/ascend910.hpp gives the source). One C1 step (128x128x96)
+// then loads its A piece in 96 cycles and its B piece in 192, 288 of the step's 384 fractal cycles;
+// one C2 step (128x128x128) 384 of 512: MTE1 stays hidden, as the paper draws it in Figure 9.
+inline constexpr double mte1_l0a_bytes_per_cycle = arch::ascend910::mte1_l0a_bytes_per_cycle;
+inline constexpr double mte1_l0b_bytes_per_cycle = arch::ascend910::mte1_l0b_bytes_per_cycle;
+inline constexpr std::int64_t mte1_latency_cycles = arch::ascend910::mte1_latency_cycles;
 // L0C -> GM (FixP), FP32 results: one 128x128 FP32 tile (64 KB) in 512 cycles, hidden behind the
 // next tile's 2304-3072 MMAD cycles by L0C double buffering, as the paper intends. (The same
 // asc-devkit samples give 128 B/cycle for L0C -> L1 with a cast on the way; L0C -> GM is not
