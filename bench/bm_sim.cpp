@@ -75,8 +75,7 @@ void cube_stage(benchmark::State& state) {
 BENCHMARK(cube_stage)->Unit(benchmark::kMicrosecond);
 
 void run_decode(benchmark::State& state, const amla::sim::Chip& chip) {
-  amla::sim::DecodeWorkload w;
-  w.s_k = static_cast<int>(state.range(0));
+  const amla::Workload w = amla::Workload::uniform(96, 1, 128, static_cast<int>(state.range(0)));
   std::int64_t events = 0, ops = 0;
   for (auto _ : state) {
     const auto r = amla::sim::simulate_decode(chip, w);

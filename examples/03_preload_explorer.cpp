@@ -141,7 +141,7 @@ std::string internal_text(const pl::CvDurations& d, const pl::PreloadAnalysis& r
 
 struct Candidate {
   std::string name;
-  pl::Arrangement arrangement;
+  pl::TimedCycle arrangement;
 };
 
 void print_durations(const pl::CvDurations& d) {
@@ -240,7 +240,7 @@ int explore(const Options& o) {
                                                   : o.user_label;
   const auto chosen = std::find_if(cands.begin(), cands.end(),
                                    [&](const Candidate& c) { return c.name == wanted; });
-  const pl::Arrangement& a = chosen->arrangement;
+  const pl::TimedCycle& a = chosen->arrangement;
   const auto r = pl::analyze(d, a);
   std::printf("\nChosen Cycle: %s (P = %lld cycles), preload count %d:\n", wanted.c_str(),
               static_cast<long long>(a.period.count), r.preload_count);

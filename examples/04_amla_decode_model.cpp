@@ -4,6 +4,7 @@
 //   example_04_amla_decode_model [--demo] [--help] [--calibrate] [--chip ascend910|typhoon]
 //                                [--batch B] [--heads H] [--sk 1024,2048,...] [--svg FILE]
 //                                [--no-svg] [--details S_K] [--trace PREFIX] [--no-trace]
+//                                [--theorem-b1]
 //
 // Prints, for each S_k: the measured AMLA time and FLOPS utilisation (S_q = 1, where the paper
 // gives them), the model's prediction and its error, the prediction for S_q = 2 and for Base
@@ -11,6 +12,9 @@
 // one case (busy / stalled / idle share of each pipe), and draws FU against S_k as an SVG. It
 // also writes a Gantt chart (SVG) and a Chrome trace (JSON, opens in Perfetto) of one Cube core
 // and its two Vector cores for AMLA and for Base at S_k = 2048.
+// --theorem-b1 adds, at S_k = --details, the arrangement the preload theory's Theorem B.1 builds
+// from the kernel's own stage durations, simulated on the chip next to Figure 7's (one call:
+// simulate_decode with DecodeSchedule::theorem_b1).
 // --calibrate refits the simulator's three calibrated constants to Table 5 and to the paper's
 // stated best FLOPS utilisation (86.8%, the maximum of the S_q = 2 row) and prints them.
 #include <cmath>
@@ -22,17 +26,20 @@
 #include <string>
 #include <vector>
 
+#include "amla/problem/workload.hpp"
 #include "amla/sim/calibration.hpp"
 #include "amla/sim/chip.hpp"
 #include "amla/sim/decode.hpp"
+#include "amla/sim/pipeline.hpp"
+#include "amla/sim/preload_theory.hpp"
 #include "amla/sim/trace.hpp"
 
 namespace {
 
+using amla::Workload;
 using amla::sim::Chip;
 using amla::sim::DecodeOptions;
 using amla::sim::DecodeResult;
-using amla::sim::DecodeWorkload;
 using amla::sim::Variant;
 
 void usage() {
@@ -54,6 +61,8 @@ void usage() {
       "  --trace PREFIX    Gantt + Chrome trace of core 0 at S_k = 2048: PREFIX_{amla,base}_\n"
       "                    gantt.svg and _trace.json (default prefix decode)\n"
       "  --no-trace        do not write them\n"
+      "  --theorem-b1      also simulate the arrangement Theorem B.1 builds from the stage\n"
+      "                    durations, next to Figure 7's preload and Base's serial order\n"
       "  --help            this text\n");
 }
 
@@ -88,7 +97,7 @@ struct Point {
   DecodeResult amla1, amla2, base1, base2;
 };
 
-DecodeResult run(const Chip& chip, DecodeWorkload w, int s_q, Variant v) {
+DecodeResult run(const Chip& chip, Workload w, int s_q, Variant v) {
   w.s_q = s_q;
   DecodeOptions o;
   o.variant = v;
@@ -202,15 +211,57 @@ void print_details(const DecodeResult& r, const char* what) {
       static_cast<long long>(r.events));
 }
 
+// The preload arrangement (Figure 7; Base: Figure 5) against the one Theorem B.1 builds from the
+// kernel's stage durations, for AMLA and Base at S_q = 1 and 2, each simulated on the whole chip.
+void print_arrangements(const Chip& chip, Workload w) {
+  using amla::sim::DecodeSchedule;
+  std::printf(
+      "\nArrangements at S_k = %d: the preload arrangement (AMLA: Figure 7, Base: Figure 5) "
+      "against Theorem B.1's construction from the stage durations\n",
+      w.max_seqlen());
+  for (const Variant v : {Variant::amla, Variant::base}) {
+    for (const int s_q : {1, 2}) {
+      w.s_q = s_q;
+      DecodeOptions o;
+      o.variant = v;
+      const amla::sim::StageChain chain = amla::sim::decode_stage_chain(chip, w, o);
+      std::printf("  %s, S_q = %d: stage cycles", amla::sim::to_string(v), s_q);
+      for (const auto& st : chain.stages)
+        std::printf(" %s %lld", st.name.c_str(), static_cast<long long>(st.duration.count));
+      std::printf("\n");
+      for (const DecodeSchedule k :
+           {DecodeSchedule::serial, DecodeSchedule::preload, DecodeSchedule::theorem_b1}) {
+        o.schedule = k;
+        const DecodeResult r = amla::sim::simulate_decode(chip, w, o);
+        const char* name = k == DecodeSchedule::serial ? "serial"
+                           : k == DecodeSchedule::preload
+                               ? (v == Variant::amla ? "Figure 7" : "Figure 5")
+                               : "Theorem B.1";
+        const std::string arr =
+            k == DecodeSchedule::serial ? std::string("(every stage after the previous one)")
+            : k == DecodeSchedule::preload
+                ? amla::sim::arrangement_text(chain, amla::sim::preload_arrangement(chain))
+                : amla::sim::arrangement_text(chain,
+                                              amla::sim::preload::theorem_b1_arrangement(chain));
+        if (r.ok)
+          std::printf("    %-12s %-48s %8.1f us  FU %5.1f%%\n", name, arr.c_str(), r.kernel_us(),
+                      100 * r.fu);
+        else
+          std::printf("    %-12s %-48s cannot run: %s\n", name, arr.c_str(), r.reason.c_str());
+      }
+    }
+  }
+}
+
 // Gantt chart and Chrome trace of one Cube core (stages and pipes) and its Vector cores.
-void write_traces(const Chip& chip, DecodeWorkload w, Variant v, const std::string& prefix) {
-  w.s_k = 2048;
+void write_traces(const Chip& chip, Workload w, Variant v, const std::string& prefix) {
+  w.seqlens.assign(w.seqlens.size(), 2048);
   DecodeOptions o;
   o.variant = v;
   o.record_timeline = true;
   o.timeline_cores = 1;
   const DecodeResult r = amla::sim::simulate_decode(chip, w, o);
-  if (!r.feasible) {
+  if (!r.ok) {
     std::fprintf(stderr, "trace: infeasible: %s\n", r.reason.c_str());
     return;
   }
@@ -292,11 +343,9 @@ int sensitivity() {
       double worst = 0;
       for (const auto& p : amla::sim::predict(c, meas))
         worst = std::max(worst, std::fabs(p.fu_error_pp()));
-      DecodeWorkload w;
-      w.s_q = 2;
-      w.s_k = 4096;
+      Workload w = Workload::uniform(96, 2, 128, 4096);
       const DecodeResult a = amla::sim::simulate_decode(c, w);
-      w.s_k = 16384;
+      w.seqlens.assign(w.seqlens.size(), 16384);
       const DecodeResult b = amla::sim::simulate_decode(c, w);
       char scale[16] = "-";
       if (std::string(k.name) != "(defaults)") std::snprintf(scale, sizeof scale, "x%.1f", f);
@@ -323,15 +372,15 @@ int calibrate() {
   std::printf("\n%-8s %10s %10s %10s %10s %8s\n", "S_k", "meas us", "model us", "meas FU",
               "model FU", "err pp");
   for (const auto& p : r.predictions)
-    std::printf("%-8d %10.0f %10.1f %9.1f%% %9.1f%% %+8.2f\n", p.measured.workload.s_k,
+    std::printf("%-8d %10.0f %10.1f %9.1f%% %9.1f%% %+8.2f\n", p.measured.workload.max_seqlen(),
                 p.measured.duration_us, p.predicted_us, p.measured.fu_percent,
                 p.predicted_fu_percent, p.fu_error_pp());
   for (const auto& pk : r.peak_predictions) {
     std::printf("\nS_q = 2 row (model):");
     for (std::size_t i = 0; i < pk.claim.workloads.size(); ++i)
-      std::printf(" %d: %.1f%%", pk.claim.workloads[i].s_k, pk.predicted_fu_percent[i]);
+      std::printf(" %d: %.1f%%", pk.claim.workloads[i].max_seqlen(), pk.predicted_fu_percent[i]);
     std::printf("\nmaximum %.2f%% at S_k = %d against the paper's %.1f%% (%+.2f pp)\n",
-                pk.max_fu_percent, pk.claim.workloads[pk.argmax].s_k, pk.claim.fu_percent,
+                pk.max_fu_percent, pk.claim.workloads[pk.argmax].max_seqlen(), pk.claim.fu_percent,
                 pk.fu_error_pp());
   }
   std::printf(
@@ -355,7 +404,8 @@ int calibrate() {
 int main(int argc, char** argv) {
   std::string chip_name = "ascend910", svg = "amla_fu_vs_sk.svg";
   std::vector<int> sks = {1024, 2048, 3072, 4096, 6144, 16384};
-  DecodeWorkload w;  // B = 96, H = 128 by default
+  Workload w = Workload::uniform(96, 1, 128, 4096);  // B = 96, H = 128 by default
+  bool theorem_b1 = false;
   int details = 4096;
   bool do_svg = true, do_trace = true;
   std::string trace_prefix = "decode";
@@ -373,6 +423,8 @@ int main(int argc, char** argv) {
       return 0;
     } else if (a == "--demo") {
       // the default sweep is already quick
+    } else if (a == "--theorem-b1") {
+      theorem_b1 = true;
     } else if (a == "--calibrate") {
       return calibrate();
     } else if (a == "--sensitivity") {
@@ -380,9 +432,9 @@ int main(int argc, char** argv) {
     } else if (a == "--chip") {
       chip_name = next();
     } else if (a == "--batch") {
-      w.batch = parse_int(next(), "batch");
+      w.seqlens.assign(static_cast<std::size_t>(parse_int(next(), "batch")), 4096);
     } else if (a == "--heads") {
-      w.heads = parse_int(next(), "heads");
+      w.h_q = parse_int(next(), "heads");
     } else if (a == "--sk") {
       sks = parse_list(next());
     } else if (a == "--details") {
@@ -410,7 +462,7 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  const bool table5 = chip_name == "ascend910" && w.batch == 96 && w.heads == 128;
+  const bool table5 = chip_name == "ascend910" && w.batch() == 96 && w.h_q == 128;
   const auto meas = amla::sim::amla_table5_ascend910();
   std::printf(
       "MLA decode on %s: %d Cube + %d Vector cores at %.2f GHz, BF16 peak %.1f TFLOPS, "
@@ -421,7 +473,7 @@ int main(int argc, char** argv) {
   std::printf(
       "B = %d, H = %d, d_qk = 576, d_v = 512, KV block 512. Calibrated: HBM efficiency "
       "%.2f, core start stagger %lld cycles, fixed overhead %.1f us.\n\n",
-      w.batch, w.heads, chip.hbm_efficiency, static_cast<long long>(chip.core_start_stagger.count),
+      w.batch(), w.h_q, chip.hbm_efficiency, static_cast<long long>(chip.core_start_stagger.count),
       chip.fixed_overhead.us());
   std::printf("%-7s | %-33s | %-15s | %-15s | %-15s | %s\n", "",
               table5 ? "AMLA, S_q = 1: paper vs model" : "AMLA, S_q = 1 (model)", "AMLA, S_q = 2",
@@ -431,19 +483,19 @@ int main(int argc, char** argv) {
   std::vector<Point> pts;
   double worst = 0;
   for (const int sk : sks) {
-    DecodeWorkload x = w;
-    x.s_k = sk;
+    Workload x = w;
+    x.seqlens.assign(x.seqlens.size(), sk);
     Point p{sk, run(chip, x, 1, Variant::amla), run(chip, x, 2, Variant::amla),
             run(chip, x, 1, Variant::base), run(chip, x, 2, Variant::base)};
     for (const auto* r : {&p.amla1, &p.amla2, &p.base1, &p.base2})
-      if (!r->feasible) {
+      if (!r->ok) {
         std::fprintf(stderr, "S_k %d: infeasible: %s\n", sk, r->reason.c_str());
         return 1;
       }
     const amla::sim::Measurement* m = nullptr;
     if (table5)
       for (const auto& mm : meas)
-        if (mm.workload.s_k == sk) m = &mm;
+        if (mm.workload.max_seqlen() == sk) m = &mm;
     char paper[64] = "       -      -";
     char err[16] = "    -";
     if (m) {
@@ -475,13 +527,19 @@ int main(int argc, char** argv) {
   }
 
   {
-    DecodeWorkload x = w;
-    x.s_k = details;
+    Workload x = w;
+    x.seqlens.assign(x.seqlens.size(), details);
     char what[128];
     std::snprintf(what, sizeof what, "AMLA, S_q = 1, S_k = %d", details);
     print_details(run(chip, x, 1, Variant::amla), what);
     std::snprintf(what, sizeof what, "Base, S_q = 1, S_k = %d", details);
     print_details(run(chip, x, 1, Variant::base), what);
+  }
+
+  if (theorem_b1) {
+    Workload x = w;
+    x.seqlens.assign(x.seqlens.size(), details);
+    print_arrangements(chip, x);
   }
 
   if (do_svg) {
@@ -498,12 +556,12 @@ int main(int argc, char** argv) {
       ss[3].xy.push_back({p.s_k, 100 * p.base2.fu});
     }
     if (table5)
-      for (const auto& m : meas) ss[4].xy.push_back({m.workload.s_k, m.fu_percent});
+      for (const auto& m : meas) ss[4].xy.push_back({m.workload.max_seqlen(), m.fu_percent});
     else
       ss.pop_back();
     char title[160];
     std::snprintf(title, sizeof title, "MLA decode on %s, B = %d, H = %d: FLOPS utilisation",
-                  chip.name.c_str(), w.batch, w.heads);
+                  chip.name.c_str(), w.batch(), w.h_q);
     write_svg(svg, title, ss);
   }
   if (do_trace) {

@@ -1,7 +1,7 @@
 // examples/05_typhoon_roofline.cpp: when does TyphoonMLA pay off? The roofline time of one MLA
 // decode step (attention only) for the naive, absorb and TyphoonMLA formulations, for DeepSeek-V3
 // and Kimi K2, over the TyphoonMLA paper's three system prompts as the shared prefix, batch sizes
-// 1 to 1024, priced by amla/mla/cost.hpp on a chip from amla/sim/arch.
+// 1 to 1024, priced by amla/mla/cost.hpp on a chip from amla/arch.
 //
 //   example_05_typhoon_roofline [--demo] [--help] [--hw NAME] [--suffix N] [--svg FILE]
 //

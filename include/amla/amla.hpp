@@ -17,6 +17,10 @@
 #include "amla/problem/validate.hpp"
 #include "amla/problem/workload.hpp"
 
+#include "amla/arch/ascend910.hpp"
+#include "amla/arch/h100.hpp"
+#include "amla/arch/typhoon_npu.hpp"
+
 #include "amla/attention/amla.hpp"
 #include "amla/attention/driver.hpp"
 #include "amla/attention/golden.hpp"
@@ -34,6 +38,7 @@
 #include "amla/sim/engine.hpp"
 #include "amla/sim/pipeline.hpp"
 #include "amla/sim/preload_theory.hpp"
+#include "amla/sim/status.hpp"
 #include "amla/sim/tiling.hpp"
 #include "amla/sim/timeline.hpp"
 #include "amla/sim/trace.hpp"

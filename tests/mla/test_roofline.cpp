@@ -7,8 +7,8 @@
 
 namespace mla = amla::mla;
 
-TEST_CASE("Named chips take their figures from sim/arch", "[mla][roofline]") {
-  namespace arch = amla::sim::arch;
+TEST_CASE("Named chips take their figures from arch/", "[mla][roofline]") {
+  namespace arch = amla::arch;
   CHECK(mla::hardware::typhoon_npu.peak_flops_per_s == arch::typhoon_npu::fp16_peak_flops_per_s);
   CHECK(mla::hardware::typhoon_npu.hbm_bytes_per_s == arch::typhoon_npu::hbm_bytes_per_s);
   CHECK(mla::hardware::h100_sxm.peak_flops_per_s == 989e12);

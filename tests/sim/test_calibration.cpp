@@ -15,14 +15,14 @@
 TEST_CASE("the reference data is Table 5's Ascend 910 row", "[sim][calibration]") {
   const auto ms = amla::sim::amla_table5_ascend910();
   REQUIRE(ms.size() == 6);
-  CHECK(ms[0].workload.s_k == 1024);
-  CHECK(ms[5].workload.s_k == 16384);
+  CHECK(ms[0].workload.max_seqlen() == 1024);
+  CHECK(ms[5].workload.max_seqlen() == 16384);
   CHECK(ms[5].duration_us == 830);
   CHECK(ms[5].fu_percent == 74.5);
   const double peak = amla::sim::ascend910().peak_flops_per_s();
   for (const auto& m : ms) {
-    CHECK(m.workload.batch == 96);
-    CHECK(m.workload.heads == 128);
+    CHECK(m.workload.batch() == 96);
+    CHECK(m.workload.h_q == 128);
     CHECK(m.workload.s_q == 1);
     // The table's FU is its FLOPs over its duration at the chip's peak (to the rounding of us).
     const double fu = 100 * m.workload.flops() / (m.duration_us * 1e-6 * peak);
@@ -37,9 +37,9 @@ TEST_CASE("the peak claim is the paper's 86.8% over the S_q = 2 row", "[sim][cal
   const auto ms = amla::sim::amla_table5_ascend910();
   for (std::size_t i = 0; i < 6; ++i) {
     CHECK(c.workloads[i].s_q == 2);
-    CHECK(c.workloads[i].batch == 96);
-    CHECK(c.workloads[i].heads == 128);
-    CHECK(c.workloads[i].s_k == ms[i].workload.s_k);
+    CHECK(c.workloads[i].batch() == 96);
+    CHECK(c.workloads[i].h_q == 128);
+    CHECK(c.workloads[i].max_seqlen() == ms[i].workload.max_seqlen());
   }
   // The abstract's 614 TFLOPS is 86.8% of the chip's peak.
   CHECK(0.868 * amla::sim::ascend910().peak_flops_per_s() == Approx(614e12).epsilon(0.001));
@@ -54,7 +54,7 @@ TEST_CASE("Table 5, S_q = 1: every prediction within 5 points of the measured FU
   const auto preds = amla::sim::predict(amla::sim::ascend910(), ms);
   REQUIRE(preds.size() == ms.size());
   for (const auto& p : preds) {
-    INFO("S_k = " << p.measured.workload.s_k << ": measured " << p.measured.duration_us
+    INFO("S_k = " << p.measured.workload.max_seqlen() << ": measured " << p.measured.duration_us
                   << " us, FU " << p.measured.fu_percent << "%; model " << p.predicted_us
                   << " us, FU " << p.predicted_fu_percent << "%");
     CHECK(std::fabs(p.fu_error_pp()) <= 5.0);
@@ -77,7 +77,7 @@ TEST_CASE("S_q = 2: the model's best FU is within 2 points of the paper's 86.8%"
   REQUIRE(p.predicted_fu_percent.size() == claim.workloads.size());
   std::ostringstream row;
   for (std::size_t i = 0; i < claim.workloads.size(); ++i)
-    row << " " << claim.workloads[i].s_k << ": " << p.predicted_fu_percent[i] << "%";
+    row << " " << claim.workloads[i].max_seqlen() << ": " << p.predicted_fu_percent[i] << "%";
   INFO("model S_q = 2 row:" << row.str() << "; maximum " << p.max_fu_percent << "%");
   CHECK(std::fabs(p.fu_error_pp()) <= 2.0);
   // FU rises with S_k (the fixed costs are spread thinner), so the best point is the longest.
@@ -101,21 +101,16 @@ TEST_CASE("the fit recovers constants it was given", "[sim][calibration]") {
   std::vector<amla::sim::Measurement> ms;
   for (const int sk : {1024, 2048, 3072}) {
     amla::sim::Measurement m;
-    m.workload.batch = 48;
-    m.workload.s_k = sk;
+    m.workload = amla::Workload::uniform(48, 1, 128, sk);
     const auto r = amla::sim::simulate_decode(truth, m.workload);
-    REQUIRE(r.feasible);
+    REQUIRE(r.ok);
     m.duration_us = r.kernel_us();
     m.fu_percent = 100 * r.fu;
     ms.push_back(m);
   }
   amla::sim::PeakClaim claim;
   for (const int sk : {1024, 2048}) {
-    amla::sim::DecodeWorkload w;
-    w.batch = 48;
-    w.s_q = 2;
-    w.s_k = sk;
-    claim.workloads.push_back(w);
+    claim.workloads.push_back(amla::Workload::uniform(48, 2, 128, sk));
   }
   claim.fu_percent = amla::sim::predict_peak(truth, claim).max_fu_percent;
   amla::sim::CalibrationOptions o;

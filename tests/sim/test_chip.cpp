@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "amla/sim/arch/ascend910.hpp"
+#include "amla/arch/ascend910.hpp"
 #include "amla/sim/chip.hpp"
 
 using amla::sim::Chip;
@@ -15,7 +15,7 @@ TEST_CASE("Ascend 910: 48 Cube and 96 Vector cores, 7.08e14 BF16 FLOP/s, 3.2 TB/
   CHECK(c.macs_per_cycle() == 4096);
   // 2 x 4096 MACs x 48 cores x 1.8 GHz, the peak Table 5's durations and FU imply.
   CHECK(c.peak_flops_per_s() == Approx(7.0779e14).epsilon(1e-4));
-  CHECK(c.peak_flops_per_s() == Approx(amla::sim::arch::ascend910::bf16_peak_flops_per_s));
+  CHECK(c.peak_flops_per_s() == Approx(amla::arch::ascend910::bf16_peak_flops_per_s));
   CHECK(c.dies * c.hbm_bytes_per_s_per_die == Approx(3.2e12));
   // Achievable HBM per die in bytes per cycle: 1.6e12 x efficiency / 1.8e9.
   CHECK(c.hbm_per_die().count == Approx(1.6e12 * c.hbm_efficiency / 1.8e9));
@@ -41,19 +41,30 @@ TEST_CASE("TyphoonMLA NPU: 24 cores, 376 TFLOPS, 1.8 TB/s", "[sim][chip]") {
 TEST_CASE("Chip::validate names the field that makes no sense", "[sim][chip]") {
   Chip c = amla::sim::ascend910();
   c.hbm_efficiency = 1.5;
-  CHECK_THROWS_WITH(c.validate(), Catch::Contains("hbm_efficiency"));
+  CHECK_THROWS_WITH(c.validate(), Catch::Contains("'chip.hbm_efficiency' = 1.5"));
   c = amla::sim::ascend910();
   c.dies = 0;
   CHECK_THROWS_AS(c.validate(), amla::invalid_argument);
   c = amla::sim::ascend910();
   c.mte2 = amla::sim::BytesPerCycle{0};
-  CHECK_THROWS_WITH(c.validate(), Catch::Contains("pipe rates"));
+  CHECK_THROWS_WITH(c.validate(), Catch::Contains("'chip.mte2' = 0"));
   c = amla::sim::ascend910();
   c.mte1_l0b = amla::sim::BytesPerCycle{0};
-  CHECK_THROWS_WITH(c.validate(), Catch::Contains("pipe rates"));
+  CHECK_THROWS_WITH(c.validate(), Catch::Contains("'chip.mte1_l0b' = 0"));
   c = amla::sim::ascend910();
   c.mte1_latency = amla::sim::Cycles{-1};
-  CHECK_THROWS_WITH(c.validate(), Catch::Contains("latencies"));
+  CHECK_THROWS_WITH(c.validate(), Catch::Contains("'chip.mte1_latency' = -1"));
+  // Each field is reported with its own value, and the function with its full name.
+  c = amla::sim::ascend910();
+  c.vector_gm = amla::sim::BytesPerCycle{std::nan("")};
+  CHECK_THROWS_WITH(c.validate(), Catch::Contains("amla::sim::Chip::validate") &&
+                                      Catch::Contains("'chip.vector_gm' = nan"));
+  c = amla::sim::ascend910();
+  c.l0c = amla::sim::Bytes{-1};
+  CHECK_THROWS_WITH(c.validate(), Catch::Contains("'chip.l0c' = -1"));
+  c = amla::sim::ascend910();
+  c.handoff_latency = amla::sim::Cycles{-7};
+  CHECK_THROWS_WITH(c.validate(), Catch::Contains("'chip.handoff_latency' = -7"));
   c = amla::sim::ascend910();
   c.core_start_stagger = amla::sim::Cycles{-1};
   CHECK_THROWS_WITH(c.validate(), Catch::Contains("core_start_stagger"));

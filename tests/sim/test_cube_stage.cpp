@@ -56,7 +56,7 @@ TEST_CASE("16 x 16 x 32: two k stripes through the four pipes, by hand", "[sim][
   //   MTE1(k0) waits for B(k0): 32-48, MMAD 48-49; MTE1(k1) waits for B(k1): 64-80, MMAD 80-81.
   // FixP writes 16 x 16 x 4 B = 1024 B at 32 B/cycle: 81-113.
   const auto r = amla::sim::simulate_cube_stage(toy_chip(), tiny(16, 16, 32), one_core());
-  REQUIRE(r.fit.ok);
+  REQUIRE(r.ok);
   CHECK(r.cycles == Cycles{113});
   CHECK(r.mmad_cycles == Cycles{2});
   CHECK(r.mte2.busy == Cycles{64});
@@ -84,7 +84,7 @@ TEST_CASE("the K/V buffer count limits how far MTE2 runs ahead, by hand", "[sim]
     // B(n2) 80-96, MTE1(n2) 96-112; MMADs 48-49, 80-81, 112-113; FixPs 49-50, 81-82, 113-114.
     t.b_slots = 1;
     const auto r = amla::sim::simulate_cube_stage(c, t, one_core());
-    REQUIRE(r.fit.ok);
+    REQUIRE(r.ok);
     CHECK(r.cycles == Cycles{114});
     CHECK(r.mte2.stalled_on_buffer == Cycles{16 + 16});  // 32-48 and 64-80
   }
@@ -93,7 +93,7 @@ TEST_CASE("the K/V buffer count limits how far MTE2 runs ahead, by hand", "[sim]
     // last FixP 81-82.
     t.b_slots = 3;
     const auto r = amla::sim::simulate_cube_stage(c, t, one_core());
-    REQUIRE(r.fit.ok);
+    REQUIRE(r.ok);
     CHECK(r.cycles == Cycles{82});
     CHECK(r.mte2.stalled_on_buffer == Cycles{0});
     CHECK(r.mte2.busy == Cycles{64});
@@ -136,7 +136,7 @@ TEST_CASE("AMLA's C1 tiling at M = 128 on one Ascend 910 core, by hand", "[sim][
   REQUIRE(c.mte1_l0b.count == 128);
   REQUIRE(c.mte1_latency == Cycles{28});
   const auto r = amla::sim::simulate_cube_stage(c, amla::sim::amla_c1_tiling(128), one_core());
-  REQUIRE(r.fit.ok);
+  REQUIRE(r.ok);
   CHECK(r.mmad_cycles == Cycles{24 * 416});
   CHECK(r.cycles == Cycles{2468 + 24 * 416 + 512});
   CHECK(r.mmad.stalled_on_data == Cycles{2468});
@@ -150,7 +150,7 @@ TEST_CASE("AMLA's C1 tiling at M = 128 on one Ascend 910 core, by hand", "[sim][
   auto o = one_core();
   o.b_from_hbm = false;
   const auto r2 = amla::sim::simulate_cube_stage(c, amla::sim::amla_c2_tiling(128), o);
-  REQUIRE(r2.fit.ok);
+  REQUIRE(r2.ok);
   CHECK(r2.cycles == Cycles{1836 + 16 * 544 + 512});
   CHECK(r2.hbm_bytes.count == 0);
   // Without the per-instruction cost the MAC array is the only limit: 1836 + 8192 + 512 (step 3's
@@ -164,8 +164,8 @@ TEST_CASE("an infeasible tiling comes back with its reason, not a crash", "[sim]
   Tiling t = amla::sim::amla_c1_tiling(128);
   t.base_k = 288;  // 2 x 128 x 288 x 2 B = 144 KB of L0A
   const auto r = amla::sim::simulate_cube_stage(amla::sim::ascend910(), t);
-  CHECK_FALSE(r.fit.ok);
-  CHECK_THAT(r.fit.reason, Catch::StartsWith("L0A overflow"));
+  CHECK_FALSE(r.ok);
+  CHECK_THAT(r.reason, Catch::StartsWith("L0A overflow"));
   CHECK(r.cycles == Cycles{0});
   auto o = one_core();
   o.concurrent_cores = 99;

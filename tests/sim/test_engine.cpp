@@ -225,7 +225,11 @@ TEST_CASE("runs are deterministic", "[sim][engine]") {
     Engine e(false);
     const auto link = e.add_link("l", BytesPerCycle{7});
     std::vector<amla::sim::UnitId> units;
-    for (int u = 0; u < 6; ++u) units.push_back(e.add_unit("u" + std::to_string(u)));
+    for (int u = 0; u < 6; ++u) {
+      std::string name(1, 'u');  // (not "u" + to_string: GCC 12 -Wrestrict)
+      name += std::to_string(u);
+      units.push_back(e.add_unit(name));
+    }
     const auto pool = e.add_pool("p", 3);
     std::vector<OpId> ops;
     for (int i = 0; i < 400; ++i) {

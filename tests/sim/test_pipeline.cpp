@@ -84,7 +84,7 @@ TEST_CASE("AMLA preload pipeline, 3 blocks, by hand", "[sim][pipeline]") {
   const auto chain = StageChain::amla(Cycles{10}, Cycles{6}, Cycles{8}, Cycles{3});
   const auto s = amla::sim::cyclic_schedule(chain, 3, amla::sim::preload_arrangement(chain));
   const auto r = amla::sim::simulate_schedule(chain, s, Cycles{1});
-  REQUIRE(r.feasible);
+  REQUIRE(r.ok);
   CHECK(r.makespan == Cycles{58});
   CHECK(start_of(r, {C2, 0}) == 30);
   CHECK(start_of(r, {V1, 0}) == 11);
@@ -101,7 +101,7 @@ TEST_CASE("AMLA preload pipeline, 3 blocks, by hand", "[sim][pipeline]") {
   const auto vb = StageChain::amla(Cycles{4}, Cycles{15}, Cycles{4}, Cycles{3});
   const auto r2 = amla::sim::simulate_schedule(
       vb, amla::sim::cyclic_schedule(vb, 3, amla::sim::preload_arrangement(vb)));
-  REQUIRE(r2.feasible);
+  REQUIRE(r2.ok);
   CHECK(r2.makespan == Cycles{56});
   CHECK(start_of(r2, {C2, 1}) == 34);
   CHECK(r2.units[0].stalled_on_data == Cycles{7 + 11 + 11});  // 12-19, 23-34, 38-49
@@ -114,7 +114,7 @@ TEST_CASE("Base serial order, 2 blocks, by hand", "[sim][pipeline]") {
   const auto chain = StageChain::base(Cycles{10}, Cycles{6}, Cycles{8}, Cycles{5}, Cycles{3});
   const auto s = amla::sim::serial_schedule(chain, 2);
   const auto r = amla::sim::simulate_schedule(chain, s, Cycles{1});
-  REQUIRE(r.feasible);
+  REQUIRE(r.ok);
   CHECK(r.makespan == Cycles{68});
   CHECK(start_of(r, {C1, 1}) == 33);
   CHECK(start_of(r, {V2, 1}) == 60);
@@ -129,7 +129,7 @@ TEST_CASE("Base serial order, 2 blocks, by hand", "[sim][pipeline]") {
   CHECK(order_text(sp, 0) == "0:0 0:1 0:2 2:0 2:1 2:2 ");
   CHECK(order_text(sp, 1) == "1:0 1:1 1:2 3:0 3:1 3:2 4:0 ");
   const auto rp = amla::sim::simulate_schedule(b2, sp);
-  REQUIRE(rp.feasible);
+  REQUIRE(rp.ok);
   CHECK(rp.makespan == Cycles{29});
   CHECK(start_of(rp, {V1, 2}) == 12);
   CHECK(start_of(rp, {V2, 1}) == 20);
@@ -142,7 +142,7 @@ TEST_CASE("schedules that cannot run are rejected, naming the tasks", "[sim][pip
     Schedule s = good;  // the Cube runs C2[0] first, but C2[0] needs V1[0], which needs C1[0]
     std::swap(s.units[0].tasks[0], s.units[0].tasks[3]);
     const auto r = amla::sim::simulate_schedule(chain, s);
-    CHECK_FALSE(r.feasible);
+    CHECK_FALSE(r.ok);
     CHECK_THAT(r.reason, Catch::StartsWith("dependency cycle"));
     CHECK_THAT(r.reason, Catch::Contains("V1[0] (needs its data)"));
     CHECK_THAT(r.reason, Catch::Contains("C2[0] (needs its data)"));
@@ -152,14 +152,14 @@ TEST_CASE("schedules that cannot run are rejected, naming the tasks", "[sim][pip
     Schedule s = good;
     s.units[1].tasks.erase(s.units[1].tasks.begin() + 1);  // drop V1[1]
     const auto r = amla::sim::simulate_schedule(chain, s);
-    CHECK_FALSE(r.feasible);
+    CHECK_FALSE(r.ok);
     CHECK(r.reason == "missing producer: C2[1] needs V1[1], which no unit runs");
   }
   SECTION("an extra ordering edge that closes a cycle") {
     Schedule s = good;
     s.extra_deps.push_back({{C1, 0}, {C2, 2}});  // C1[0] after C2[2]
     const auto r = amla::sim::simulate_schedule(chain, s);
-    CHECK_FALSE(r.feasible);
+    CHECK_FALSE(r.ok);
     CHECK_THAT(r.reason, Catch::Contains("is ordered after it"));
   }
 }
@@ -184,7 +184,7 @@ TEST_CASE("malformed schedules throw amla::invalid_argument", "[sim][pipeline]")
   auto bad = chain;
   bad.stages[1].duration = Cycles{-3};
   CHECK_THROWS_WITH(amla::sim::simulate_schedule(bad, good), Catch::Contains("V1 = -3"));
-  amla::sim::CycleArrangement twice = amla::sim::preload_arrangement(chain);
+  amla::sim::Arrangement twice = amla::sim::preload_arrangement(chain);
   twice.cube.push_back(twice.cube.front());
   CHECK_THROWS_WITH(amla::sim::cyclic_schedule(chain, 3, twice), Catch::Contains("exactly once"));
   CHECK_THROWS_WITH(amla::sim::cyclic_schedule(chain, 0, amla::sim::preload_arrangement(chain)),
@@ -194,14 +194,14 @@ TEST_CASE("malformed schedules throw amla::invalid_argument", "[sim][pipeline]")
 TEST_CASE("any user arrangement runs, and the result is deterministic", "[sim][pipeline]") {
   // A hand-made arrangement: cube [C2(k), C1(k+2)] (the other order of AMLA's cycle).
   const auto chain = StageChain::amla(Cycles{10}, Cycles{6}, Cycles{8}, Cycles{3});
-  amla::sim::CycleArrangement arr;
+  amla::sim::Arrangement arr;
   arr.cube = {{C2, 0}, {C1, 2}};
   arr.vector = {{V1, 1}};
   const auto s = amla::sim::cyclic_schedule(chain, 4, arr, "swapped");
   CHECK(order_text(s, 0) == "0:0 0:1 2:0 0:2 2:1 0:3 2:2 2:3 ");
   const auto r1 = amla::sim::simulate_schedule(chain, s, Cycles{1});
   const auto r2 = amla::sim::simulate_schedule(chain, s, Cycles{1});
-  REQUIRE(r1.feasible);
+  REQUIRE(r1.ok);
   CHECK(r1.makespan == r2.makespan);
   CHECK(r1.events == r2.events);
   for (std::size_t i = 0; i < r1.tasks.size(); ++i) CHECK(r1.tasks[i].start == r2.tasks[i].start);
@@ -209,4 +209,42 @@ TEST_CASE("any user arrangement runs, and the result is deterministic", "[sim][p
   // 21-27) 38-46, C1[3] 46-56, C2[2] (V1[2] 39-45) 56-64, C2[3] (V1[3] 57-63) 64-72, last V 73-76.
   CHECK(r1.makespan == Cycles{76});
   CHECK(r1.timeline.lanes.size() == 2);
+}
+
+TEST_CASE("check_arrangement says why an arrangement does not fit the chain", "[sim][pipeline]") {
+  using amla::sim::Arrangement;
+  const auto chain = StageChain::amla(Cycles{10}, Cycles{6}, Cycles{8}, Cycles{3});
+  const Arrangement fig7 = amla::sim::preload_arrangement(chain);
+  CHECK(amla::sim::check_arrangement(chain, fig7).ok);
+  CHECK(fig7.lead() == 2);
+  CHECK(amla::sim::arrangement_text(chain, fig7) == "cube [C1(k+2), C2(k)], vector [V1(k+1)]");
+  const auto twice = amla::sim::check_arrangement(chain, Arrangement{{{0, 2}, {0, 1}}, {{1, 1}}});
+  CHECK_FALSE(twice.ok);
+  CHECK(twice.reason ==
+        "arrangement has C1 2 times; every stage of the chain appears exactly once");
+  const auto range = amla::sim::check_arrangement(chain, Arrangement{{{0, 2}, {5, 0}}, {{1, 1}}});
+  CHECK_FALSE(range);
+  CHECK_THAT(range.reason, Catch::Contains("stage 5 on the Cube unit is not a stage"));
+  const auto kind = amla::sim::check_arrangement(chain, Arrangement{{{0, 2}}, {{1, 1}, {2, 0}}});
+  CHECK_FALSE(kind);
+  CHECK(kind.reason == "arrangement puts C2, a Cube stage, on the Vector unit");
+}
+
+TEST_CASE("a zero-length task takes no unit time and holds nothing up", "[sim][pipeline]") {
+  // Base's chain with [V2] = 0 (what AMLA removes): V2[b] happens when C2[b] ends and never
+  // holds up the Vector unit's V1 stages, whatever its place in the program. Hand-over 1.
+  //   Cube: C1[0] 0-10, C1[1] 10-20, C1[2] 20-30, C2[0] 30-38 (V1[0] 11-17), C2[1] 38-46,
+  //         C2[2] 46-54; Vector: V1[0] 11-17, V1[1] 21-27, V1[2] 31-37;
+  //   V2[b] at C2[b]'s end + 1: 39, 47, 55; last V after V2[2] (no hand-over, both Vector) 55-58.
+  const auto chain = StageChain::base(Cycles{10}, Cycles{6}, Cycles{8}, Cycles{0}, Cycles{3});
+  const auto s = amla::sim::cyclic_schedule(chain, 3, amla::sim::preload_arrangement(chain));
+  const auto r = amla::sim::simulate_schedule(chain, s, Cycles{1});
+  REQUIRE(r.ok);
+  CHECK(start_of(r, {V1, 2}) == 31);
+  CHECK(start_of(r, {V2, 0}) == 39);
+  CHECK(end_of(r, {V2, 0}) == 39);
+  CHECK(start_of(r, {V2, 2}) == 55);
+  CHECK(start_of(r, {4, 0}) == 55);
+  CHECK(r.makespan == Cycles{58});
+  CHECK(r.units[1].busy == Cycles{21});  // V1 x 3 + last V
 }

@@ -89,10 +89,10 @@ pl::CvDurations random_positive_durations(std::mt19937_64& rng, int n) {
 
 /// A random valid Cycle: random orders, the slack of each unit spread over random gaps, and a
 /// period max(sum C, sum V) + extra.
-pl::Arrangement random_arrangement(std::mt19937_64& rng, const pl::CvDurations& d,
-                                   std::int64_t extra) {
+pl::TimedCycle random_arrangement(std::mt19937_64& rng, const pl::CvDurations& d,
+                                  std::int64_t extra) {
   const int n = d.n();
-  pl::Arrangement a;
+  pl::TimedCycle a;
   a.period = d.period() + Cycles{extra};
   a.cube_offset.resize(static_cast<std::size_t>(n));
   a.vector_offset.resize(static_cast<std::size_t>(n));
@@ -276,7 +276,7 @@ TEST_CASE("chain edges alternate C->V and V->C in chain order", "[sim][preload]"
 
 TEST_CASE("check_arrangement says why a Cycle does not fit", "[sim][preload]") {
   const auto d = make({4, 2}, {3, 0});
-  pl::Arrangement a{Cycles{6}, {Cycles{0}, Cycles{4}}, {Cycles{1}, Cycles{6}}};
+  pl::TimedCycle a{Cycles{6}, {Cycles{0}, Cycles{4}}, {Cycles{1}, Cycles{6}}};
   CHECK(pl::check_arrangement(d, a).ok);
 
   auto short_period = a;
@@ -316,7 +316,7 @@ TEST_CASE("check_arrangement says why a Cycle does not fit", "[sim][preload]") {
 }
 
 TEST_CASE("Lemma B.1 on the paper's Figures 5, 6 and 7 (hand-derived)", "[sim][preload]") {
-  auto preload_multiset = [](const pl::CvDurations& d, const pl::Arrangement& a, Phase ph) {
+  auto preload_multiset = [](const pl::CvDurations& d, const pl::TimedCycle& a, Phase ph) {
     auto seq = pl::phase_sequence(pl::pipeline_schedule(d, a, 8), ph);
     std::vector<std::string> labels;
     for (const auto& s : seq) labels.push_back(s.label());
@@ -328,7 +328,7 @@ TEST_CASE("Lemma B.1 on the paper's Figures 5, 6 and 7 (hand-derived)", "[sim][p
 
   SECTION("Figure 5: no internal edge, preload count 2n - 1 = 3, six blocks preloaded") {
     // Cube [C2, C1], Vector [V2, V1]: C2 [0,2) C1 [2,4) V2 [0,1) V1 [1,2).
-    const pl::Arrangement a{Cycles{4}, {Cycles{2}, Cycles{0}}, {Cycles{1}, Cycles{0}}};
+    const pl::TimedCycle a{Cycles{4}, {Cycles{2}, Cycles{0}}, {Cycles{1}, Cycles{0}}};
     const auto r = pl::analyze(d, a);
     CHECK(r.internal_edges == 0);
     CHECK(r.preload_count == 3);
@@ -338,7 +338,7 @@ TEST_CASE("Lemma B.1 on the paper's Figures 5, 6 and 7 (hand-derived)", "[sim][p
   }
   SECTION("Figure 6a: C1 -> V1 internal saves one C1: count 2, five blocks") {
     // Cube [C1, C2]: C1 [0,2) C2 [2,4); V1 [2,3) after C1, V2 [3,4) before C2 ends.
-    const pl::Arrangement a{Cycles{4}, {Cycles{0}, Cycles{2}}, {Cycles{2}, Cycles{3}}};
+    const pl::TimedCycle a{Cycles{4}, {Cycles{0}, Cycles{2}}, {Cycles{2}, Cycles{3}}};
     const auto r = pl::analyze(d, a);
     CHECK(r.internal == std::vector<bool>{true, false, false});
     CHECK(r.preload_count == 2);
@@ -347,7 +347,7 @@ TEST_CASE("Lemma B.1 on the paper's Figures 5, 6 and 7 (hand-derived)", "[sim][p
   }
   SECTION("Figure 6b, reading 1: only C2 -> V2 internal: three blocks fewer than Figure 5") {
     // Cube [C2, C1]: C2 [0,2) C1 [2,4); V2 [2,3) after C2, V1 [3,4).
-    const pl::Arrangement a{Cycles{4}, {Cycles{2}, Cycles{0}}, {Cycles{3}, Cycles{2}}};
+    const pl::TimedCycle a{Cycles{4}, {Cycles{2}, Cycles{0}}, {Cycles{3}, Cycles{2}}};
     const auto r = pl::analyze(d, a);
     CHECK(r.internal == std::vector<bool>{false, false, true});
     CHECK(r.preload_count == 2);
@@ -357,7 +357,7 @@ TEST_CASE("Lemma B.1 on the paper's Figures 5, 6 and 7 (hand-derived)", "[sim][p
   SECTION("Figure 6b, reading 2: C1 -> V1 and C2 -> V2 internal: three blocks fewer than 6a") {
     // Needs a zero-length V2 (proved impossible otherwise in a test below).
     const auto dz = make({2, 2}, {1, 0});
-    const pl::Arrangement a{Cycles{4}, {Cycles{0}, Cycles{2}}, {Cycles{2}, Cycles{4}}};
+    const pl::TimedCycle a{Cycles{4}, {Cycles{0}, Cycles{2}}, {Cycles{2}, Cycles{4}}};
     const auto r = pl::analyze(dz, a);
     CHECK(r.internal == std::vector<bool>{true, false, true});
     CHECK(r.preload_count == 1);
@@ -368,7 +368,7 @@ TEST_CASE("Lemma B.1 on the paper's Figures 5, 6 and 7 (hand-derived)", "[sim][p
     // C1 [0,9) C2 [9,17); V1 [0,12) straddles the C1/C2 boundary: neither C1 -> V1 nor
     // V1 -> C2 is internal; the zero-length V2 at 17 follows C2.
     const auto amla = make({9, 8}, {12, 0});
-    const pl::Arrangement a{Cycles{17}, {Cycles{0}, Cycles{9}}, {Cycles{0}, Cycles{17}}};
+    const pl::TimedCycle a{Cycles{17}, {Cycles{0}, Cycles{9}}, {Cycles{0}, Cycles{17}}};
     const auto r = pl::analyze(amla, a);
     CHECK(r.internal == std::vector<bool>{false, false, true});
     CHECK(r.preload_count == 2);
@@ -413,7 +413,7 @@ TEST_CASE("Lemma B.1: the preload count is the fewest C1 a valid periodic schedu
         if (step == 0 && !r.internal[static_cast<std::size_t>(p)]) zero_steps_internal = false;
       }
       const auto s = pl::pipeline_schedule_with_lags(d, a, lag, 2 * n + 2, pl::Timing::cycle_slots);
-      const bool ok = s.feasible && pl::verify_schedule(d, s).ok;
+      const bool ok = s.ok && pl::verify_schedule(d, s).ok;
       CHECK(ok == zero_steps_internal);
       if (ok) best = std::min(best, lag[0]);
     }
@@ -476,7 +476,7 @@ TEST_CASE("Theorem B.1: the construction on thousands of random duration sets", 
       const int blocks = 1 + trial % 9;
       for (auto timing : {pl::Timing::asap, pl::Timing::cycle_slots}) {
         const auto s = pl::pipeline_schedule(d, a, blocks, timing);
-        CHECK(s.feasible);
+        CHECK(s.ok);
         const auto ok = pl::verify_schedule(d, s);
         INFO(ok.reason);
         CHECK(ok.ok);
@@ -706,7 +706,7 @@ TEST_CASE("pipeline_schedule: hand-computed AMLA makespans", "[sim][preload]") {
   //         each zero-length V2[b] at C2[b]'s end. Makespan 68 = 4 * 17: Cube-bound.
   //  serial: 4 * (9 + 12 + 8 + 0) = 116.
   const auto d = make({9, 8}, {12, 0});
-  const pl::Arrangement a{Cycles{17}, {Cycles{0}, Cycles{9}}, {Cycles{0}, Cycles{17}}};
+  const pl::TimedCycle a{Cycles{17}, {Cycles{0}, Cycles{9}}, {Cycles{0}, Cycles{17}}};
   const auto slots = pl::pipeline_schedule(d, a, 4, pl::Timing::cycle_slots);
   CHECK(slots.makespan == Cycles{102});
   CHECK(slots.cycle_start.size() == 6);
@@ -735,7 +735,7 @@ TEST_CASE("pipeline_schedule: hand-computed AMLA makespans", "[sim][preload]") {
 TEST_CASE("pipeline_schedule with fewer blocks than the preload count", "[sim][preload]") {
   const auto d = make({2, 2, 2}, {1, 1, 1});
   // C3 [0,2) C2 [2,4) C1 [4,6); V3 [0,1) V1 [2,3) V2 [3,4): nothing internal, count 5.
-  const pl::Arrangement a{
+  const pl::TimedCycle a{
       Cycles{6}, {Cycles{4}, Cycles{2}, Cycles{0}}, {Cycles{2}, Cycles{3}, Cycles{0}}};
   REQUIRE(pl::preload_count(d, a) == 5);
   for (int blocks = 1; blocks <= 7; ++blocks) {
@@ -751,15 +751,15 @@ TEST_CASE("pipeline_schedule with fewer blocks than the preload count", "[sim][p
 TEST_CASE("lags below Lemma B.1's are reported, naming the tasks", "[sim][preload]") {
   const auto d = make({2, 2}, {1, 1});
   // Cube [C2, C1], Vector [V2, V1], nothing internal (Figure 5); claim C1 -> V1 internal.
-  const pl::Arrangement a{Cycles{4}, {Cycles{2}, Cycles{0}}, {Cycles{1}, Cycles{0}}};
+  const pl::TimedCycle a{Cycles{4}, {Cycles{2}, Cycles{0}}, {Cycles{1}, Cycles{0}}};
   const std::vector<int> too_small{2, 2, 1, 0};
   const auto slots = pl::pipeline_schedule_with_lags(d, a, too_small, 4, pl::Timing::cycle_slots);
-  CHECK_FALSE(slots.feasible);
+  CHECK_FALSE(slots.ok);
   CHECK_THAT(slots.reason, Catch::Contains("V1[1]") && Catch::Contains("before its input C1[1]"));
   // Under asap the Vector runs V1[1] late instead, which is legal but stalls; claim everything
   // internal and order the Cube against the chain to get a true deadlock.
   const auto none = pl::pipeline_schedule_with_lags(d, a, {0, 0, 0, 0}, 3, pl::Timing::asap);
-  CHECK_FALSE(none.feasible);
+  CHECK_FALSE(none.ok);
   CHECK_THAT(none.reason, Catch::Contains("deadlock") && Catch::Contains("C2[1]"));
   CHECK_THROWS_WITH(pl::pipeline_schedule_with_lags(d, a, {1, 2, 1, 0}, 3),
                     Catch::Contains("non-increasing"));
@@ -802,4 +802,55 @@ TEST_CASE("to_timeline: two lanes, one interval per non-empty run", "[sim][prelo
       CHECK(iv.name.rfind(iv.category + "[", 0) == 0);
       CHECK(iv.phase != Phase::none);
     }
+}
+
+TEST_CASE("the theory's arrangements run in the simulator's one scheduler", "[sim][preload]") {
+  using amla::sim::Arrangement;
+  using amla::sim::StageChain;
+  // AMLA's chain C1 -> V1 -> C2 is the theory's n = 2 with a zero-length V_2.
+  const auto amla_chain = StageChain::amla(Cycles{10}, Cycles{6}, Cycles{8}, Cycles{3});
+  const pl::CvDurations d = pl::durations_of(amla_chain);
+  CHECK(d.cube == std::vector<Cycles>{Cycles{10}, Cycles{8}});
+  CHECK(d.vector == std::vector<Cycles>{Cycles{6}, Cycles{0}});
+  CHECK(pl::theorem_b1_arrangement(amla_chain) == Arrangement{{{2, 0}, {0, 2}}, {{1, 1}}});
+  // A timed Cycle with nothing internal but C2 -> V2 (C1 [0, 10), C2 [10, 18), V1 [5, 11)
+  // straddling both, V2 at 18) is Figure 7's arrangement, the simulator's default.
+  const pl::TimedCycle fig7{Cycles{18}, {Cycles{0}, Cycles{10}}, {Cycles{5}, Cycles{18}}};
+  CHECK(pl::chain_arrangement(amla_chain, fig7) == amla::sim::preload_arrangement(amla_chain));
+
+  // Base, C = (4, 4), V = (2, 2), last V 3, no hand-over cost, 3 blocks. Theorem B.1: a = (-2,
+  // -2), m = 2: Cube C2 [0, 4), C1 [4, 8); V1 at 0, V2 [6, 8): only C2 -> V2 internal, lags C1 2,
+  // V1 1, C2 0, V2 0, i.e. cube [C2(k), C1(k+2)], vector [V1(k+1), V2(k)] (preload count 2);
+  // Figure 5's arrangement has count 3.
+  const auto base = StageChain::base(Cycles{4}, Cycles{2}, Cycles{4}, Cycles{2}, Cycles{3});
+  const Arrangement b1 = pl::theorem_b1_arrangement(base);
+  const Arrangement fig5 = amla::sim::preload_arrangement(base);
+  CHECK(b1 == Arrangement{{{2, 0}, {0, 2}}, {{1, 1}, {3, 0}}});
+  CHECK(b1.lead() == 2);
+  CHECK(fig5.lead() == 3);
+  CHECK(pl::optimum_arrangement(base).lead() == 2);
+  // By hand. Figure 5: Cube C1[0..2] 0-12, C2[0] 12-16, C2[1] 16-20, C2[2] 20-24; Vector V1[0]
+  // 4-6, V1[1] 8-10, V1[2] 12-14, V2[0] 16-18, V2[1] 20-22, V2[2] 24-26, last V 26-29.
+  // Theorem B.1: Cube C1[0] 0-4, C1[1] 4-8, C2[0] 8-12, C1[2] 12-16, C2[1] 16-20, C2[2] 20-24;
+  // Vector V1[0] 4-6, V1[1] 8-10, V2[0] 12-14, V1[2] 16-18, V2[1] 20-22, V2[2] 24-26, last V
+  // 26-29. Both end at 29 (the Cube is busy 24 of it either way).
+  const auto r5 = amla::sim::simulate_schedule(base, amla::sim::cyclic_schedule(base, 3, fig5));
+  const auto rb = amla::sim::simulate_schedule(base, amla::sim::cyclic_schedule(base, 3, b1));
+  REQUIRE(r5.ok);
+  REQUIRE(rb.ok);
+  CHECK(r5.makespan == Cycles{29});
+  CHECK(rb.makespan == Cycles{29});
+  CHECK(r5.at({2, 0}).start == Cycles{12});
+  CHECK(rb.at({2, 0}).start == Cycles{8});
+  CHECK(r5.at({3, 0}).start == Cycles{16});
+  CHECK(rb.at({3, 0}).start == Cycles{12});
+  CHECK(rb.at({0, 2}).start == Cycles{12});
+  CHECK(rb.at({1, 2}).start == Cycles{16});
+
+  // A chain the theory does not describe is refused, naming the stage.
+  StageChain cc;
+  cc.stages = {{"C1", amla::sim::UnitKind::cube, Cycles{1}, false},
+               {"C2", amla::sim::UnitKind::cube, Cycles{1}, false}};
+  CHECK_THROWS_WITH(pl::durations_of(cc), Catch::Contains("C2 at position 1") &&
+                                              Catch::Contains("must be a Vector stage"));
 }

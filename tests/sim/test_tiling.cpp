@@ -1,5 +1,5 @@
 // Tests of amla/sim/tiling.hpp: the AMLA presets fit the Ascend 910, and every kind of capacity or
-// nesting violation comes back as a Fit with the reason (never a crash or an exception).
+// nesting violation comes back as a Status with the reason (never a crash or an exception).
 #include <catch2/catch.hpp>
 
 #include "amla/sim/chip.hpp"
@@ -110,13 +110,14 @@ TEST_CASE("malformed tilings throw, naming the argument", "[sim][tiling]") {
   const auto chip = amla::sim::ascend910();
   Tiling t = amla::sim::amla_c1_tiling(128);
   t.base_k = 0;
-  CHECK_THROWS_WITH(check_fit(t, chip), Catch::Contains("base_m/n/k"));
+  CHECK_THROWS_WITH(check_fit(t, chip), Catch::Contains("'tiling.base_k' = 0"));
   t = amla::sim::amla_c1_tiling(128);
   t.M = -4;
   CHECK_THROWS_AS(check_fit(t, chip), amla::invalid_argument);
+  CHECK_THROWS_WITH(check_fit(t, chip), Catch::Contains("'tiling.M' = -4"));
   t = amla::sim::amla_c1_tiling(128);
   t.b_slots = 0;
-  CHECK_THROWS_WITH(check_fit(t, chip), Catch::Contains("a_slots/b_slots"));
+  CHECK_THROWS_WITH(check_fit(t, chip), Catch::Contains("'tiling.b_slots' = 0"));
   amla::sim::VectorTiling v;
   CHECK_THROWS_WITH(check_fit(v, chip), Catch::Contains("rows"));
 }

@@ -8,7 +8,7 @@
 // peak / bandwidth.
 //
 // The chip figures are not repeated here: the named descriptions below read them from
-// amla/sim/arch/, the one place the simulator also takes them from.
+// amla/arch/, the one place the simulator also takes them from.
 #pragma once
 
 #include <algorithm>
@@ -16,10 +16,10 @@
 #include <string>
 #include <string_view>
 
+#include "amla/arch/ascend910.hpp"
+#include "amla/arch/h100.hpp"
+#include "amla/arch/typhoon_npu.hpp"
 #include "amla/config.hpp"
-#include "amla/sim/arch/ascend910.hpp"
-#include "amla/sim/arch/h100.hpp"
-#include "amla/sim/arch/typhoon_npu.hpp"
 
 namespace amla::mla {
 
@@ -58,26 +58,26 @@ namespace hardware {
 
 /// The Ascend NPU of the TyphoonMLA paper's experiments: 376 TOPS FP16, 1.8 TB/s (the figures
 /// of its equation 1).
-inline constexpr Hardware typhoon_npu{sim::arch::typhoon_npu::fp16_peak_flops_per_s,
-                                      sim::arch::typhoon_npu::hbm_bytes_per_s,
+inline constexpr Hardware typhoon_npu{arch::typhoon_npu::fp16_peak_flops_per_s,
+                                      arch::typhoon_npu::hbm_bytes_per_s,
                                       "Ascend NPU (TyphoonMLA)"};
 
 /// Ascend 910 package as in the AMLA paper: both dies' Cube cores and both dies' HBM.
-inline constexpr Hardware ascend910{
-    sim::arch::ascend910::bf16_peak_flops_per_s,
-    sim::arch::ascend910::hbm_bytes_per_s_per_die* sim::arch::ascend910::dies, "Ascend 910"};
+inline constexpr Hardware ascend910{arch::ascend910::bf16_peak_flops_per_s,
+                                    arch::ascend910::hbm_bytes_per_s_per_die* arch::ascend910::dies,
+                                    "Ascend 910"};
 
 /// NVIDIA H100 SXM5, datasheet: 989 TFLOPS dense BF16, 3.35 TB/s.
-inline constexpr Hardware h100_sxm{sim::arch::h100_sxm::bf16_peak_flops_per_s,
-                                   sim::arch::h100_sxm::hbm_bytes_per_s, "H100 SXM"};
+inline constexpr Hardware h100_sxm{arch::h100_sxm::bf16_peak_flops_per_s,
+                                   arch::h100_sxm::hbm_bytes_per_s, "H100 SXM"};
 
 /// NVIDIA H800 SXM5 at its datasheet peak (990 TFLOPS, 3.35 TB/s).
-inline constexpr Hardware h800_sxm{sim::arch::h800_sxm::bf16_peak_flops_per_s,
-                                   sim::arch::h800_sxm::hbm_bytes_per_s, "H800 SXM"};
+inline constexpr Hardware h800_sxm{arch::h800_sxm::bf16_peak_flops_per_s,
+                                   arch::h800_sxm::hbm_bytes_per_s, "H800 SXM"};
 
 /// NVIDIA H800 SXM5 at the throttled clock of the FlashMLA deep dive (~865 TFLOPS, 3.35 TB/s).
-inline constexpr Hardware h800_sxm_throttled{sim::arch::h800_sxm::bf16_practical_flops_per_s,
-                                             sim::arch::h800_sxm::hbm_bytes_per_s,
+inline constexpr Hardware h800_sxm_throttled{arch::h800_sxm::bf16_practical_flops_per_s,
+                                             arch::h800_sxm::hbm_bytes_per_s,
                                              "H800 SXM (throttled)"};
 
 }  // namespace hardware

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "amla/config.hpp"
+#include "amla/problem/workload.hpp"
 #include "amla/sim/chip.hpp"
 #include "amla/sim/decode.hpp"
 #include "amla/sim/units.hpp"
@@ -36,7 +37,7 @@ namespace amla::sim {
 
 /// One measured kernel: its workload, duration and the FLOPS utilisation the source reports.
 struct Measurement {
-  DecodeWorkload workload;
+  Workload workload;
   double duration_us = 0;
   double fu_percent = 0;
 };
@@ -55,10 +56,7 @@ inline std::vector<Measurement> amla_table5_ascend910() {
   std::vector<Measurement> m;
   for (std::size_t i = 0; i < s_k.size(); ++i) {
     Measurement x;
-    x.workload.batch = 96;
-    x.workload.heads = 128;
-    x.workload.s_q = 1;
-    x.workload.s_k = s_k[i];
+    x.workload = Workload::uniform(96, 1, 128, s_k[i]);
     x.duration_us = us[i];
     x.fu_percent = fu[i];
     m.push_back(x);
@@ -68,7 +66,7 @@ inline std::vector<Measurement> amla_table5_ascend910() {
 
 /// A published best case: the largest FLOPS utilisation a kernel reaches over `workloads`.
 struct PeakClaim {
-  std::vector<DecodeWorkload> workloads;
+  std::vector<Workload> workloads;
   double fu_percent = 0;
   std::string source;
 };
@@ -80,12 +78,7 @@ struct PeakClaim {
 inline PeakClaim amla_peak_fu_ascend910() {
   PeakClaim c;
   for (const int sk : amla_table5_s_k()) {
-    DecodeWorkload w;
-    w.batch = 96;
-    w.heads = 128;
-    w.s_q = 2;
-    w.s_k = sk;
-    c.workloads.push_back(w);
+    c.workloads.push_back(Workload::uniform(96, 2, 128, sk));
   }
   c.fu_percent = 86.8;
   c.source = "AMLA paper: up to 86.8% FLOPS utilisation on Ascend 910 (Table 5, S_q = 2 row)";
@@ -130,7 +123,7 @@ inline std::vector<Prediction> predict(const Chip& chip, const std::vector<Measu
   std::vector<Prediction> out;
   for (const auto& m : ms) {
     const DecodeResult r = simulate_decode(chip, m.workload, opt);
-    AMLA_REQUIRE(r.feasible, "workload", r.reason, "a workload the chip can run");
+    AMLA_REQUIRE(r.ok, "workload", r.reason, "a workload the chip can run");
     Prediction p;
     p.measured = m;
     p.predicted_us = r.kernel_us();
@@ -149,7 +142,7 @@ inline PeakPrediction predict_peak(const Chip& chip, const PeakClaim& claim,
   p.claim = claim;
   for (std::size_t i = 0; i < claim.workloads.size(); ++i) {
     const DecodeResult r = simulate_decode(chip, claim.workloads[i], opt);
-    AMLA_REQUIRE(r.feasible, "workload", r.reason, "a workload the chip can run");
+    AMLA_REQUIRE(r.ok, "workload", r.reason, "a workload the chip can run");
     p.predicted_us.push_back(r.kernel_us());
     p.predicted_fu_percent.push_back(100 * r.fu);
     if (i == 0 || 100 * r.fu > p.max_fu_percent) {
@@ -222,9 +215,9 @@ inline FitPoint fit_at(const Chip& base, const std::vector<Measurement>& ms,
                        const std::vector<PeakClaim>& peaks, double eta, std::int64_t mmad,
                        const CalibrationOptions& o, int& sims) {
   const Chip c = candidate(base, eta, mmad, o);
-  auto run = [&](const DecodeWorkload& w, double& t, double& f) {
+  auto run = [&](const Workload& w, double& t, double& f) {
     const DecodeResult r = simulate_decode(c, w);
-    AMLA_REQUIRE(r.feasible, "calibration workload", r.reason, "a workload the chip can run");
+    AMLA_REQUIRE(r.ok, "calibration workload", r.reason, "a workload the chip can run");
     t = r.time.count;
     f = r.flops;
     ++sims;

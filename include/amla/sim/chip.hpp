@@ -1,5 +1,5 @@
 // amla/sim/chip.hpp: a Cube/Vector accelerator as the simulator sees it. Public figures come from
-// sim/arch/<chip>.hpp; what no paper publishes (pipe bandwidths, latencies, Vector throughput) is
+// arch/<chip>.hpp; what no paper publishes (pipe bandwidths, latencies, Vector throughput) is
 // a named parameter here with its default and the reason for that value; the simulator's three
 // calibrated constants (fitted to AMLA Table 5 and the paper's stated best FLOPS utilisation by
 // `example_04_amla_decode_model --calibrate`, see scripts/calibrate_sim.sh) are named as such,
@@ -12,16 +12,17 @@
 #include <cstdint>
 #include <string>
 
+#include "amla/arch/ascend910.hpp"
+#include "amla/arch/typhoon_npu.hpp"
 #include "amla/config.hpp"
-#include "amla/sim/arch/ascend910.hpp"
-#include "amla/sim/arch/typhoon_npu.hpp"
 #include "amla/sim/units.hpp"
 
 namespace amla::sim {
 
 /// Per-core figures no paper publishes, with the defaults the simulator uses (the MTE1 rates are
-/// the exception: Huawei's own performance samples give them, cited below). Shared by the Da
-/// Vinci V220 chips below (Ascend 910 and the TyphoonMLA NPU have the same core design).
+/// the exception: Huawei's own performance samples give them, and arch/ascend910.hpp holds them).
+/// Shared by the Da Vinci V220 chips below (Ascend 910 and the TyphoonMLA NPU have the same core
+/// design).
 namespace davinci_defaults {
 
 // GM -> L1 port of one Cube core (MTE2). The AMLA tiling needs about 80 B/cycle to keep the
@@ -30,14 +31,12 @@ namespace davinci_defaults {
 // 11 TB/s over 48 cores, 3.5x the HBM) makes the port a limit only for L2-resident data.
 inline constexpr double mte2_bytes_per_cycle = 128;
 // L1 -> L0A and L1 -> L0B (MTE1): 256 and 128 bytes per cycle, each load's data visible 28 cycles
-// after it ends. These are public: the theoretical bandwidth and latency Huawei's asc-devkit
-// performance samples (tests/perf/load_data_perf) list for LoadData on the Atlas A2/A3 cores
-// (dav-2201, the Ascend 910B/910C generation). One C1 step (128x128x96) then loads its A piece
-// in 96 cycles and its B piece in 192, 288 of the step's 384 fractal cycles; one C2 step
-// (128x128x128) 384 of 512: MTE1 stays hidden, as the paper draws it in Figure 9.
-inline constexpr double mte1_l0a_bytes_per_cycle = 256;
-inline constexpr double mte1_l0b_bytes_per_cycle = 128;
-inline constexpr std::int64_t mte1_latency_cycles = 28;
+// after it ends. These are public (arch/ascend910.hpp gives the source). One C1 step (128x128x96)
+// then loads its A piece in 96 cycles and its B piece in 192, 288 of the step's 384 fractal cycles;
+// one C2 step (128x128x128) 384 of 512: MTE1 stays hidden, as the paper draws it in Figure 9.
+inline constexpr double mte1_l0a_bytes_per_cycle = arch::ascend910::mte1_l0a_bytes_per_cycle;
+inline constexpr double mte1_l0b_bytes_per_cycle = arch::ascend910::mte1_l0b_bytes_per_cycle;
+inline constexpr std::int64_t mte1_latency_cycles = arch::ascend910::mte1_latency_cycles;
 // L0C -> GM (FixP), FP32 results: one 128x128 FP32 tile (64 KB) in 512 cycles, hidden behind the
 // next tile's 2304-3072 MMAD cycles by L0C double buffering, as the paper intends. (The same
 // asc-devkit samples give 128 B/cycle for L0C -> L1 with a cast on the way; L0C -> GM is not
@@ -113,29 +112,32 @@ inline constexpr double ascend910_fixed_overhead_us = 15.8;
 
 }  // namespace calibrated
 
-/// A Cube/Vector accelerator: public figures plus the parameters above.
+/// A Cube/Vector accelerator: public figures plus the parameters above. A default-constructed
+/// Chip is one uncalibrated Ascend 910 die (its figures read from arch/ascend910.hpp); the presets
+/// below build whole chips.
 struct Chip {
   std::string name;
-  Hertz clock{1.8e9};
+  Hertz clock{arch::ascend910::clock_hz};
 
   // Cores: `dies` dies, each with `cube_cores_per_die` Cube cores and `vector_per_cube` Vector
   // cores per Cube core; each die has its own HBM stacks and L2.
   int dies = 1;
-  int cube_cores_per_die = 24;
-  int vector_per_cube = 2;
+  int cube_cores_per_die = arch::ascend910::cube_cores_per_die;
+  int vector_per_cube = arch::ascend910::vector_cores_per_cube_core;
 
   // Cube core: an m x n x k MAC array per cycle (BF16 in, FP32 accumulate) and its buffers.
-  int cube_m = 16, cube_n = 16, cube_k = 16;
-  Bytes l1{512.0 * 1024};
-  Bytes l0a{64.0 * 1024};
-  Bytes l0b{64.0 * 1024};
-  Bytes l0c{128.0 * 1024};
-  Bytes ub{192.0 * 1024};  ///< per Vector core
+  int cube_m = arch::ascend910::cube_m, cube_n = arch::ascend910::cube_n,
+      cube_k = arch::ascend910::cube_k;
+  Bytes l1{arch::ascend910::l1_bytes};
+  Bytes l0a{arch::ascend910::l0a_bytes};
+  Bytes l0b{arch::ascend910::l0b_bytes};
+  Bytes l0c{arch::ascend910::l0c_bytes};
+  Bytes ub{arch::ascend910::ub_bytes};  ///< per Vector core
 
   // Memory: HBM peak per die and the achievable fraction; L2 per die.
-  double hbm_bytes_per_s_per_die = 1.6e12;
+  double hbm_bytes_per_s_per_die = arch::ascend910::hbm_bytes_per_s_per_die;
   double hbm_efficiency = 1.0;
-  Bytes l2_per_die{192.0 * 1024 * 1024};
+  Bytes l2_per_die{arch::ascend910::l2_bytes_per_die};
 
   // Pipes of a Cube core (bytes per core cycle).
   BytesPerCycle mte2{davinci_defaults::mte2_bytes_per_cycle};
@@ -179,38 +181,58 @@ struct Chip {
     return BytesPerCycle{hbm_bytes_per_s_per_die * hbm_efficiency / clock.count};
   }
 
-  /// Throws amla::invalid_argument naming the first field that makes no sense.
+  /// Throws amla::invalid_argument naming the first field that makes no sense and its value
+  /// (e.g. "amla::sim::Chip::validate: argument 'chip.vector_gm' = nan violates: ...").
   void validate() const {
-    AMLA_REQUIRE(clock.count > 0 && std::isfinite(clock.count), "clock", clock.count,
-                 "positive and finite (Hz)");
-    AMLA_REQUIRE(dies >= 1, "dies", dies, ">= 1");
-    AMLA_REQUIRE(cube_cores_per_die >= 1, "cube_cores_per_die", cube_cores_per_die, ">= 1");
-    AMLA_REQUIRE(vector_per_cube >= 1, "vector_per_cube", vector_per_cube, ">= 1");
-    AMLA_REQUIRE(cube_m >= 1 && cube_n >= 1 && cube_k >= 1, "cube_m/n/k", cube_m,
-                 "a MAC array of at least 1x1x1");
-    AMLA_REQUIRE(l1.count > 0 && l0a.count > 0 && l0b.count > 0 && l0c.count > 0 && ub.count > 0,
-                 "buffers", l1.count, "every buffer has a positive size");
-    AMLA_REQUIRE(hbm_bytes_per_s_per_die > 0 && std::isfinite(hbm_bytes_per_s_per_die),
-                 "hbm_bytes_per_s_per_die", hbm_bytes_per_s_per_die, "positive and finite");
-    AMLA_REQUIRE(hbm_efficiency > 0 && hbm_efficiency <= 1, "hbm_efficiency", hbm_efficiency,
-                 "in (0, 1]");
-    AMLA_REQUIRE(mte2.count > 0 && mte1.count > 0 && mte1_l0b.count > 0 && fixp.count > 0 &&
-                     vector_gm.count > 0,
-                 "pipe rates", mte2.count, "every pipe moves a positive number of bytes per cycle");
-    AMLA_REQUIRE(mmad_overhead.count >= 0, "mmad_overhead", mmad_overhead.count,
-                 "non-negative cycles");
-    AMLA_REQUIRE(hbm_latency.count >= 0 && l2_latency.count >= 0 && handoff_latency.count >= 0 &&
-                     hbm_latency_jitter.count >= 0 && mte1_latency.count >= 0,
-                 "latencies", hbm_latency.count, "non-negative");
-    AMLA_REQUIRE(vector_fp32_lanes >= 1, "vector_fp32_lanes", vector_fp32_lanes, ">= 1");
-    AMLA_REQUIRE(amla_v1_ops_per_element > 0 && base_v1_ops_per_element > 0 &&
-                     base_v2_ops_per_element > 0 && final_v_ops_per_element > 0,
-                 "ops_per_element", amla_v1_ops_per_element, "positive");
-    AMLA_REQUIRE(vector_chunk.count > 0, "vector_chunk", vector_chunk.count, "positive");
-    AMLA_REQUIRE(fixed_overhead.count >= 0 && std::isfinite(fixed_overhead.count), "fixed_overhead",
-                 fixed_overhead.count, "non-negative and finite");
-    AMLA_REQUIRE(core_start_stagger.count >= 0, "core_start_stagger", core_start_stagger.count,
-                 "non-negative cycles");
+    auto require = [](bool ok, const char* field, double value, const char* rule) {
+      if (!ok)
+        amla::detail::throw_invalid("amla::sim::Chip::validate", field,
+                                    amla::detail::to_text(value), rule);
+    };
+    auto positive = [&](double v, const char* field, const char* rule) {
+      require(v > 0 && std::isfinite(v), field, v, rule);
+    };
+    auto cycles = [&](Cycles c, const char* field) {
+      require(c.count >= 0, field, static_cast<double>(c.count), "non-negative cycles");
+    };
+    positive(clock.count, "chip.clock", "positive and finite (Hz)");
+    require(dies >= 1, "chip.dies", dies, ">= 1");
+    require(cube_cores_per_die >= 1, "chip.cube_cores_per_die", cube_cores_per_die, ">= 1");
+    require(vector_per_cube >= 1, "chip.vector_per_cube", vector_per_cube, ">= 1");
+    require(cube_m >= 1, "chip.cube_m", cube_m, ">= 1 (a MAC array of at least 1x1x1)");
+    require(cube_n >= 1, "chip.cube_n", cube_n, ">= 1 (a MAC array of at least 1x1x1)");
+    require(cube_k >= 1, "chip.cube_k", cube_k, ">= 1 (a MAC array of at least 1x1x1)");
+    positive(l1.count, "chip.l1", "a buffer of positive, finite size (bytes)");
+    positive(l0a.count, "chip.l0a", "a buffer of positive, finite size (bytes)");
+    positive(l0b.count, "chip.l0b", "a buffer of positive, finite size (bytes)");
+    positive(l0c.count, "chip.l0c", "a buffer of positive, finite size (bytes)");
+    positive(ub.count, "chip.ub", "a buffer of positive, finite size (bytes)");
+    positive(l2_per_die.count, "chip.l2_per_die", "a buffer of positive, finite size (bytes)");
+    positive(hbm_bytes_per_s_per_die, "chip.hbm_bytes_per_s_per_die", "positive and finite");
+    require(hbm_efficiency > 0 && hbm_efficiency <= 1, "chip.hbm_efficiency", hbm_efficiency,
+            "in (0, 1]");
+    const char* pipe_rule = "a pipe moves a positive, finite number of bytes per cycle";
+    positive(mte2.count, "chip.mte2", pipe_rule);
+    positive(mte1.count, "chip.mte1", pipe_rule);
+    positive(mte1_l0b.count, "chip.mte1_l0b", pipe_rule);
+    positive(fixp.count, "chip.fixp", pipe_rule);
+    positive(vector_gm.count, "chip.vector_gm", pipe_rule);
+    cycles(mmad_overhead, "chip.mmad_overhead");
+    cycles(mte1_latency, "chip.mte1_latency");
+    cycles(hbm_latency, "chip.hbm_latency");
+    cycles(l2_latency, "chip.l2_latency");
+    cycles(hbm_latency_jitter, "chip.hbm_latency_jitter");
+    cycles(handoff_latency, "chip.handoff_latency");
+    require(vector_fp32_lanes >= 1, "chip.vector_fp32_lanes", vector_fp32_lanes, ">= 1");
+    const char* ops_rule = "positive and finite (Vector instructions per element)";
+    positive(amla_v1_ops_per_element, "chip.amla_v1_ops_per_element", ops_rule);
+    positive(base_v1_ops_per_element, "chip.base_v1_ops_per_element", ops_rule);
+    positive(base_v2_ops_per_element, "chip.base_v2_ops_per_element", ops_rule);
+    positive(final_v_ops_per_element, "chip.final_v_ops_per_element", ops_rule);
+    positive(vector_chunk.count, "chip.vector_chunk", "positive and finite (bytes)");
+    require(fixed_overhead.count >= 0 && std::isfinite(fixed_overhead.count), "chip.fixed_overhead",
+            fixed_overhead.count, "non-negative and finite (seconds)");
+    cycles(core_start_stagger, "chip.core_start_stagger");
   }
 };
 

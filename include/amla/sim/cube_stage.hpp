@@ -223,9 +223,9 @@ struct CubeStageOptions {
   bool record = true;  ///< keep a Timeline with one lane per pipe
 };
 
-/// The outcome: infeasible with a reason, or the stage's cycles and what each pipe did.
-struct CubeStageResult {
-  Fit fit;
+/// The outcome: infeasible with a reason (the tiling's check_fit), or the stage's cycles and what
+/// each pipe did.
+struct CubeStageResult : Status {
   Cycles cycles{0};
   double flops = 0;
   double mmad_utilization = 0;  ///< MMAD busy / stage cycles
@@ -243,8 +243,8 @@ inline CubeStageResult simulate_cube_stage(const Chip& chip, const Tiling& t,
   AMLA_REQUIRE(opt.concurrent_cores >= 0 && opt.concurrent_cores <= chip.cube_cores_per_die,
                "concurrent_cores", opt.concurrent_cores, "0 (all) up to the Cube cores of one die");
   CubeStageResult r;
-  r.fit = check_fit(t, chip);
-  if (!r.fit.ok) return r;
+  static_cast<Status&>(r) = check_fit(t, chip);
+  if (!r.ok) return r;
   const int cores = opt.concurrent_cores == 0 ? chip.cube_cores_per_die : opt.concurrent_cores;
   Engine e(opt.record);
   const LinkId hbm = e.add_link("HBM die 0", chip.hbm_per_die());

@@ -1,11 +1,17 @@
 // amla/sim/decode.hpp: an MLA decode kernel mapped onto a whole Cube/Vector chip, simulated at
 // tile level (AMLA Sections 3.3, 4 and 5.2).
 //
-// Workload: batch B, S_q query tokens, H heads, S_k cached tokens, d_qk = 576 (512 latent + 64
-// RoPE), d_v = 512, KV blocks of 512 tokens. One *task* is the FlashAttention loop of one batch
-// entry over a group of at most `max_rows_per_task` (H x S_q) query rows (256 in the paper: 128
-// heads x S_q = 2); tasks go round-robin to the Cube cores, each core runs its tasks one after
-// another. Per KV block of a task:
+// Workload: the problem layer's amla::Workload (problem/workload.hpp): batch B, S_q query tokens,
+// H = h_q heads, one latent KV head, d_qk = 576 (512 latent + 64 RoPE), d_v = 512, and each
+// sequence's own number of cached tokens (a varlen batch runs as it is); the kernel streams the
+// cache in KV blocks of DecodeOptions::kv_block = 512 tokens. One *task* is the FlashAttention
+// loop of one sequence over a group of at most `max_rows_per_task` (H x S_q) query rows (256 in
+// the paper: 128 heads x S_q = 2) and over that sequence's KV blocks (its last block partial);
+// tasks go round-robin to the Cube cores, each core runs its tasks one after another; a sequence
+// with no keys has no task. With a causal mask the Cube still computes every block of the
+// sequence (the mask trims only the last block's useful work), so the cycles are those of the
+// unmasked loop while the FLOPs, and the FLOPS utilisation, count the attended pairs as the
+// Workload counts them. Per KV block of a task:
 //   [C1] S = Q K^T   on the Cube core, tile by tile (sim/cube_stage.hpp): K streams from HBM
 //                    (the die's HBM is shared by its cores, max-min fair), Q is loaded from HBM
 //                    once per task and then stays in L1 or comes back from L2;
@@ -23,7 +29,11 @@
 // of those two in-GM updates to the kernel.)
 // Schedules: Base runs the serial order (each stage after the previous one); AMLA runs the
 // preload pipeline of Figure 7 (preload [C1, C1, V1], steady cycles [C1, C2, V1], drain
-// [C2, C2, V1] and the last V); either may be forced.
+// [C2, C2, V1] and the last V); either may be forced. Any other arrangement of the stage chain
+// runs too (DecodeOptions::arrangement): Theorem B.1's (DecodeSchedule::theorem_b1 builds it from
+// decode_stage_chain's stage durations, sim/preload_theory.hpp), the exhaustive optimum's, or a
+// user's. One that does not fit the chain, or whose order can never run, comes back as a result
+// that is not ok, with the reason.
 //
 // Symmetry: cores that run identical task lists on the same die behave identically (same
 // programs, same start, fair HBM sharing), so by default one representative per class is
@@ -35,47 +45,24 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "amla/config.hpp"
+#include "amla/problem/workload.hpp"
 #include "amla/sim/chip.hpp"
 #include "amla/sim/cube_stage.hpp"
 #include "amla/sim/engine.hpp"
 #include "amla/sim/pipeline.hpp"
+#include "amla/sim/preload_theory.hpp"
+#include "amla/sim/status.hpp"
 #include "amla/sim/tiling.hpp"
 #include "amla/sim/timeline.hpp"
 #include "amla/sim/units.hpp"
 
 namespace amla::sim {
-
-/// The decode problem (MLA absorbed form, one KV head).
-struct DecodeWorkload {
-  int batch = 96;
-  int s_q = 1;
-  int heads = 128;
-  int s_k = 4096;
-  int d_qk = 576;
-  int d_v = 512;
-  int kv_block = 512;
-
-  /// 2 FLOPs per MAC over Q K^T and P V (the paper's FLOPS count, Section 2.4).
-  double flops() const {
-    return 2.0 * batch * heads * s_q * static_cast<double>(s_k) * (d_qk + d_v);
-  }
-  int kv_blocks() const { return (s_k + kv_block - 1) / kv_block; }
-
-  void validate() const {
-    AMLA_REQUIRE(batch >= 1, "batch", batch, ">= 1");
-    AMLA_REQUIRE(s_q >= 1, "s_q", s_q, ">= 1");
-    AMLA_REQUIRE(heads >= 1, "heads", heads, ">= 1");
-    AMLA_REQUIRE(s_k >= 1, "s_k", s_k, ">= 1");
-    AMLA_REQUIRE(d_qk >= 1 && d_v >= 1, "d_qk/d_v", d_qk, ">= 1");
-    AMLA_REQUIRE(d_v <= d_qk, "d_v", d_v, "<= d_qk (V is the first d_v columns of the latent)");
-    AMLA_REQUIRE(kv_block >= 1, "kv_block", kv_block, ">= 1");
-  }
-};
 
 /// Which recurrence the kernel implements.
 enum class Variant { base, amla };
@@ -83,14 +70,33 @@ inline const char* to_string(Variant v) {
   return v == Variant::base ? "Base" : "AMLA";
 }
 
-/// Which stage order each core follows.
-enum class DecodeSchedule { automatic, serial, preload };
+/// Which stage order each core follows: automatic (Base serial, AMLA preload), the serial order,
+/// the preload arrangement of Figure 7 (and its Base analogue, preload_arrangement), or the
+/// arrangement of Theorem B.1 built from decode_stage_chain's durations.
+enum class DecodeSchedule { automatic, serial, preload, theorem_b1 };
+inline const char* to_string(DecodeSchedule s) {
+  switch (s) {
+    case DecodeSchedule::automatic:
+      return "automatic";
+    case DecodeSchedule::serial:
+      return "serial";
+    case DecodeSchedule::preload:
+      return "preload";
+    case DecodeSchedule::theorem_b1:
+      return "theorem_b1";
+  }
+  return "?";
+}
 
 struct DecodeOptions {
   Variant variant = Variant::amla;
   DecodeSchedule schedule = DecodeSchedule::automatic;  ///< Base: serial, AMLA: preload
-  int max_rows_per_task = 256;                          ///< query rows (heads x S_q) of one task
-  Tiling c1 = amla_c1_tiling();                         ///< M, N, K are set per task and block
+  /// Any arrangement of the variant's stage chain (StageChain::amla / ::base; stage indices into
+  /// it); when set it is what the cores run, and `schedule` must be automatic.
+  std::optional<Arrangement> arrangement;
+  int kv_block = 512;            ///< tokens per KV block the Cube cores stream
+  int max_rows_per_task = 256;   ///< query rows (heads x S_q) of one task
+  Tiling c1 = amla_c1_tiling();  ///< M, N, K are set per task and block
   Tiling c2 = amla_c2_tiling();
   /// Base only: keep O resident in UB instead of GM (what the paper rules out, Section 3.1).
   bool base_o_in_ub = false;
@@ -108,16 +114,17 @@ struct PipeSummary {
   double busy = 0, stalled_on_data = 0, stalled_on_buffer = 0, idle = 0;
 };
 
-struct DecodeResult {
-  bool feasible = false;
-  std::string reason;
+/// The outcome of simulate_decode: ok, or why the kernel cannot run as asked (a tiling or UB use
+/// that does not fit, an arrangement that does not fit the chain or deadlocks).
+struct DecodeResult : Status {
   Cycles cycles{0};  ///< the cycle model's makespan
   Seconds time{0};   ///< cycles / clock + chip.fixed_overhead: the predicted kernel time
   double flops = 0;
   double fu = 0;  ///< FLOPS utilisation: flops / (time x peak)
   Bytes hbm_bytes{0};
   double hbm_utilization = 0;  ///< HBM bytes / (peak bandwidth x time)
-  int tasks = 0, rows_per_task = 0, blocks_per_task = 0;
+  int tasks = 0, rows_per_task = 0;
+  int blocks_per_task = 0;  ///< KV blocks of the longest sequence's tasks
   int cores_used = 0, max_tasks_per_core = 0, core_classes = 0;
   std::vector<PipeSummary> pipes;
   std::vector<UnitStats> units;  ///< every simulated unit (multiplicity = cores it stands for)
@@ -145,6 +152,7 @@ namespace detail {
 
 struct DecodeTask {
   int batch, group, rows;
+  int blocks, last_block;  // KV blocks of the sequence and the tokens of its last block
 };
 
 // What a stage produced, for wiring consumers.
@@ -158,56 +166,168 @@ struct StageOut {
   std::string category;
 };
 
-}  // namespace detail
+inline constexpr const char* decode_fn = "amla::sim::simulate_decode";
 
-/// Simulates one decode kernel call. Malformed arguments throw amla::invalid_argument; a tiling
-/// or UB use that does not fit comes back infeasible with the reason.
-inline DecodeResult simulate_decode(const Chip& chip, const DecodeWorkload& w,
-                                    const DecodeOptions& opt = {}) {
-  chip.validate();
-  w.validate();
-  AMLA_REQUIRE(opt.max_rows_per_task >= 1, "max_rows_per_task", opt.max_rows_per_task, ">= 1");
-  AMLA_REQUIRE(opt.timeline_cores >= 0, "timeline_cores", opt.timeline_cores, ">= 0");
+/// Throws amla::invalid_argument naming the field at fault unless the decode model maps `w`
+/// with `opt`.
+inline void validate_decode(const Workload& w, const DecodeOptions& opt) {
+  using amla::detail::throw_invalid;
+  using amla::detail::to_text;
+  w.validate(decode_fn);
+  if (w.h_kv != 1)
+    throw_invalid(decode_fn, "workload.h_kv", to_text(w.h_kv),
+                  "must be 1: the decode model maps MLA's one latent KV head");
+  if (!w.v_in_kv)
+    throw_invalid(decode_fn, "workload.v_in_kv", "false",
+                  "must be true: [C2] reads V as the first d_v columns of the K block");
+  if (opt.kv_block < 1) throw_invalid(decode_fn, "options.kv_block", to_text(opt.kv_block), ">= 1");
+  if (opt.max_rows_per_task < 1)
+    throw_invalid(decode_fn, "options.max_rows_per_task", to_text(opt.max_rows_per_task), ">= 1");
+  if (opt.timeline_cores < 0)
+    throw_invalid(decode_fn, "options.timeline_cores", to_text(opt.timeline_cores), ">= 0");
+  if (opt.arrangement && opt.schedule != DecodeSchedule::automatic)
+    throw_invalid(decode_fn, "options.schedule", to_string(opt.schedule),
+                  "must be automatic when options.arrangement is given");
+  if (opt.variant == Variant::amla && opt.base_o_in_ub)
+    throw_invalid(decode_fn, "options.base_o_in_ub", "true",
+                  "only for Variant::base (AMLA keeps O in GM by design)");
   opt.c1.validate();
   opt.c2.validate();
+}
+
+/// The tiling of [C1] (S = Q K^T: M rows, N keys, K = d_qk) and [C2] (P V: M rows, N = d_v,
+/// K keys) for `m` rows and a block of `n` keys.
+inline Tiling c1_tiling(const DecodeOptions& opt, const Workload& w, int m, int n) {
+  Tiling t = opt.c1;
+  t.M = m;
+  t.N = n;
+  t.K = w.d_qk;
+  return t;
+}
+inline Tiling c2_tiling(const DecodeOptions& opt, const Workload& w, int m, int n) {
+  Tiling t = opt.c2;
+  t.M = m;
+  t.N = w.d_v;
+  t.K = n;
+  return t;
+}
+
+/// Cycles of Vector stage `name` ("V1", "V2" or "LastV") of block `block` of a task on one Vector
+/// core holding `r` of the task's rows, for a block of `n` keys.
+inline Cycles vector_stage_of(const Chip& chip, const Workload& w, const DecodeOptions& opt,
+                              const std::string& name, double r, int n, int block) {
+  const bool amla = opt.variant == Variant::amla;
+  const double o_bytes = r * w.d_v * 4.0;
+  if (name == "V1") {
+    const double in = r * n * 4.0;
+    const double outb = r * n * 2.0 + (amla && block > 0 ? o_bytes : 0.0);
+    return vector_stage_cycles(
+        chip, r * n, amla ? chip.amla_v1_ops_per_element : chip.base_v1_ops_per_element, in, outb);
+  }
+  if (name == "V2") {
+    const double in = opt.base_o_in_ub ? o_bytes : o_bytes * (block > 0 ? 2 : 1);
+    const double outb = opt.base_o_in_ub ? 0.0 : o_bytes;
+    return vector_stage_cycles(chip, r * w.d_v, chip.base_v2_ops_per_element, in, outb);
+  }
+  const double in = opt.base_o_in_ub ? 0.0 : o_bytes;  // LastV
+  return vector_stage_cycles(chip, r * w.d_v, chip.final_v_ops_per_element, in, r * w.d_v * 2.0);
+}
+
+/// The variant's stage chain with placeholder durations (the decode model times each stage
+/// itself; the chain gives the dependencies and the names arrangements refer to).
+inline StageChain decode_chain(Variant v) {
+  return v == Variant::amla
+             ? StageChain::amla(Cycles{1}, Cycles{1}, Cycles{1}, Cycles{1})
+             : StageChain::base(Cycles{1}, Cycles{1}, Cycles{1}, Cycles{1}, Cycles{1});
+}
+
+}  // namespace detail
+
+/// The variant's stage chain with each stage's duration for one full KV block of a task of the
+/// workload's (largest) row group, in the steady state (a later block): the Cube stages from
+/// simulate_cube_stage with every core of the die streaming alike (K from HBM, Q, P and V L2
+/// hits), the Vector stages on the Vector core with the most rows. What the preload theory
+/// needs to build an arrangement (preload::theorem_b1_arrangement(chain)). Throws
+/// amla::invalid_argument for malformed input or a Cube tiling that does not fit (the reason in
+/// the message).
+inline StageChain decode_stage_chain(const Chip& chip, const Workload& w,
+                                     const DecodeOptions& opt = {}) {
+  chip.validate();
+  detail::validate_decode(w, opt);
+  const int rows = w.h_q * w.s_q;
+  const int groups = (rows + opt.max_rows_per_task - 1) / opt.max_rows_per_task;
+  const int m = (rows + groups - 1) / groups;
+  const int n = std::max(1, std::min(opt.kv_block, w.max_seqlen()));
+  const int vpc = chip.vector_per_cube;
+  const double r = (m + vpc - 1) / vpc;
+  auto cube = [&](const Tiling& t, bool b_from_hbm) {
+    CubeStageOptions o;
+    o.b_from_hbm = b_from_hbm;
+    o.record = false;
+    const CubeStageResult c = simulate_cube_stage(chip, t, o);
+    if (!c.ok)
+      amla::detail::throw_invalid(
+          "amla::sim::decode_stage_chain", "options.c1/c2",
+          "M " + std::to_string(t.M) + ", N " + std::to_string(t.N) + ", K " + std::to_string(t.K),
+          "a tiling that fits: " + c.reason);
+    return c.cycles;
+  };
+  const Cycles c1 = cube(detail::c1_tiling(opt, w, m, n), true);
+  const Cycles c2 = cube(detail::c2_tiling(opt, w, m, n), false);
+  const Cycles v1 = detail::vector_stage_of(chip, w, opt, "V1", r, n, 1);
+  const Cycles last_v = detail::vector_stage_of(chip, w, opt, "LastV", r, n, 1);
+  if (opt.variant == Variant::amla) return StageChain::amla(c1, v1, c2, last_v);
+  return StageChain::base(c1, v1, c2, detail::vector_stage_of(chip, w, opt, "V2", r, n, 1), last_v);
+}
+
+/// Simulates one decode kernel call. Malformed arguments throw amla::invalid_argument; a tiling
+/// or UB use that does not fit, or an arrangement that does not fit the stage chain or cannot
+/// run, comes back not ok with the reason.
+inline DecodeResult simulate_decode(const Chip& chip, const Workload& w,
+                                    const DecodeOptions& opt = {}) {
+  chip.validate();
+  detail::validate_decode(w, opt);
   DecodeResult res;
   res.flops = w.flops();
+  const int kv_block = opt.kv_block;
 
   // ---- tasks and their shapes ----
-  const int rows = w.heads * w.s_q;
+  const int rows = w.h_q * w.s_q;
   const int groups = (rows + opt.max_rows_per_task - 1) / opt.max_rows_per_task;
   std::vector<detail::DecodeTask> tasks;
-  for (int b = 0; b < w.batch; ++b)
+  std::vector<int> block_sizes;  // every block length in use (full and last), first seen first
+  auto note_block = [&](int n) {
+    if (std::find(block_sizes.begin(), block_sizes.end(), n) == block_sizes.end())
+      block_sizes.push_back(n);
+  };
+  for (int b = 0; b < w.batch(); ++b) {
+    const int len = w.seqlens[static_cast<std::size_t>(b)];
+    if (len == 0) continue;  // nothing to attend: no task
+    const int nb = (len + kv_block - 1) / kv_block;
+    const int last = len - (nb - 1) * kv_block;
+    note_block(std::min(kv_block, len));
+    note_block(last);
+    res.blocks_per_task = std::max(res.blocks_per_task, nb);
     for (int g = 0; g < groups; ++g)
-      tasks.push_back({b, g, rows / groups + (g < rows % groups ? 1 : 0)});
-  const int nb = w.kv_blocks();
-  const int last_block = w.s_k - (nb - 1) * w.kv_block;
+      tasks.push_back({b, g, rows / groups + (g < rows % groups ? 1 : 0), nb, last});
+  }
   res.tasks = static_cast<int>(tasks.size());
   res.rows_per_task = (rows + groups - 1) / groups;
-  res.blocks_per_task = nb;
+  if (tasks.empty()) {  // every sequence empty: the kernel only starts and ends
+    res.time = chip.fixed_overhead;
+    return res;
+  }
 
-  auto c1_of = [&](int m, int n) {
-    Tiling t = opt.c1;
-    t.M = m;
-    t.N = n;
-    t.K = w.d_qk;
-    return t;
-  };
-  auto c2_of = [&](int m, int n) {
-    Tiling t = opt.c2;
-    t.M = m;
-    t.N = w.d_v;
-    t.K = n;
-    return t;
-  };
+  auto c1_of = [&](int m, int n) { return detail::c1_tiling(opt, w, m, n); };
+  auto c2_of = [&](int m, int n) { return detail::c2_tiling(opt, w, m, n); };
   // ---- feasibility: every tiling used, shared buffering, UB ----
   for (const int m : {rows / groups, res.rows_per_task}) {
-    for (const int n : {std::min(w.kv_block, w.s_k), last_block}) {
+    for (const int n : block_sizes) {
       for (const auto& [t, which] : {std::pair{c1_of(m, n), "C1"}, std::pair{c2_of(m, n), "C2"}}) {
-        const Fit f = check_fit(t, chip);
+        const Status f = check_fit(t, chip);
         if (!f.ok) {
-          res.reason = std::string("[") + which + "] tiling (M " + std::to_string(t.M) + ", N " +
-                       std::to_string(t.N) + ", K " + std::to_string(t.K) + "): " + f.reason;
+          res.set_failed(std::string("[") + which + "] tiling (M " + std::to_string(t.M) + ", N " +
+                         std::to_string(t.N) + ", K " + std::to_string(t.K) + "): " + f.reason);
           return res;
         }
       }
@@ -216,19 +336,17 @@ inline DecodeResult simulate_decode(const Chip& chip, const DecodeWorkload& w,
   if (opt.c1.b_slots != opt.c2.b_slots || opt.c1.l0_buffers != opt.c2.l0_buffers ||
       opt.c1.a_slots != opt.c2.a_slots || opt.c1.l1_slot.count != opt.c2.l1_slot.count ||
       l0c_tiles(opt.c1, chip) != l0c_tiles(opt.c2, chip)) {
-    res.reason =
+    res.set_failed(
         "[C1] and [C2] tilings must share one L1 / L0 arrangement (a_slots, b_slots, l1_slot, "
-        "l0_buffers, L0C tiles), as in Remark 4.1: both stages run on the same buffers";
+        "l0_buffers, L0C tiles), as in Remark 4.1: both stages run on the same buffers");
     return res;
   }
   const int vpc = chip.vector_per_cube;
   const int rows_v_max = (res.rows_per_task + vpc - 1) / vpc;
   const bool amla = opt.variant == Variant::amla;
-  AMLA_REQUIRE(!(amla && opt.base_o_in_ub), "base_o_in_ub", opt.base_o_in_ub,
-               "only for Variant::base (AMLA keeps O in GM by design)");
   {
     const double o_resident = opt.base_o_in_ub ? rows_v_max * w.d_v * 4.0 : 0.0;
-    const double kvb = std::min(w.kv_block, w.s_k);
+    const double kvb = std::min(kv_block, w.max_seqlen());
     VectorTiling v1;
     v1.in_bytes_per_row = kvb * 4;
     v1.out_bytes_per_row = kvb * 2 + (amla ? w.d_v * 4.0 : 0.0);
@@ -237,7 +355,7 @@ inline DecodeResult simulate_decode(const Chip& chip, const DecodeWorkload& w,
         1, static_cast<std::int64_t>(chip.vector_chunk.count / v1.in_bytes_per_row));
     v1.rows = std::min<std::int64_t>(v1.rows, rows_v_max);
     v1.resident = Bytes{o_resident};
-    Fit f = check_fit(v1, chip);
+    Status f = check_fit(v1, chip);
     if (f.ok && !amla) {
       VectorTiling v2;
       v2.in_bytes_per_row = w.d_v * 4.0 * (opt.base_o_in_ub ? 1 : 2);
@@ -252,28 +370,65 @@ inline DecodeResult simulate_decode(const Chip& chip, const DecodeWorkload& w,
       f.reason = "[V1] " + f.reason;
     }
     if (!f.ok) {
-      res.reason = f.reason;
+      res.set_failed(f.reason);
       return res;
     }
   }
 
-  // ---- stage order per task (shared with the stage-level schedules) ----
-  const DecodeSchedule kind = opt.schedule != DecodeSchedule::automatic
+  // ---- stage order per task (the stage-level schedules of sim/pipeline.hpp) ----
+  const StageChain chain = detail::decode_chain(opt.variant);
+  const DecodeSchedule kind = opt.arrangement ? DecodeSchedule::automatic
+                              : opt.schedule != DecodeSchedule::automatic
                                   ? opt.schedule
                                   : (amla ? DecodeSchedule::preload : DecodeSchedule::serial);
-  const StageChain chain =
-      amla ? StageChain::amla(Cycles{1}, Cycles{1}, Cycles{1}, Cycles{1})
-           : StageChain::base(Cycles{1}, Cycles{1}, Cycles{1}, Cycles{1}, Cycles{1});
-  const Schedule order = kind == DecodeSchedule::serial
-                             ? serial_schedule(chain, nb)
-                             : cyclic_schedule(chain, nb, preload_arrangement(chain), "preload");
-
+  const bool serial = !opt.arrangement && kind == DecodeSchedule::serial;
+  Arrangement arrangement;
+  std::string order_name = "preload";
+  if (opt.arrangement) {
+    arrangement = *opt.arrangement;
+    order_name = "arrangement";
+  } else if (kind == DecodeSchedule::preload) {
+    arrangement = preload_arrangement(chain);
+  } else if (kind == DecodeSchedule::theorem_b1) {
+    arrangement = preload::theorem_b1_arrangement(decode_stage_chain(chip, w, opt));
+    order_name = "Theorem B.1";
+  }
+  if (!serial) {
+    const Status fits = check_arrangement(chain, arrangement);
+    if (!fits.ok) {
+      res.set_failed(fits.reason);
+      return res;
+    }
+  }
   const int S = chain.size();
   auto slot = [&](TaskRef t) { return static_cast<std::size_t>(t.block * (S + 1) + t.stage); };
-  std::vector<std::vector<TaskRef>> extra_by_consumer(static_cast<std::size_t>((S + 1) * nb));
-  for (const auto& [c, p] : order.extra_deps) extra_by_consumer[slot(c)].push_back(p);
+  // One stage order per block count in use, with its ordering edges by consumer.
+  struct Order {
+    Schedule schedule;
+    std::vector<std::vector<TaskRef>> extra_by_consumer;
+  };
+  std::map<int, Order> orders;
+  for (const auto& task : tasks) {
+    if (orders.count(task.blocks) != 0) continue;
+    Order o;
+    o.schedule = serial ? serial_schedule(chain, task.blocks)
+                        : cyclic_schedule(chain, task.blocks, arrangement, order_name);
+    if (!serial) {
+      // The order must be able to run at all (no dependency cycle through the programs).
+      const ScheduleResult dry = simulate_schedule(chain, o.schedule);
+      if (!dry.ok) {
+        res.set_failed("the " + order_name + " order cannot run over " +
+                       std::to_string(task.blocks) + " KV blocks: " + dry.reason);
+        return res;
+      }
+    }
+    o.extra_by_consumer.resize(static_cast<std::size_t>((S + 1) * task.blocks));
+    for (const auto& [c, p] : o.schedule.extra_deps) o.extra_by_consumer[slot(c)].push_back(p);
+    orders.emplace(task.blocks, std::move(o));
+  }
   // Producers of a stage task: data (the chain) and ordering (the schedule's extra edges).
-  auto producers = [&](TaskRef t) {
+  auto producers = [&](TaskRef t, const Order& o) {
+    const int nb = o.schedule.blocks;
     std::vector<std::pair<TaskRef, bool>> p;  // (producer, is_data)
     if (t.stage == chain.tail_index()) {
       p.push_back({{S - 1, nb - 1}, true});
@@ -282,7 +437,7 @@ inline DecodeResult simulate_decode(const Chip& chip, const DecodeWorkload& w,
       if (chain.stages[static_cast<std::size_t>(t.stage)].carries_state && t.block > 0)
         p.push_back({{t.stage, t.block - 1}, true});
     }
-    for (const TaskRef pr : extra_by_consumer[slot(t)]) p.push_back({pr, false});
+    for (const TaskRef pr : o.extra_by_consumer[slot(t)]) p.push_back({pr, false});
     return p;
   };
 
@@ -291,7 +446,7 @@ inline DecodeResult simulate_decode(const Chip& chip, const DecodeWorkload& w,
   std::vector<std::vector<int>> core_tasks(static_cast<std::size_t>(cores));
   for (std::size_t t = 0; t < tasks.size(); ++t)
     core_tasks[t % static_cast<std::size_t>(cores)].push_back(static_cast<int>(t));
-  std::map<std::pair<int, std::vector<int>>, int> class_of;  // (die, task rows) -> class
+  std::map<std::pair<int, std::vector<int>>, int> class_of;  // (die, task shapes) -> class
   std::vector<int> rep_core;
   std::vector<double> class_size;
   for (int c = 0; c < cores; ++c) {
@@ -300,7 +455,10 @@ inline DecodeResult simulate_decode(const Chip& chip, const DecodeWorkload& w,
     ++res.cores_used;
     res.max_tasks_per_core = std::max(res.max_tasks_per_core, static_cast<int>(ct.size()));
     std::vector<int> shape;
-    for (const int t : ct) shape.push_back(tasks[static_cast<std::size_t>(t)].rows);
+    for (const int t : ct) {
+      const auto& task = tasks[static_cast<std::size_t>(t)];
+      shape.insert(shape.end(), {task.rows, task.blocks, task.last_block});
+    }
     const auto k = std::make_pair(c / chip.cube_cores_per_die, shape);
     const bool reduce =
         opt.symmetry && chip.core_start_stagger.count == 0 && chip.hbm_latency_jitter.count == 0;
@@ -339,10 +497,14 @@ inline DecodeResult simulate_decode(const Chip& chip, const DecodeWorkload& w,
     const std::string cname = "cube" + std::to_string(core);
     CoreUnits& u = cu[ci];
     const auto& ct = core_tasks[static_cast<std::size_t>(core)];
-    int max_rows = 0;
-    for (const int t : ct) max_rows = std::max(max_rows, tasks[static_cast<std::size_t>(t)].rows);
-    const Tiling c1_full = c1_of(max_rows, std::min(w.kv_block, w.s_k));
-    const Tiling c2_full = c2_of(max_rows, std::min(w.kv_block, w.s_k));
+    int max_rows = 0, max_n = 0;
+    for (const int t : ct) {
+      const auto& task = tasks[static_cast<std::size_t>(t)];
+      max_rows = std::max(max_rows, task.rows);
+      max_n = std::max(max_n, task.blocks > 1 ? kv_block : task.last_block);
+    }
+    const Tiling c1_full = c1_of(max_rows, max_n);
+    const Tiling c2_full = c2_of(max_rows, max_n);
     u.cube =
         add_cube_core(e, chip, c1_full,
                       hbm[static_cast<std::size_t>(core / chip.cube_cores_per_die)], cname, mult);
@@ -375,6 +537,8 @@ inline DecodeResult simulate_decode(const Chip& chip, const DecodeWorkload& w,
       const int m = task.rows;
       std::vector<int> rows_v(static_cast<std::size_t>(vpc));
       for (int j = 0; j < vpc; ++j) rows_v[static_cast<std::size_t>(j)] = m / vpc + (j < m % vpc);
+      const Order& order = orders.at(task.blocks);
+      const int nb = task.blocks;
       std::vector<detail::StageOut> out(static_cast<std::size_t>((S + 1) * nb));
       std::vector<char> emitted(out.size(), 0);
       std::vector<OpId> q_loads, q_last_reads;
@@ -384,7 +548,7 @@ inline DecodeResult simulate_decode(const Chip& chip, const DecodeWorkload& w,
       auto emit = [&](const ScheduledTask& st) {
         const TaskRef t = st.task;
         const StageSpec& spec = chain.spec(t.stage);
-        const int n = t.block == nb - 1 ? last_block : w.kv_block;
+        const int n = t.block == nb - 1 ? task.last_block : kv_block;
         detail::StageOut so;
         so.cube = spec.kind == UnitKind::cube;
         so.phase = st.phase;
@@ -395,7 +559,7 @@ inline DecodeResult simulate_decode(const Chip& chip, const DecodeWorkload& w,
                       : std::string{};
         // Gather what this stage waits for.
         std::vector<OpId> data_after, order_after;
-        for (const auto& [p, is_data] : producers(t)) {
+        for (const auto& [p, is_data] : producers(t, order)) {
           const auto& po = out[slot(p)];
           AMLA_ASSERT(emitted[slot(p)]);
           for (const OpId x : po.exits) (is_data ? data_after : order_after).push_back(x);
@@ -436,7 +600,7 @@ inline DecodeResult simulate_decode(const Chip& chip, const DecodeWorkload& w,
             a.after_delay = cross;
           }
           // Ordering edges (serial schedules) hold back every load of the stage.
-          const bool first_of_task = kind == DecodeSchedule::serial && t.stage == 0 && t.block == 0;
+          const bool first_of_task = serial && t.stage == 0 && t.block == 0;
           if (first_of_task)
             order_after.insert(order_after.end(), prev_task_exits.begin(), prev_task_exits.end());
           const CubeStageOps ops = emit_cube_stage(e, u.cube, chip, tl, a, b, lab);
@@ -458,25 +622,9 @@ inline DecodeResult simulate_decode(const Chip& chip, const DecodeWorkload& w,
           for (int j = 0; j < vpc; ++j) {
             const double r = rows_v[static_cast<std::size_t>(j)];
             if (r <= 0) continue;
-            Cycles dur{0};
-            const double o_bytes = r * w.d_v * 4.0;
-            if (spec.name == "V1") {
-              const double in = r * n * 4.0;
-              const double outb = r * n * 2.0 + (amla && t.block > 0 ? o_bytes : 0.0);
-              dur = vector_stage_cycles(
-                  chip, r * n, amla ? chip.amla_v1_ops_per_element : chip.base_v1_ops_per_element,
-                  in, outb);
-            } else if (spec.name == "V2") {
-              const double in = opt.base_o_in_ub ? o_bytes : o_bytes * (t.block > 0 ? 2 : 1);
-              const double outb = opt.base_o_in_ub ? 0.0 : o_bytes;
-              dur = vector_stage_cycles(chip, r * w.d_v, chip.base_v2_ops_per_element, in, outb);
-            } else {  // LastV
-              const double in = opt.base_o_in_ub ? 0.0 : o_bytes;
-              dur = vector_stage_cycles(chip, r * w.d_v, chip.final_v_ops_per_element, in,
-                                        r * w.d_v * 2.0);
-            }
+            const Cycles dur = detail::vector_stage_of(chip, w, opt, spec.name, r, n, t.block);
             const OpId op = e.add_op(u.vec[static_cast<std::size_t>(j)], Work::compute(dur), lab);
-            for (const auto& [p, is_data] : producers(t)) {
+            for (const auto& [p, is_data] : producers(t, order)) {
               const auto& po = out[slot(p)];
               const Cycles d = po.cube ? cross : Cycles{0};
               for (const OpId x : po.exits) e.depend(op, x, d);
@@ -492,11 +640,11 @@ inline DecodeResult simulate_decode(const Chip& chip, const DecodeWorkload& w,
         emitted[slot(t)] = 1;
       };
       // Emit the cube and vector programs merged in an order where producers come first.
-      const auto& cube_prog = order.units[0].tasks;
-      const auto& vec_prog = order.units[1].tasks;
+      const auto& cube_prog = order.schedule.units[0].tasks;
+      const auto& vec_prog = order.schedule.units[1].tasks;
       std::size_t ic = 0, iv = 0;
       auto ready = [&](const ScheduledTask& st) {
-        for (const auto& [p, is_data] : producers(st.task)) {
+        for (const auto& [p, is_data] : producers(st.task, order)) {
           (void)is_data;
           if (!emitted[slot(p)]) return false;
         }
@@ -524,10 +672,9 @@ inline DecodeResult simulate_decode(const Chip& chip, const DecodeWorkload& w,
   res.events = run.events;
   res.operations = e.op_count();
   if (!run.ok) {
-    res.reason = run.reason;
+    res.set_failed(run.reason);
     return res;
   }
-  res.feasible = true;
   res.cycles = run.makespan;
   res.time = chip.clock.to_seconds(res.cycles) + chip.fixed_overhead;
   res.fu = res.flops / (res.time.count * chip.peak_flops_per_s());
@@ -564,8 +711,9 @@ inline DecodeResult simulate_decode(const Chip& chip, const DecodeWorkload& w,
 
   if (rec) {
     res.timeline.title = std::string(to_string(opt.variant)) + " decode, B " +
-                         std::to_string(w.batch) + ", S_q " + std::to_string(w.s_q) + ", S_k " +
-                         std::to_string(w.s_k) + " on " + chip.name;
+                         std::to_string(w.batch()) + ", S_q " + std::to_string(w.s_q) + ", S_k " +
+                         (w.is_uniform() ? std::string{} : "<= ") + std::to_string(w.max_seqlen()) +
+                         " on " + chip.name;
     res.timeline.clock = chip.clock;
     const Timeline units_tl = e.timeline("", chip.clock);
     for (std::size_t ci = 0; ci < cu.size() && static_cast<int>(ci) < opt.timeline_cores; ++ci) {

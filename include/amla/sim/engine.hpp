@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "amla/config.hpp"
+#include "amla/sim/status.hpp"
 #include "amla/sim/timeline.hpp"
 #include "amla/sim/units.hpp"
 
@@ -121,10 +122,9 @@ struct LinkStats {
   BytesPerCycle capacity{0};
 };
 
-/// The outcome of Engine::run.
-struct RunResult {
-  bool ok = false;
-  std::string reason;  ///< empty when ok; otherwise the stuck operations and what they wait on
+/// The outcome of Engine::run: ok, or a deadlock whose reason names the stuck operations and what
+/// they wait on.
+struct RunResult : Status {
   Cycles makespan{0};
   std::int64_t events = 0;
 };
@@ -295,11 +295,7 @@ class Engine {
     RunResult r;
     r.events = events_;
     r.makespan = Cycles{makespan_};
-    if (finished_ == ops_.size()) {
-      r.ok = true;
-    } else {
-      r.reason = deadlock_report();
-    }
+    if (finished_ != ops_.size()) r.set_failed(deadlock_report());
     for (auto& u : units_) {
       const std::int64_t accounted = u.busy_cycles + u.stall_data + u.stall_buffer;
       // Before start_at the unit is idle (free_since began there, so no stall was counted).
@@ -682,7 +678,8 @@ class Engine {
       if (u.next >= u.program.size()) continue;
       const std::int32_t oi = u.program[u.next];
       const auto& o = ops_[static_cast<std::size_t>(oi)];
-      r += "\n  " + op_text(oi);
+      r += "\n  ";
+      r += op_text(oi);
       if (o.pending > 0) {
         r += " waits for";
         int listed = 0;
@@ -692,7 +689,9 @@ class Engine {
             r += " ...";
             break;
           }
-          r += " " + op_text(e.from) + ";";
+          r += ' ';  // (appends, not " " + text: GCC 12 -Wrestrict)
+          r += op_text(e.from);
+          r += ';';
         }
       } else if (u.waiting_pool >= 0) {
         const auto& p = pools_[static_cast<std::size_t>(u.waiting_pool)];

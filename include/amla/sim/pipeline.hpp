@@ -13,14 +13,20 @@
 // A *schedule* gives each unit its program: the order in which it runs its tasks (and may add
 // extra ordering edges, e.g. Base's fully serial order). Schedules are built by
 //   * serial_schedule: Base's order, every task after the previous one, whatever its unit;
-//   * cyclic_schedule: a steady *cycle arrangement* (per unit, which stages at which block
-//     offsets: AMLA's cube [C1(k+2), C2(k)], vector [V1(k+1)]), from which the preload, steady
-//     and drain phases follow;
-//   * or by hand (any arrangement).
-// simulate_schedule runs one on the discrete-event engine. Malformed input (a stage index out of
-// range, a task listed twice, a Cube stage on a Vector unit) throws amla::invalid_argument; a
-// well-formed schedule that cannot run (it needs a task no unit runs, or its dependencies and
-// program orders form a cycle) is returned infeasible, with a reason that names the tasks.
+//   * cyclic_schedule: a steady *Arrangement* (per unit, which stages of which block offsets in
+//     which slot: AMLA's cube [C1(k+2), C2(k)], vector [V1(k+1)]), from which the preload,
+//     steady and drain phases follow. Arrangements come from preload_arrangement (Figure 7 and
+//     its Base analogue), from the preload theory (sim/preload_theory.hpp: Theorem B.1's
+//     construction, the exhaustive optimum, any timed Cycle, converted by
+//     preload::chain_arrangement), or from a user;
+//   * or by hand.
+// simulate_schedule is the simulator's one list scheduler: every unit runs its program in order,
+// each task as soon as its unit is free and its inputs have arrived, on the discrete-event engine.
+// A zero-length task takes no unit time: it happens when its inputs are ready and never holds up
+// its unit's other tasks. Malformed input (a stage index out of range, a task listed twice, a Cube
+// stage on a Vector unit) throws amla::invalid_argument; a well-formed schedule that cannot run
+// (it needs a task no unit runs, or its dependencies and program orders form a cycle) comes back
+// as a result that is not ok, with a reason that names the tasks.
 #pragma once
 
 #include <algorithm>
@@ -32,6 +38,7 @@
 
 #include "amla/config.hpp"
 #include "amla/sim/engine.hpp"
+#include "amla/sim/status.hpp"
 #include "amla/sim/timeline.hpp"
 #include "amla/sim/units.hpp"
 
@@ -120,6 +127,7 @@ struct UnitProgram {
 struct Schedule {
   std::string name;
   int blocks = 0;
+  int first_block_label = 0;  ///< the number block 0 has in task names ("C1[0]"; 1 counts from 1)
   std::vector<UnitProgram> units;
   std::vector<std::pair<TaskRef, TaskRef>> extra_deps;
 };
@@ -128,21 +136,41 @@ struct Schedule {
 struct ArrangementSlot {
   int stage = 0;
   int offset = 0;
+  friend bool operator==(const ArrangementSlot&, const ArrangementSlot&) = default;
 };
 
-/// One steady cycle: the Cube unit's slots and the Vector unit's slots, in execution order.
-struct CycleArrangement {
+/// The simulator's one arrangement type: which stage of which block (an offset from the cycle's
+/// index) runs in which slot on which unit, for one steady cycle of a stage chain. The Cube
+/// unit's slots and the Vector unit's slots are listed in execution order; every stage of the
+/// chain appears exactly once, on a unit of its kind. The preload theory's timed Cycles (stage
+/// offsets in a window, sim/preload_theory.hpp) convert to it with preload::chain_arrangement.
+struct Arrangement {
   std::vector<ArrangementSlot> cube;
   std::vector<ArrangementSlot> vector;
+  friend bool operator==(const Arrangement&, const Arrangement&) = default;
+
+  /// The largest offset: how many cycles the first stage runs ahead of the last (for Figure 7,
+  /// the preload count 2).
+  int lead() const {
+    int hi = 0, lo = 0;
+    bool first = true;
+    for (const auto* slots : {&cube, &vector})
+      for (const auto& x : *slots) {
+        hi = first ? x.offset : std::max(hi, x.offset);
+        lo = first ? x.offset : std::min(lo, x.offset);
+        first = false;
+      }
+    return hi - lo;
+  }
 };
 
 /// The arrangement with no dependency inside a cycle: stage s of an S-stage chain runs on block
 /// k + (S - 1 - s) in cycle k, each unit taking its stages in chain order. For AMLA's three
 /// stages this is Figure 7: cube [C1(k+2), C2(k)], vector [V1(k+1)] (preload count 2); for Base's
 /// four it is Figure 5's count-3 pipeline: cube [C1(k+3), C2(k+1)], vector [V1(k+2), V2(k)].
-inline CycleArrangement preload_arrangement(const StageChain& chain) {
+inline Arrangement preload_arrangement(const StageChain& chain) {
   chain.validate();
-  CycleArrangement a;
+  Arrangement a;
   const int s_count = chain.size();
   for (int s = 0; s < s_count; ++s) {
     const ArrangementSlot slot{s, s_count - 1 - s};
@@ -154,45 +182,85 @@ inline CycleArrangement preload_arrangement(const StageChain& chain) {
 
 namespace detail {
 
-inline std::string task_text(const StageChain& chain, TaskRef t) {
+inline std::string task_text(const StageChain& chain, TaskRef t, int first_block_label = 0) {
   if (t.stage == chain.tail_index()) return chain.tail->name;
-  return chain.stages[static_cast<std::size_t>(t.stage)].name + "[" + std::to_string(t.block) + "]";
+  return chain.stages[static_cast<std::size_t>(t.stage)].name + "[" +
+         std::to_string(t.block + first_block_label) + "]";
 }
 
 }  // namespace detail
+
+/// `arr` in the paper's notation, e.g. "cube [C1(k+2), C2(k)], vector [V1(k+1)]" (stage names
+/// from `chain`; a slot naming no stage of it shows its index).
+inline std::string arrangement_text(const StageChain& chain, const Arrangement& arr) {
+  std::string t;
+  for (const UnitKind kind : {UnitKind::cube, UnitKind::vector}) {
+    t += kind == UnitKind::cube ? "cube [" : "], vector [";
+    bool first = true;
+    for (const auto& x : kind == UnitKind::cube ? arr.cube : arr.vector) {
+      t += first ? "" : ", ";
+      first = false;
+      // (appends, not "#" + to_string: GCC 12 -Wrestrict)
+      if (x.stage >= 0 && x.stage < chain.size()) {
+        t += chain.stages[static_cast<std::size_t>(x.stage)].name;
+      } else {
+        t += '#';
+        t += std::to_string(x.stage);
+      }
+      t += "(k";
+      if (x.offset > 0) t += '+';
+      if (x.offset != 0) t += std::to_string(x.offset);
+      t += ')';
+    }
+  }
+  return t + "]";
+}
+
+/// Whether `arr` is an arrangement of `chain`: every slot names a stage of the chain on a unit of
+/// that stage's kind, and every stage appears exactly once. The reason names the stage at fault.
+/// (Whether its order can run, i.e. has no dependency cycle, is simulate_schedule's answer.)
+inline Status check_arrangement(const StageChain& chain, const Arrangement& arr) {
+  chain.validate();
+  std::vector<int> seen(static_cast<std::size_t>(chain.size()), 0);
+  for (const UnitKind kind : {UnitKind::cube, UnitKind::vector}) {
+    for (const auto& x : kind == UnitKind::cube ? arr.cube : arr.vector) {
+      if (x.stage < 0 || x.stage >= chain.size())
+        return Status::fail("arrangement stage " + std::to_string(x.stage) + " on the " +
+                            to_string(kind) + " unit is not a stage of the chain (0.." +
+                            std::to_string(chain.size() - 1) + ")");
+      const StageSpec& spec = chain.stages[static_cast<std::size_t>(x.stage)];
+      if (spec.kind != kind)
+        return Status::fail("arrangement puts " + spec.name + ", a " + to_string(spec.kind) +
+                            " stage, on the " + to_string(kind) + " unit");
+      ++seen[static_cast<std::size_t>(x.stage)];
+    }
+  }
+  for (int st = 0; st < chain.size(); ++st)
+    if (seen[static_cast<std::size_t>(st)] != 1)
+      return Status::fail("arrangement has " + chain.stages[static_cast<std::size_t>(st)].name +
+                          " " + std::to_string(seen[static_cast<std::size_t>(st)]) +
+                          " times; every stage of the chain appears exactly once");
+  return Status::success();
+}
 
 /// Expands a cycle arrangement over `blocks` KV blocks: cycles k = -max(offset) ... run every slot
 /// whose block k + offset exists; cycles before 0 are the preload, full cycles the steady loop,
 /// the rest the drain; the tail (if any) ends the program of the first unit of its kind.
 /// Each stage must appear exactly once in the arrangement (on a unit of its kind).
-inline Schedule cyclic_schedule(const StageChain& chain, int blocks, const CycleArrangement& arr,
+inline Schedule cyclic_schedule(const StageChain& chain, int blocks, const Arrangement& arr,
                                 std::string name = "cyclic") {
   chain.validate();
   AMLA_REQUIRE(blocks >= 1, "blocks", blocks, ">= 1 KV block");
-  std::vector<int> seen(static_cast<std::size_t>(chain.size()), 0);
+  const Status fits = check_arrangement(chain, arr);
+  AMLA_REQUIRE(fits.ok, "arrangement", fits.reason, "an arrangement of the chain's stages");
   int max_off = 0, min_off = 0;
   bool first = true;
-  auto scan = [&](const std::vector<ArrangementSlot>& slots, UnitKind kind) {
-    for (const auto& s : slots) {
-      AMLA_REQUIRE(s.stage >= 0 && s.stage < chain.size(), "arrangement stage", s.stage,
-                   "an index into the chain's stages");
-      AMLA_REQUIRE(chain.stages[static_cast<std::size_t>(s.stage)].kind == kind,
-                   "arrangement stage", chain.stages[static_cast<std::size_t>(s.stage)].name,
-                   std::string("a stage on the ") + to_string(kind) + " unit must be a " +
-                       to_string(kind) + " stage");
-      ++seen[static_cast<std::size_t>(s.stage)];
-      max_off = first ? s.offset : std::max(max_off, s.offset);
-      min_off = first ? s.offset : std::min(min_off, s.offset);
+  for (const auto* slots : {&arr.cube, &arr.vector})
+    for (const auto& x : *slots) {
+      max_off = first ? x.offset : std::max(max_off, x.offset);
+      min_off = first ? x.offset : std::min(min_off, x.offset);
       first = false;
     }
-  };
-  scan(arr.cube, UnitKind::cube);
-  scan(arr.vector, UnitKind::vector);
-  for (int s = 0; s < chain.size(); ++s)
-    AMLA_REQUIRE(seen[static_cast<std::size_t>(s)] == 1, "arrangement",
-                 chain.stages[static_cast<std::size_t>(s)].name + " appears " +
-                     std::to_string(seen[static_cast<std::size_t>(s)]) + " times",
-                 "every stage appears exactly once");
 
   Schedule sch;
   sch.name = std::move(name);
@@ -249,10 +317,8 @@ struct TaskTiming {
   Cycles start{0}, end{0};
 };
 
-/// The outcome of simulate_schedule.
-struct ScheduleResult {
-  bool feasible = false;
-  std::string reason;  ///< why not, naming the tasks
+/// The outcome of simulate_schedule: ok, or why not (naming the tasks).
+struct ScheduleResult : Status {
   Cycles makespan{0};
   std::vector<TaskTiming> tasks;  ///< in unit-program order, unit by unit
   std::vector<UnitStats> units;
@@ -323,7 +389,7 @@ inline std::string find_cycle(const StageChain& chain, const Schedule& sch,
   // The cycle is nodes[r..] with nodes[r] == x; producer -> consumer order runs backwards.
   const auto r = static_cast<std::size_t>(seen_at[static_cast<std::size_t>(x)]);
   std::string text = "dependency cycle, the schedule can never run: " +
-                     task_text(chain, flat[static_cast<std::size_t>(x)].t);
+                     task_text(chain, flat[static_cast<std::size_t>(x)].t, sch.first_block_label);
   // Forward: x = nodes[r] feeds nodes[last], which feeds nodes[last - 1], ..., back to nodes[r].
   for (std::size_t i = nodes.size(); i-- > r;) {
     const int node = nodes[i];
@@ -336,15 +402,17 @@ inline std::string find_cycle(const StageChain& chain, const Schedule& sch,
       why = "comes after it in " + sch.units[static_cast<std::size_t>(f.unit)].name + "'s program";
     else
       why = "is ordered after it";
-    text += " -> " + task_text(chain, f.t) + " (" + why + ")";
+    text += " -> " + task_text(chain, f.t, sch.first_block_label) + " (" + why + ")";
   }
   return text;
 }
 
 }  // namespace detail
 
-/// Runs `sch` with stage durations from `chain`; every Cube <-> Vector hand-over costs
-/// `handoff` cycles (also on extra ordering edges that cross kinds). `clock` labels the Timeline.
+/// Runs `sch` with stage durations from `chain` (the list scheduler: each unit in program order,
+/// each task as soon as its unit is free and its inputs are in; zero-length tasks off the units);
+/// every Cube <-> Vector hand-over costs `handoff` cycles (also on extra ordering edges that cross
+/// kinds). `clock` labels the Timeline.
 inline ScheduleResult simulate_schedule(const StageChain& chain, const Schedule& sch,
                                         Cycles handoff = Cycles{0}, Hertz clock = Hertz{1e9}) {
   chain.validate();
@@ -352,6 +420,8 @@ inline ScheduleResult simulate_schedule(const StageChain& chain, const Schedule&
   AMLA_REQUIRE(handoff.count >= 0, "handoff", handoff.count, "non-negative cycles");
   const int S = chain.size();
   const int slots = S + 1;  // stages + tail
+  const int label0 = sch.first_block_label;
+  auto text = [&](TaskRef t) { return detail::task_text(chain, t, label0); };
   auto is_task = [&](TaskRef t) {
     const bool tail = chain.tail && t.stage == chain.tail_index();
     return t.stage >= 0 && (t.stage < S || tail) && t.block >= 0 && t.block < sch.blocks &&
@@ -367,11 +437,10 @@ inline ScheduleResult simulate_schedule(const StageChain& chain, const Schedule&
                    "stage " + std::to_string(t.stage) + " block " + std::to_string(t.block),
                    "a stage of the chain (or its tail, block 0) and 0 <= block < blocks");
       AMLA_REQUIRE(chain.spec(t.stage).kind == sch.units[u].kind, "task",
-                   detail::task_text(chain, t) + " on unit '" + sch.units[u].name + "'",
+                   text(t) + " on unit '" + sch.units[u].name + "'",
                    std::string("a ") + to_string(chain.spec(t.stage).kind) +
                        " stage runs on a unit of that kind");
-      AMLA_REQUIRE(where[key(t)] < 0, "task", detail::task_text(chain, t),
-                   "each task appears once in the schedule");
+      AMLA_REQUIRE(where[key(t)] < 0, "task", text(t), "each task appears once in the schedule");
       where[key(t)] = static_cast<int>(flat.size());
       flat.push_back({t, static_cast<int>(u), st.phase});
     }
@@ -381,6 +450,7 @@ inline ScheduleResult simulate_schedule(const StageChain& chain, const Schedule&
       AMLA_REQUIRE(is_task(t), "extra dependency",
                    "stage " + std::to_string(t.stage) + " block " + std::to_string(t.block),
                    "a task of the chain and block range");
+  auto zero = [&](std::size_t i) { return chain.spec(flat[i].t.stage).duration.count == 0; };
 
   ScheduleResult res;
   // What each scheduled task waits for.
@@ -397,8 +467,8 @@ inline ScheduleResult simulate_schedule(const StageChain& chain, const Schedule&
     }
     for (const TaskRef p : need) {
       if (where[key(p)] < 0) {
-        res.reason = "missing producer: " + detail::task_text(chain, t) + " needs " +
-                     detail::task_text(chain, p) + ", which no unit runs";
+        res.set_failed("missing producer: " + text(t) + " needs " + text(p) +
+                       ", which no unit runs");
         return res;
       }
       pred[i].push_back({where[key(p)], 0});
@@ -407,54 +477,90 @@ inline ScheduleResult simulate_schedule(const StageChain& chain, const Schedule&
   for (const auto& [c, p] : sch.extra_deps) {
     if (where[key(c)] < 0) continue;  // an edge into a task nobody runs constrains nothing
     if (where[key(p)] < 0) {
-      res.reason = "missing producer: " + detail::task_text(chain, c) + " is ordered after " +
-                   detail::task_text(chain, p) + ", which no unit runs";
+      res.set_failed("missing producer: " + text(c) + " is ordered after " + text(p) +
+                     ", which no unit runs");
       return res;
     }
     pred[static_cast<std::size_t>(where[key(c)])].push_back({where[key(p)], 2});
   }
-  // Data edges plus program order must be acyclic.
+  // Data edges plus program order (between the tasks that take unit time) must be acyclic.
   {
     auto with_order = pred;
-    for (const auto& u : sch.units)
-      for (std::size_t j = 1; j < u.tasks.size(); ++j)
-        with_order[static_cast<std::size_t>(where[key(u.tasks[j].task)])].push_back(
-            {where[key(u.tasks[j - 1].task)], 1});
+    for (const auto& u : sch.units) {
+      int prev = -1;
+      for (const auto& st : u.tasks) {
+        const int i = where[key(st.task)];
+        if (zero(static_cast<std::size_t>(i))) continue;
+        if (prev >= 0) with_order[static_cast<std::size_t>(i)].push_back({prev, 1});
+        prev = i;
+      }
+    }
     std::string cyc = detail::find_cycle(chain, sch, flat, with_order);
     if (!cyc.empty()) {
-      res.reason = std::move(cyc);
+      res.set_failed(std::move(cyc));
       return res;
     }
   }
+  auto delay = [&](std::size_t producer, std::size_t consumer) {
+    return chain.spec(flat[producer].t.stage).kind != chain.spec(flat[consumer].t.stage).kind
+               ? handoff
+               : Cycles{0};
+  };
+  // A zero-length task is no operation: its consumers wait directly for its producers (through
+  // any run of zero-length tasks), with the hand-over delays added along the way.
+  std::vector<std::vector<std::pair<int, Cycles>>> through(flat.size());
+  std::vector<char> resolved(flat.size(), 0);
+  auto resolve = [&](auto&& self, std::size_t z) -> const std::vector<std::pair<int, Cycles>>& {
+    if (!resolved[z]) {
+      for (const auto& w : pred[z]) {
+        const auto p = static_cast<std::size_t>(w.producer);
+        if (!zero(p)) {
+          through[z].push_back({w.producer, delay(p, z)});
+        } else {
+          for (const auto& [q, dq] : self(self, p)) through[z].push_back({q, dq + delay(p, z)});
+        }
+      }
+      resolved[z] = 1;
+    }
+    return through[z];
+  };
 
   Engine e(true);
   std::vector<UnitId> units;
   for (const auto& u : sch.units) units.push_back(e.add_unit(u.name));
   std::vector<OpId> ops(flat.size());
   for (std::size_t i = 0; i < flat.size(); ++i) {
+    if (zero(i)) continue;
     const auto& f = flat[i];
     const auto& spec = chain.spec(f.t.stage);
     Label l;
-    l.name = detail::task_text(chain, f.t);
+    l.name = text(f.t);
     l.category = spec.name;
     l.phase = f.phase;
     ops[i] = e.add_op(units[static_cast<std::size_t>(f.unit)], Work::compute(spec.duration), l);
   }
   for (std::size_t i = 0; i < flat.size(); ++i) {
-    for (const auto& w : pred[i]) {
-      const auto& p = flat[static_cast<std::size_t>(w.producer)];
-      const bool cross = chain.spec(p.t.stage).kind != chain.spec(flat[i].t.stage).kind;
-      e.depend(ops[i], ops[static_cast<std::size_t>(w.producer)], cross ? handoff : Cycles{0});
-    }
+    if (zero(i)) continue;
+    for (const auto& [p, d] : resolve(resolve, i))
+      e.depend(ops[i], ops[static_cast<std::size_t>(p)], d);
   }
   const RunResult run = e.run();
   AMLA_ASSERT(run.ok);  // acyclic and pool-free: it always completes
-  res.feasible = true;
   res.makespan = run.makespan;
   res.events = run.events;
-  for (std::size_t i = 0; i < flat.size(); ++i)
-    res.tasks.push_back({flat[i].t, detail::task_text(chain, flat[i].t), flat[i].unit,
-                         e.op_start(ops[i]), e.op_end(ops[i])});
+  for (std::size_t i = 0; i < flat.size(); ++i) {
+    Cycles start{0}, end{0};
+    if (zero(i)) {
+      for (const auto& [p, d] : resolve(resolve, i))
+        start = std::max(start, e.op_end(ops[static_cast<std::size_t>(p)]) + d);
+      end = start;
+      res.makespan = std::max(res.makespan, end);
+    } else {
+      start = e.op_start(ops[i]);
+      end = e.op_end(ops[i]);
+    }
+    res.tasks.push_back({flat[i].t, text(flat[i].t), flat[i].unit, start, end});
+  }
   for (const auto u : units) res.units.push_back(e.unit_stats(u));
   res.timeline = e.timeline(sch.name + " schedule", clock);
   return res;

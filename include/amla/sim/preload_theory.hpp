@@ -4,6 +4,12 @@
 // all arrangements for small n (Theorem 4.1, Lemma B.2), and the schedule of a whole pipeline
 // (preload, steady Cycles, drain) as a Timeline.
 //
+// The theory produces arrangements; the simulator consumes them. Its timed Cycles (TimedCycle)
+// convert to the simulator's one arrangement type (sim::Arrangement, sim/pipeline.hpp) with
+// chain_arrangement, theorem_b1_arrangement(StageChain) and optimum_arrangement(StageChain), and
+// its as-soon-as-possible pipelines and serial schedules are run by the simulator's one list
+// scheduler, sim::simulate_schedule, on the chain stage_chain(d).
+//
 // ---- The timing model (our reading of Section 4.1 and Appendix B, written down) ----
 //
 // Work. One KV block b = 1..T runs the chain C_1 -> V_1 -> C_2 -> V_2 -> ... -> C_n -> V_n of
@@ -16,9 +22,12 @@
 // Cycle. The steady loop repeats one Cycle: a window [0, P) in which every one of the 2n stages
 // runs exactly once, each inside the window (offset >= 0, offset + duration <= P; a stage never
 // straddles two Cycles, as in Lemma B.2's "all Vector stages must be overlapped by the cumulative
-// Cube execution (to avoid extending the Cycle)"), and the stages of one unit never overlap. An
-// Arrangement is the offset of each stage in the window; the orders of C's and V's follow from
-// it. Stall-free steady state means P = max(sum C, sum V); then the busier unit ("dominant") runs
+// Cube execution (to avoid extending the Cycle)"), and the stages of one unit never overlap. A
+// TimedCycle is the offset of each stage in the window; the orders of C's and V's follow from
+// it. (The paper calls this placement an arrangement; here it is a TimedCycle, and
+// chain_arrangement turns it into the simulator's sim::Arrangement - which stage of which block in
+// which slot on which unit - so that sim/pipeline.hpp and sim/decode.hpp can run it.) Stall-free
+// steady state means P = max(sum C, sum V); then the busier unit ("dominant") runs
 // gap-free and its order alone fixes its offsets. Cycle k occupies [k P, (k + 1) P).
 //
 // Internal edge. Different stages of one Cycle may work on different KV blocks. Edge X -> Y is
@@ -78,6 +87,8 @@
 #include <vector>
 
 #include "amla/config.hpp"
+#include "amla/sim/pipeline.hpp"
+#include "amla/sim/status.hpp"
 #include "amla/sim/timeline.hpp"
 #include "amla/sim/units.hpp"
 
@@ -170,7 +181,7 @@ inline Edge chain_edge(int n, int e) {
 }
 
 /// Where each stage sits in the Cycle window [0, period).
-struct Arrangement {
+struct TimedCycle {
   Cycles period;
   std::vector<Cycles> cube_offset;    ///< start of C_i in the window
   std::vector<Cycles> vector_offset;  ///< start of V_i in the window
@@ -181,13 +192,6 @@ struct Arrangement {
   }
 };
 
-/// A yes/no answer with the reason for a no (infeasible-but-well-formed inputs).
-struct Verdict {
-  bool ok = true;
-  std::string reason;
-  explicit operator bool() const { return ok; }
-};
-
 namespace detail {
 
 inline std::string unit_name(Unit u) {
@@ -195,7 +199,12 @@ inline std::string unit_name(Unit u) {
 }
 
 inline std::string span_text(Cycles start, Cycles end) {
-  return "[" + std::to_string(start.count) + ", " + std::to_string(end.count) + ")";
+  std::string t(1, '[');  // (not "[" + to_string: GCC 12 -Wrestrict)
+  t += std::to_string(start.count);
+  t += ", ";
+  t += std::to_string(end.count);
+  t += ')';
+  return t;
 }
 
 /// 1-based cyclic index: cyc(0, n) == n, cyc(n + 1, n) == 1.
@@ -205,7 +214,7 @@ inline int cyc(int i, int n) {
 
 /// The stages of one unit in the order it runs them in the Cycle: by offset, a zero-length stage
 /// before a positive one at the same offset, then by pair.
-inline std::vector<Stage> unit_order(const CvDurations& d, const Arrangement& a, Unit u) {
+inline std::vector<Stage> unit_order(const CvDurations& d, const TimedCycle& a, Unit u) {
   std::vector<Stage> order;
   for (int i = 1; i <= d.n(); ++i) order.push_back(Stage{u, i});
   std::stable_sort(order.begin(), order.end(), [&](const Stage& x, const Stage& y) {
@@ -216,7 +225,7 @@ inline std::vector<Stage> unit_order(const CvDurations& d, const Arrangement& a,
   return order;
 }
 
-inline void require_shape(const CvDurations& d, const Arrangement& a) {
+inline void require_shape(const CvDurations& d, const TimedCycle& a) {
   validate_durations(d);
   const auto n = static_cast<std::size_t>(d.n());
   AMLA_REQUIRE(a.cube_offset.size() == n, "arrangement.cube_offset.size()", a.cube_offset.size(),
@@ -230,8 +239,8 @@ inline void require_shape(const CvDurations& d, const Arrangement& a) {
 
 /// Whether `a` is a Cycle the units can run: period >= max(sum C, sum V), every stage inside
 /// [0, period), no two stages of a unit overlapping. Throws only on malformed input (durations,
-/// offset counts); an arrangement that does not fit comes back as a Verdict with the reason.
-inline Verdict check_arrangement(const CvDurations& d, const Arrangement& a) {
+/// offset counts); an arrangement that does not fit comes back as a Status with the reason.
+inline Status check_arrangement(const CvDurations& d, const TimedCycle& a) {
   detail::require_shape(d, a);
   if (a.period < d.period())
     return {false, "period " + std::to_string(a.period.count) +
@@ -261,7 +270,7 @@ inline Verdict check_arrangement(const CvDurations& d, const Arrangement& a) {
 }
 
 /// Whether chain edge e is internal in `a`: offset(to) >= offset(from) + [from]. No validation.
-inline bool edge_is_internal(const CvDurations& d, const Arrangement& a, int e) {
+inline bool edge_is_internal(const CvDurations& d, const TimedCycle& a, int e) {
   const Edge edge = chain_edge(d.n(), e);
   return a.offset(edge.to) >= a.offset(edge.from) + d.of(edge.from);
 }
@@ -277,8 +286,8 @@ struct PreloadAnalysis {
 
 /// Lemma B.1 for arrangement `a`: which edges are internal, the lags, the preload count. Throws
 /// amla::invalid_argument if `a` is not a valid Cycle (check_arrangement's reason in the message).
-inline PreloadAnalysis analyze(const CvDurations& d, const Arrangement& a) {
-  const Verdict v = check_arrangement(d, a);
+inline PreloadAnalysis analyze(const CvDurations& d, const TimedCycle& a) {
+  const Status v = check_arrangement(d, a);
   AMLA_REQUIRE(v.ok, "arrangement", "(offsets)", "a valid Cycle: " + v.reason);
   const int n = d.n();
   PreloadAnalysis r;
@@ -298,8 +307,81 @@ inline PreloadAnalysis analyze(const CvDurations& d, const Arrangement& a) {
 }
 
 /// The preload count of arrangement `a` (Lemma B.1): (2n - 1) - (number of internal edges).
-inline int preload_count(const CvDurations& d, const Arrangement& a) {
+inline int preload_count(const CvDurations& d, const TimedCycle& a) {
   return analyze(d, a).preload_count;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The theory's view and the simulator's: stage chains and arrangements.
+
+/// The stage chain of the n CV pairs, C_1, V_1, ..., C_n, V_n (stage index = chain position),
+/// for the simulator's scheduler: no tail, no stage carrying state (each unit runs one stage's
+/// blocks in order, which is all a carried state would ask).
+inline sim::StageChain stage_chain(const CvDurations& d) {
+  validate_durations(d);
+  sim::StageChain chain;
+  for (int p = 0; p < 2 * d.n(); ++p) {
+    const Stage st = Stage::at_chain_position(p);
+    chain.stages.push_back({st.label(),
+                            st.unit == Unit::cube ? sim::UnitKind::cube : sim::UnitKind::vector,
+                            d.of(st), false});
+  }
+  return chain;
+}
+
+/// The CV pairs of a simulator stage chain (its tail, which runs after the loop, left out). The
+/// chain must alternate Cube and Vector stages starting with a Cube stage; one that ends on a
+/// Cube stage (AMLA's [C1] -> [V1] -> [C2]) gets a zero-length V_n (Section 4.1.3). Throws
+/// amla::invalid_argument naming the first stage out of place.
+inline CvDurations durations_of(const sim::StageChain& chain) {
+  chain.validate();
+  CvDurations d;
+  for (int p = 0; p < chain.size(); ++p) {
+    const sim::StageSpec& spec = chain.stages[static_cast<std::size_t>(p)];
+    const bool cube = p % 2 == 0;
+    if ((spec.kind == sim::UnitKind::cube) != cube) {
+      amla::detail::throw_invalid(
+          "amla::sim::preload::durations_of", "chain.stages",
+          spec.name + " at position " + std::to_string(p),
+          std::string("the preload theory's chain alternates Cube and Vector "
+                      "stages from a Cube stage: position ") +
+              std::to_string(p) + " must be a " + (cube ? "Cube" : "Vector") + " stage");
+    }
+    (cube ? d.cube : d.vector).push_back(spec.duration);
+  }
+  if (d.vector.size() < d.cube.size()) d.vector.push_back(Cycles{0});
+  validate_durations(d);
+  return d;
+}
+
+namespace detail {
+
+/// The slots of timed Cycle `a` with the given lags: each unit's stages in their Cycle order,
+/// stage X (chain position p) on block k + lag(X) in Cycle k.
+inline sim::Arrangement slot_arrangement(const CvDurations& d, const TimedCycle& a,
+                                         const std::vector<int>& lag) {
+  sim::Arrangement r;
+  for (const Stage& st : unit_order(d, a, Unit::cube))
+    r.cube.push_back({st.chain_position(), lag[static_cast<std::size_t>(st.chain_position())]});
+  for (const Stage& st : unit_order(d, a, Unit::vector))
+    r.vector.push_back({st.chain_position(), lag[static_cast<std::size_t>(st.chain_position())]});
+  return r;
+}
+
+}  // namespace detail
+
+/// The simulator's arrangement of timed Cycle `a` of durations_of(chain): each unit's stages in
+/// the Cycle's order, each on the block Lemma B.1's lags give it (AMLA's Figure 7: cube
+/// [C1(k+2), C2(k)], vector [V1(k+1)]). A zero-length V_n that durations_of added is left out.
+/// Throws amla::invalid_argument if `a` is not a valid Cycle of those durations.
+inline sim::Arrangement chain_arrangement(const sim::StageChain& chain, const TimedCycle& a) {
+  const CvDurations d = durations_of(chain);
+  sim::Arrangement r = detail::slot_arrangement(d, a, analyze(d, a).lag);
+  auto& v = r.vector;
+  v.erase(std::remove_if(v.begin(), v.end(),
+                         [&](const sim::ArrangementSlot& x) { return x.stage >= chain.size(); }),
+          v.end());
+  return r;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -318,11 +400,11 @@ inline CvDurations mirrored(const CvDurations& d) {
 /// offset(C_j) = P - offset'(V'_{n+1-j}) - [C_j], offset(V_j) = P - offset'(C'_{n+1-j}) - [V_j].
 /// Internal edges correspond one to one and keep their kind, so the preload count is the same.
 /// Its own inverse: mirror_arrangement(mirrored(d), mirror_arrangement(d, a)) == a.
-inline Arrangement mirror_arrangement(const CvDurations& d, const Arrangement& mirror) {
+inline TimedCycle mirror_arrangement(const CvDurations& d, const TimedCycle& mirror) {
   const CvDurations md = mirrored(d);
   detail::require_shape(md, mirror);
   const auto n = static_cast<std::size_t>(d.n());
-  Arrangement a;
+  TimedCycle a;
   a.period = mirror.period;
   a.cube_offset.resize(n);
   a.vector_offset.resize(n);
@@ -376,10 +458,10 @@ inline PartialSumChoice theorem_b1_choice(const CvDurations& d) {
 namespace detail {
 
 /// The rotation layout for m of a Cube-dominated problem (see the header comment).
-inline Arrangement rotation_layout(const CvDurations& d, int m) {
+inline TimedCycle rotation_layout(const CvDurations& d, int m) {
   AMLA_ASSERT(d.cube_dominated());
   const int n = d.n();
-  Arrangement a;
+  TimedCycle a;
   a.period = d.period();
   a.cube_offset.assign(static_cast<std::size_t>(n), Cycles{0});
   a.vector_offset.assign(static_cast<std::size_t>(n), Cycles{0});
@@ -405,7 +487,7 @@ inline Arrangement rotation_layout(const CvDurations& d, int m) {
 /// the layout described in the header comment; otherwise the mirror's layout for m, mapped back.
 /// Always a valid Cycle of period max(sum C, sum V); it has n - 1 internal C->V edges when Eq. 20
 /// holds for m (of theorem_b1_choice(d).a), and for positive durations only then.
-inline Arrangement rotation_arrangement(const CvDurations& d, int m) {
+inline TimedCycle rotation_arrangement(const CvDurations& d, int m) {
   validate_durations(d);
   AMLA_REQUIRE(m >= 1 && m <= d.n(), "m", m, "an index in [1, n]");
   if (d.cube_dominated()) return detail::rotation_layout(d, m);
@@ -415,7 +497,7 @@ inline Arrangement rotation_arrangement(const CvDurations& d, int m) {
 /// Theorem B.1 (and its Vector-dominated mirror): an arrangement with period max(sum C, sum V)
 /// and preload count at most n (exactly n when every duration is positive), whose internal edges
 /// are C_i -> V_i.
-inline Arrangement theorem_b1_arrangement(const CvDurations& d) {
+inline TimedCycle theorem_b1_arrangement(const CvDurations& d) {
   return rotation_arrangement(d, theorem_b1_choice(d).m);
 }
 
@@ -428,7 +510,7 @@ enum class EdgeFilter : std::uint8_t { any, cube_to_vector_only, vector_to_cube_
 
 /// A placement found by a search.
 struct Placement {
-  Arrangement arrangement;
+  TimedCycle arrangement;
   int internal_edges = 0;         ///< internal edges of the kinds the filter allows (the objective)
   std::vector<int> cube_order;    ///< pair indices in the Cube's order in the Cycle
   std::vector<int> vector_order;  ///< pair indices in the Vector's order in the Cycle
@@ -468,7 +550,7 @@ inline Placement place_cube_dominated(const CvDurations& d, const std::vector<in
   Placement r;
   r.cube_order = cube_order;
   r.vector_order = vector_order;
-  Arrangement& a = r.arrangement;
+  TimedCycle& a = r.arrangement;
   a.period = d.period();
   a.cube_offset.assign(un, Cycles{0});
   a.vector_offset.assign(un, Cycles{0});
@@ -578,12 +660,24 @@ inline Placement exhaustive_optimum(const CvDurations& d, EdgeFilter filter = Ed
 
 /// The Cube and Vector orders of an arrangement (pair indices in Cycle order).
 inline std::pair<std::vector<int>, std::vector<int>> unit_orders(const CvDurations& d,
-                                                                 const Arrangement& a) {
+                                                                 const TimedCycle& a) {
   detail::require_shape(d, a);
   std::pair<std::vector<int>, std::vector<int>> r;
   for (const Stage& s : detail::unit_order(d, a, Unit::cube)) r.first.push_back(s.pair);
   for (const Stage& s : detail::unit_order(d, a, Unit::vector)) r.second.push_back(s.pair);
   return r;
+}
+
+/// Theorem B.1's arrangement of a simulator stage chain (durations_of(chain)), as the simulator's
+/// arrangement: what simulate_decode runs with DecodeSchedule::theorem_b1.
+inline sim::Arrangement theorem_b1_arrangement(const sim::StageChain& chain) {
+  return chain_arrangement(chain, theorem_b1_arrangement(durations_of(chain)));
+}
+
+/// The exhaustive optimum's arrangement of a simulator stage chain (at most max_exhaustive_pairs
+/// CV pairs), as the simulator's arrangement.
+inline sim::Arrangement optimum_arrangement(const sim::StageChain& chain) {
+  return chain_arrangement(chain, exhaustive_optimum(durations_of(chain)).arrangement);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -592,6 +686,7 @@ inline std::pair<std::vector<int>, std::vector<int>> unit_orders(const CvDuratio
 /// How a pipeline's stages are timed.
 enum class Timing : std::uint8_t {
   asap,         ///< each unit runs its stages in Cycle order, each as soon as its input is ready
+                ///< (sim::simulate_schedule)
   cycle_slots,  ///< every stage at its slot: Cycle k starts at k * P (the picture of Figure 5)
 };
 
@@ -605,10 +700,8 @@ struct StageRun {
   Cycles end;
 };
 
-/// A whole pipeline run.
-struct PipelineSchedule {
-  bool feasible = true;  ///< false: the lags ask for an input before it exists (see reason)
-  std::string reason;
+/// A whole pipeline run; not ok when the lags ask for an input before it exists (see reason).
+struct PipelineSchedule : Status {
   int blocks = 0;
   std::vector<int> lag;  ///< per chain position (empty for the serial schedule)
   int preload_cycles = 0, steady_cycles = 0, drain_cycles = 0;
@@ -642,7 +735,7 @@ inline std::string run_name(const StageRun& r) {
 /// Checks a schedule without trusting how it was built: every stage of every block 1..blocks runs
 /// exactly once for its duration, each stage starts after the previous stage of its block's chain
 /// ends, and no two stages of a unit overlap (zero-length runs take no unit time).
-inline Verdict verify_schedule(const CvDurations& d, const PipelineSchedule& s) {
+inline Status verify_schedule(const CvDurations& d, const PipelineSchedule& s) {
   validate_durations(d);
   const int n = d.n();
   const auto positions = static_cast<std::size_t>(2 * n);
@@ -692,10 +785,10 @@ inline Verdict verify_schedule(const CvDurations& d, const PipelineSchedule& s) 
 /// input is asked for before it exists: the result is then not feasible and says which (a
 /// dependency violated at its slot, or a deadlock under Timing::asap). Use pipeline_schedule for
 /// the minimal valid lags.
-inline PipelineSchedule pipeline_schedule_with_lags(const CvDurations& d, const Arrangement& a,
+inline PipelineSchedule pipeline_schedule_with_lags(const CvDurations& d, const TimedCycle& a,
                                                     const std::vector<int>& lag, int blocks,
                                                     Timing timing = Timing::asap) {
-  const Verdict v = check_arrangement(d, a);
+  const Status v = check_arrangement(d, a);
   AMLA_REQUIRE(v.ok, "arrangement", "(offsets)", "a valid Cycle: " + v.reason);
   const int n = d.n();
   AMLA_REQUIRE(blocks >= 1 && blocks <= 1000000, "blocks", blocks, "in [1, 10^6]");
@@ -718,95 +811,47 @@ inline PipelineSchedule pipeline_schedule_with_lags(const CvDurations& d, const 
   s.preload_cycles = lead;
   s.steady_cycles = std::max(0, blocks - lead);
   s.drain_cycles = cycles - s.preload_cycles - s.steady_cycles;
-  // Program order per unit: Cycle by Cycle, each Cycle in the arrangement's unit order.
-  std::vector<StageRun> program[2];
-  for (Unit u : {Unit::cube, Unit::vector}) {
-    const auto order = detail::unit_order(d, a, u);
-    for (int k = 0; k < cycles; ++k)
-      for (const Stage& st : order) {
-        const int b = k + 1 - (lead - lag[static_cast<std::size_t>(st.chain_position())]);
-        if (b < 1 || b > blocks) continue;
-        StageRun r;
-        r.stage = st;
-        r.block = b;
-        r.cycle = k;
-        r.phase = detail::phase_of_cycle(k, lead, blocks);
-        program[static_cast<int>(u)].push_back(r);
-      }
-  }
   if (timing == Timing::cycle_slots) {
-    for (auto& prog : program)
-      for (StageRun& r : prog) {
-        r.start = a.period * r.cycle + a.offset(r.stage);
-        r.end = r.start + d.of(r.stage);
-      }
+    // Every stage at its slot: Cycle k, stage X on block k + 1 - (lag(C_1) - lag(X)).
+    for (Unit u : {Unit::cube, Unit::vector}) {
+      const auto order = detail::unit_order(d, a, u);
+      for (int k = 0; k < cycles; ++k)
+        for (const Stage& st : order) {
+          const int b = k + 1 - (lead - lag[static_cast<std::size_t>(st.chain_position())]);
+          if (b < 1 || b > blocks) continue;
+          StageRun r;
+          r.stage = st;
+          r.block = b;
+          r.cycle = k;
+          r.phase = detail::phase_of_cycle(k, lead, blocks);
+          r.start = a.period * k + a.offset(st);
+          r.end = r.start + d.of(st);
+          s.runs.push_back(r);
+        }
+    }
   } else {
-    // List scheduling: advance whichever unit's next stage has its input. Zero-length stages
-    // take no unit time, so they leave the unit programs and happen when their input is ready.
-    for (int u = 0; u < 2; ++u) {
-      auto& prog = program[u];
-      std::stable_partition(prog.begin(), prog.end(),
-                            [&](const StageRun& r) { return d.of(r.stage) > Cycles{0}; });
-    }
-    std::size_t positive[2] = {0, 0};
-    for (int u = 0; u < 2; ++u)
-      while (positive[u] < program[u].size() && d.of(program[u][positive[u]].stage) > Cycles{0})
-        ++positive[u];
-    const auto positions = static_cast<std::size_t>(2 * n);
-    std::vector<std::vector<std::int64_t>> end_of(
-        positions, std::vector<std::int64_t>(static_cast<std::size_t>(blocks), -1));
-    auto input_end = [&](const StageRun& r) -> std::int64_t {  // -1: not yet known
-      const int p = r.stage.chain_position();
-      if (p == 0) return 0;
-      return end_of[static_cast<std::size_t>(p - 1)][static_cast<std::size_t>(r.block - 1)];
-    };
-    auto finish = [&](StageRun& r, Cycles start) {
-      r.start = start;
-      r.end = start + d.of(r.stage);
-      end_of[static_cast<std::size_t>(r.stage.chain_position())]
-            [static_cast<std::size_t>(r.block - 1)] = r.end.count;
-    };
-    std::size_t next[2] = {0, 0};
-    std::size_t zero_done[2] = {0, 0};
-    Cycles unit_free[2] = {Cycles{0}, Cycles{0}};
-    bool progress = true;
-    while (progress) {
-      progress = false;
-      for (int u = 0; u < 2; ++u) {
-        while (next[u] < positive[u]) {
-          StageRun& r = program[u][next[u]];
-          const std::int64_t in = input_end(r);
-          if (in < 0) break;
-          finish(r, std::max(unit_free[u], Cycles{in}));
-          unit_free[u] = r.end;
-          ++next[u];
-          progress = true;
-        }
-        for (std::size_t j = positive[u]; j < program[u].size(); ++j) {
-          StageRun& r = program[u][j];
-          const auto p = static_cast<std::size_t>(r.stage.chain_position());
-          if (end_of[p][static_cast<std::size_t>(r.block - 1)] >= 0) continue;
-          const std::int64_t in = input_end(r);
-          if (in < 0) continue;
-          finish(r, Cycles{in});
-          ++zero_done[u];
-          progress = true;
-        }
-      }
-    }
-    if (next[0] < positive[0] || next[1] < positive[1]) {
-      auto waiting = [&](int u) {
-        return next[u] < positive[u] ? detail::run_name(program[u][next[u]]) : std::string("none");
-      };
-      s.feasible = false;
-      s.reason = "deadlock: the Cube's next stage " + waiting(0) + " and the Vector's next stage " +
-                 waiting(1) + " each wait for an input that comes later in a unit's order";
+    // The simulator's list scheduler (sim::simulate_schedule) on the same unit programs: the
+    // cyclic schedule of the chain_arrangement of `a` with these lags.
+    const sim::StageChain chain = stage_chain(d);
+    sim::Schedule sch =
+        sim::cyclic_schedule(chain, blocks, detail::slot_arrangement(d, a, lag), "pipeline");
+    sch.first_block_label = 1;
+    const sim::ScheduleResult run = sim::simulate_schedule(chain, sch);
+    if (!run.ok) {
+      s.set_failed("deadlock: " + run.reason);
       return s;
     }
-    AMLA_ASSERT(zero_done[0] + positive[0] == program[0].size() &&
-                zero_done[1] + positive[1] == program[1].size());
+    for (const sim::TaskTiming& t : run.tasks) {
+      StageRun r;
+      r.stage = Stage::at_chain_position(t.task.stage);
+      r.block = t.task.block + 1;
+      r.cycle = t.task.block + lead - lag[static_cast<std::size_t>(t.task.stage)];
+      r.phase = detail::phase_of_cycle(r.cycle, lead, blocks);
+      r.start = t.start;
+      r.end = t.end;
+      s.runs.push_back(r);
+    }
   }
-  for (auto& prog : program) s.runs.insert(s.runs.end(), prog.begin(), prog.end());
   detail::sort_runs(s.runs);
   s.cycle_start.assign(static_cast<std::size_t>(cycles),
                        Cycles{std::numeric_limits<std::int64_t>::max()});
@@ -816,21 +861,18 @@ inline PipelineSchedule pipeline_schedule_with_lags(const CvDurations& d, const 
     s.makespan = std::max(s.makespan, r.end);
   }
   if (timing == Timing::cycle_slots) {
-    const Verdict ok = verify_schedule(d, s);
-    if (!ok) {
-      s.feasible = false;
-      s.reason = ok.reason;
-    }
+    const Status ok = verify_schedule(d, s);
+    if (!ok) s.set_failed(ok.reason);
   }
   return s;
 }
 
 /// The pipeline of `blocks` KV blocks for arrangement `a`, with Lemma B.1's lags: Preload
 /// (lag(C_1) Cycles, partly filled), steady Cycles, Drain. Always feasible for a valid Cycle.
-inline PipelineSchedule pipeline_schedule(const CvDurations& d, const Arrangement& a, int blocks,
+inline PipelineSchedule pipeline_schedule(const CvDurations& d, const TimedCycle& a, int blocks,
                                           Timing timing = Timing::asap) {
   PipelineSchedule s = pipeline_schedule_with_lags(d, a, analyze(d, a).lag, blocks, timing);
-  AMLA_ASSERT(s.feasible);
+  AMLA_ASSERT(s.ok);
   return s;
 }
 
@@ -843,23 +885,29 @@ inline PipelineSchedule serial_schedule(const CvDurations& d, int blocks) {
                "blocks * n <= 10^7 stage runs per unit");
   AMLA_REQUIRE(static_cast<double>((d.cube_total() + d.vector_total()).count) * blocks < 0x1p62,
                "blocks", blocks, "blocks * (sum C + sum V) < 2^62 cycles");
+  const sim::StageChain chain = stage_chain(d);
+  sim::Schedule sch = sim::serial_schedule(chain, blocks);
+  sch.first_block_label = 1;
+  const sim::ScheduleResult run = sim::simulate_schedule(chain, sch);
+  AMLA_ASSERT(run.ok);  // the serial order never deadlocks
   PipelineSchedule s;
   s.blocks = blocks;
-  Cycles t{0};
-  for (int b = 1; b <= blocks; ++b) {
-    s.cycle_start.push_back(t);
-    for (int p = 0; p < 2 * d.n(); ++p) {
-      StageRun r;
-      r.stage = Stage::at_chain_position(p);
-      r.block = b;
-      r.cycle = b - 1;
-      r.start = t;
-      r.end = t + d.of(r.stage);
-      t = r.end;
-      s.runs.push_back(r);
-    }
+  s.cycle_start.assign(static_cast<std::size_t>(blocks), Cycles{0});
+  for (const sim::TaskTiming& t : run.tasks) {
+    StageRun r;
+    r.stage = Stage::at_chain_position(t.task.stage);
+    r.block = t.task.block + 1;
+    r.cycle = t.task.block;
+    r.start = t.start;
+    r.end = t.end;
+    s.runs.push_back(r);
+    if (t.task.stage == 0) s.cycle_start[static_cast<std::size_t>(t.task.block)] = t.start;
   }
-  s.makespan = t;
+  std::stable_sort(s.runs.begin(), s.runs.end(), [](const StageRun& x, const StageRun& y) {
+    return std::make_pair(x.block, x.stage.chain_position()) <
+           std::make_pair(y.block, y.stage.chain_position());
+  });
+  s.makespan = run.makespan;
   return s;
 }
 

@@ -29,6 +29,7 @@
 
 #include "amla/config.hpp"
 #include "amla/sim/chip.hpp"
+#include "amla/sim/status.hpp"
 #include "amla/sim/units.hpp"
 
 namespace amla::sim {
@@ -41,14 +42,6 @@ inline std::string kib_text(double bytes) {
   return buf;
 }
 }  // namespace detail
-
-/// Timeloop-style outcome of a feasibility check: ok, or the first rule broken.
-struct Fit {
-  bool ok = true;
-  std::string reason;
-  static Fit yes() { return Fit{}; }
-  static Fit no(std::string why) { return Fit{false, std::move(why)}; }
-};
 
 /// Tiling of one Cube stage (see the header comment for the meaning of each field).
 struct Tiling {
@@ -78,17 +71,31 @@ struct Tiling {
   /// Throws amla::invalid_argument for malformed values (non-positive sizes and counts). A tiling
   /// that is well formed but does not fit or nest is reported by check_fit, not here.
   void validate() const {
-    AMLA_REQUIRE(M > 0 && N > 0 && K > 0, "M/N/K",
-                 std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K),
-                 "positive matrix dimensions");
-    AMLA_REQUIRE(single_m > 0 && single_n > 0 && single_k > 0, "single_m/n/k", single_m,
-                 "positive L1 tile dimensions");
-    AMLA_REQUIRE(base_m > 0 && base_n > 0 && base_k > 0, "base_m/n/k", base_m,
-                 "positive L0 tile dimensions");
-    AMLA_REQUIRE(a_slots >= 1 && b_slots >= 1, "a_slots/b_slots", b_slots, ">= 1 L1 buffer each");
-    AMLA_REQUIRE(l1_slot.count > 0, "l1_slot", l1_slot.count, "positive");
-    AMLA_REQUIRE(l0_buffers >= 1, "l0_buffers", l0_buffers, ">= 1");
-    AMLA_REQUIRE(in_bytes > 0 && acc_bytes > 0, "in_bytes/acc_bytes", in_bytes, "positive");
+    auto dim = [](std::int64_t v, const char* field, const char* rule) {
+      if (v <= 0)
+        amla::detail::throw_invalid("amla::sim::Tiling::validate", field, std::to_string(v), rule);
+    };
+    dim(M, "tiling.M", "a positive matrix dimension");
+    dim(N, "tiling.N", "a positive matrix dimension");
+    dim(K, "tiling.K", "a positive matrix dimension");
+    dim(single_m, "tiling.single_m", "a positive L1 tile dimension");
+    dim(single_n, "tiling.single_n", "a positive L1 tile dimension");
+    dim(single_k, "tiling.single_k", "a positive L1 tile dimension");
+    dim(base_m, "tiling.base_m", "a positive L0 tile dimension");
+    dim(base_n, "tiling.base_n", "a positive L0 tile dimension");
+    dim(base_k, "tiling.base_k", "a positive L0 tile dimension");
+    dim(a_slots, "tiling.a_slots", ">= 1 L1 buffer");
+    dim(b_slots, "tiling.b_slots", ">= 1 L1 buffer");
+    if (!(l1_slot.count > 0))
+      amla::detail::throw_invalid("amla::sim::Tiling::validate", "tiling.l1_slot",
+                                  amla::detail::to_text(l1_slot.count), "positive (bytes)");
+    dim(l0_buffers, "tiling.l0_buffers", ">= 1");
+    if (!(in_bytes > 0))
+      amla::detail::throw_invalid("amla::sim::Tiling::validate", "tiling.in_bytes",
+                                  amla::detail::to_text(in_bytes), "positive");
+    if (!(acc_bytes > 0))
+      amla::detail::throw_invalid("amla::sim::Tiling::validate", "tiling.acc_bytes",
+                                  amla::detail::to_text(acc_bytes), "positive");
   }
 };
 
@@ -98,55 +105,55 @@ inline std::int64_t l0c_tiles(const Tiling& t, const Chip& chip) {
 }
 
 /// Does `t` nest and fit `chip`'s L1 / L0A / L0B / L0C? The first violation is the reason.
-inline Fit check_fit(const Tiling& t, const Chip& chip) {
+inline Status check_fit(const Tiling& t, const Chip& chip) {
   t.validate();
   const auto kb = [](double b) { return detail::kib_text(b); };
   if (t.single_k % t.base_k != 0)
-    return Fit::no("singleK " + std::to_string(t.single_k) + " is not a multiple of baseK " +
-                   std::to_string(t.base_k));
+    return Status::fail("singleK " + std::to_string(t.single_k) + " is not a multiple of baseK " +
+                        std::to_string(t.base_k));
   if (t.single_n % t.base_n != 0)
-    return Fit::no("singleN " + std::to_string(t.single_n) + " is not a multiple of baseN " +
-                   std::to_string(t.base_n));
+    return Status::fail("singleN " + std::to_string(t.single_n) + " is not a multiple of baseN " +
+                        std::to_string(t.base_n));
   if (t.single_m % t.base_m != 0)
-    return Fit::no("singleM " + std::to_string(t.single_m) + " is not a multiple of baseM " +
-                   std::to_string(t.base_m));
+    return Status::fail("singleM " + std::to_string(t.single_m) + " is not a multiple of baseM " +
+                        std::to_string(t.base_m));
   const double l0a_need = t.l0_buffers * static_cast<double>(t.base_m * t.base_k) * t.in_bytes;
   if (l0a_need > chip.l0a.count)
-    return Fit::no("L0A overflow: " + std::to_string(t.l0_buffers) + " x baseM " +
-                   std::to_string(t.base_m) + " x baseK " + std::to_string(t.base_k) + " = " +
-                   kb(l0a_need) + " > " + kb(chip.l0a.count));
+    return Status::fail("L0A overflow: " + std::to_string(t.l0_buffers) + " x baseM " +
+                        std::to_string(t.base_m) + " x baseK " + std::to_string(t.base_k) + " = " +
+                        kb(l0a_need) + " > " + kb(chip.l0a.count));
   const double l0b_need = t.l0_buffers * static_cast<double>(t.base_n * t.base_k) * t.in_bytes;
   if (l0b_need > chip.l0b.count)
-    return Fit::no("L0B overflow: " + std::to_string(t.l0_buffers) + " x baseN " +
-                   std::to_string(t.base_n) + " x baseK " + std::to_string(t.base_k) + " = " +
-                   kb(l0b_need) + " > " + kb(chip.l0b.count));
+    return Status::fail("L0B overflow: " + std::to_string(t.l0_buffers) + " x baseN " +
+                        std::to_string(t.base_n) + " x baseK " + std::to_string(t.base_k) + " = " +
+                        kb(l0b_need) + " > " + kb(chip.l0b.count));
   const std::int64_t live = Tiling::ceil_div(t.M, t.base_m);
   const double l0c_need = static_cast<double>(live) * t.l0c_tile_bytes().count;
   if (l0c_need > chip.l0c.count)
-    return Fit::no("L0C overflow: the " + std::to_string(live) + " live accumulators of one " +
-                   "column block (M / baseM) x baseM " + std::to_string(t.base_m) + " x baseN " +
-                   std::to_string(t.base_n) + " FP32 = " + kb(l0c_need) + " > " +
-                   kb(chip.l0c.count));
+    return Status::fail("L0C overflow: the " + std::to_string(live) + " live accumulators of one " +
+                        "column block (M / baseM) x baseM " + std::to_string(t.base_m) +
+                        " x baseN " + std::to_string(t.base_n) + " FP32 = " + kb(l0c_need) + " > " +
+                        kb(chip.l0c.count));
   const double l1_need = (t.a_slots + t.b_slots) * t.l1_slot.count;
   if (l1_need > chip.l1.count)
-    return Fit::no("L1 overflow: (" + std::to_string(t.a_slots) + " + " +
-                   std::to_string(t.b_slots) + ") buffers x " + kb(t.l1_slot.count) + " = " +
-                   kb(l1_need) + " > " + kb(chip.l1.count));
+    return Status::fail("L1 overflow: (" + std::to_string(t.a_slots) + " + " +
+                        std::to_string(t.b_slots) + ") buffers x " + kb(t.l1_slot.count) + " = " +
+                        kb(l1_need) + " > " + kb(chip.l1.count));
   if (t.a_stripe_bytes().count > t.l1_slot.count)
-    return Fit::no("L1 A stripe singleM x singleK = " + kb(t.a_stripe_bytes().count) +
-                   " does not fit one " + kb(t.l1_slot.count) + " buffer");
+    return Status::fail("L1 A stripe singleM x singleK = " + kb(t.a_stripe_bytes().count) +
+                        " does not fit one " + kb(t.l1_slot.count) + " buffer");
   if (t.a_stripes() > t.a_slots)
-    return Fit::no("L1 A region: the stage's A operand needs " + std::to_string(t.a_stripes()) +
-                   " stripes of singleM x singleK but only " + std::to_string(t.a_slots) +
-                   " buffers are reserved for Q/P");
+    return Status::fail("L1 A region: the stage's A operand needs " +
+                        std::to_string(t.a_stripes()) + " stripes of singleM x singleK but only " +
+                        std::to_string(t.a_slots) + " buffers are reserved for Q/P");
   if (t.b_stripe_bytes().count > t.l1_slot.count)
-    return Fit::no("L1 B stripe baseN x singleK = " + kb(t.b_stripe_bytes().count) +
-                   " does not fit one " + kb(t.l1_slot.count) + " buffer");
+    return Status::fail("L1 B stripe baseN x singleK = " + kb(t.b_stripe_bytes().count) +
+                        " does not fit one " + kb(t.l1_slot.count) + " buffer");
   const double b_tile = static_cast<double>(t.single_n * t.single_k) * t.in_bytes;
   if (b_tile > t.b_slots * t.l1_slot.count)
-    return Fit::no("L1 K/V region: one singleN x singleK tile of B = " + kb(b_tile) + " > " +
-                   std::to_string(t.b_slots) + " buffers x " + kb(t.l1_slot.count));
-  return Fit::yes();
+    return Status::fail("L1 K/V region: one singleN x singleK tile of B = " + kb(b_tile) + " > " +
+                        std::to_string(t.b_slots) + " buffers x " + kb(t.l1_slot.count));
+  return Status::success();
 }
 
 /// AMLA's [C1] tiling (Section 4.2): N = 512, K = 576, singleM 128, singleN 256, singleK 288,
@@ -194,18 +201,20 @@ struct VectorTiling {
 };
 
 /// Does the Vector stage fit the UB?
-inline Fit check_fit(const VectorTiling& v, const Chip& chip) {
+inline Status check_fit(const VectorTiling& v, const Chip& chip) {
   AMLA_REQUIRE(v.rows > 0, "rows", v.rows, "positive");
   AMLA_REQUIRE(v.buffers >= 1, "buffers", v.buffers, ">= 1");
-  AMLA_REQUIRE(v.in_bytes_per_row >= 0 && v.out_bytes_per_row >= 0 &&
-                   v.scratch_bytes_per_row >= 0 && v.resident.count >= 0,
-               "bytes", v.in_bytes_per_row, "non-negative");
+  AMLA_REQUIRE(v.in_bytes_per_row >= 0, "in_bytes_per_row", v.in_bytes_per_row, "non-negative");
+  AMLA_REQUIRE(v.out_bytes_per_row >= 0, "out_bytes_per_row", v.out_bytes_per_row, "non-negative");
+  AMLA_REQUIRE(v.scratch_bytes_per_row >= 0, "scratch_bytes_per_row", v.scratch_bytes_per_row,
+               "non-negative");
+  AMLA_REQUIRE(v.resident.count >= 0, "resident", v.resident.count, "non-negative");
   if (v.ub_bytes().count > chip.ub.count)
-    return Fit::no("UB overflow: " + detail::kib_text(v.ub_bytes().count) + " > " +
-                   detail::kib_text(chip.ub.count) + " (" + std::to_string(v.buffers) + " x " +
-                   std::to_string(v.rows) + " rows + " + detail::kib_text(v.resident.count) +
-                   " resident)");
-  return Fit::yes();
+    return Status::fail("UB overflow: " + detail::kib_text(v.ub_bytes().count) + " > " +
+                        detail::kib_text(chip.ub.count) + " (" + std::to_string(v.buffers) + " x " +
+                        std::to_string(v.rows) + " rows + " + detail::kib_text(v.resident.count) +
+                        " resident)");
+  return Status::success();
 }
 
 }  // namespace amla::sim

@@ -1,7 +1,7 @@
-// amla/sim/arch/h100.hpp: NVIDIA Hopper GPUs, numbers only, each with its source.
+// amla/arch/h100.hpp: NVIDIA Hopper GPUs, numbers only, each with its source.
 #pragma once
 
-namespace amla::sim::arch {
+namespace amla::arch {
 
 namespace h100_sxm {
 // NVIDIA H100 SXM5 80GB datasheet: 989 TFLOPS dense BF16 tensor, 3.35 TB/s HBM3, 132 SMs, 50 MB L2.
@@ -21,4 +21,4 @@ inline constexpr double bf16_practical_flops_per_s = 865e12;
 inline constexpr double hbm_bytes_per_s = 3.35e12;
 }  // namespace h800_sxm
 
-}  // namespace amla::sim::arch
+}  // namespace amla::arch
