@@ -3,13 +3,17 @@
 // the naive / absorb / Typhoon formulations (mla/cost.hpp). Plain values in, dicts out.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "amla/mla/cost.hpp"
 #include "amla/mla/presets.hpp"
 #include "amla/mla/roofline.hpp"
 #include "amla/sim/chip.hpp"
+#include "amla/problem/workload.hpp"
 #include "amla/sim/decode.hpp"
 #include "common.hpp"
+
+#include <nanobind/stl/vector.h>
 
 namespace amla::python {
 namespace {
@@ -20,20 +24,20 @@ sim::Chip chip_preset(const char* fn, const std::string& name) {
   invalid(fn, "chip", "'" + name + "'", "must be 'ascend910' or 'typhoon_npu'");
 }
 
-nb::dict simulate_decode(const std::string& chip, int batch, int s_q, int heads, int s_k, int d_qk,
-                         int d_v, int kv_block, const std::string& variant,
+nb::dict simulate_decode(const std::string& chip, const std::vector<int>& seqlens, int s_q, int h_q,
+                         int d_qk, int d_v, bool causal, int kv_block, const std::string& variant,
                          const std::string& schedule, int max_rows_per_task) {
   const char* fn = "amla.sim.decode";
   const sim::Chip c = chip_preset(fn, chip);
-  sim::DecodeWorkload w;
-  w.batch = batch;
+  Workload w;
+  w.seqlens = seqlens;
   w.s_q = s_q;
-  w.heads = heads;
-  w.s_k = s_k;
+  w.h_q = h_q;
   w.d_qk = d_qk;
   w.d_v = d_v;
-  w.kv_block = kv_block;
+  w.causal = causal;
   sim::DecodeOptions o;
+  o.kv_block = kv_block;
   if (variant == "amla") {
     o.variant = sim::Variant::amla;
   } else if (variant == "base") {
@@ -47,8 +51,11 @@ nb::dict simulate_decode(const std::string& chip, int batch, int s_q, int heads,
     o.schedule = sim::DecodeSchedule::serial;
   } else if (schedule == "preload") {
     o.schedule = sim::DecodeSchedule::preload;
+  } else if (schedule == "theorem_b1") {
+    o.schedule = sim::DecodeSchedule::theorem_b1;
   } else {
-    invalid(fn, "schedule", "'" + schedule + "'", "must be 'automatic', 'serial' or 'preload'");
+    invalid(fn, "schedule", "'" + schedule + "'",
+            "must be 'automatic', 'serial', 'preload' or 'theorem_b1'");
   }
   o.max_rows_per_task = max_rows_per_task;
   sim::DecodeResult r;
@@ -57,7 +64,7 @@ nb::dict simulate_decode(const std::string& chip, int batch, int s_q, int heads,
     r = sim::simulate_decode(c, w, o);
   }
   nb::dict d;
-  d["feasible"] = r.feasible;
+  d["ok"] = r.ok;
   d["reason"] = r.reason;
   d["cycles"] = r.cycles.count;
   d["time_us"] = r.time.us();
@@ -149,8 +156,8 @@ nb::dict mla_cost(const std::string& formulation, const std::string& model,
 }  // namespace
 
 void bind_models(nb::module_& m) {
-  m.def("_simulate_decode", &simulate_decode, nb::arg("chip"), nb::arg("batch"), nb::arg("s_q"),
-        nb::arg("heads"), nb::arg("s_k"), nb::arg("d_qk"), nb::arg("d_v"), nb::arg("kv_block"),
+  m.def("_simulate_decode", &simulate_decode, nb::arg("chip"), nb::arg("seqlens"), nb::arg("s_q"),
+        nb::arg("h_q"), nb::arg("d_qk"), nb::arg("d_v"), nb::arg("causal"), nb::arg("kv_block"),
         nb::arg("variant"), nb::arg("schedule"), nb::arg("max_rows_per_task"));
   m.def("_mla_cost", &mla_cost, nb::arg("formulation"), nb::arg("model"), nb::arg("hardware"),
         nb::arg("batch"), nb::arg("s_q"), nb::arg("shared_len"), nb::arg("suffix_len"),

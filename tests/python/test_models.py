@@ -8,7 +8,7 @@ import amla
 def test_sim_decode_amla_beats_base():
     a = amla.sim.decode(batch=8, s_k=2048, variant="amla")
     b = amla.sim.decode(batch=8, s_k=2048, variant="base")
-    assert a["feasible"] and b["feasible"]
+    assert a["ok"] and b["ok"]
     assert a["cycles"] > 0 and 0 < a["fu"] < 1
     assert a["time_us"] < b["time_us"]
     assert {p["pipe"] for p in a["pipes"]} >= {"MMAD", "Vector"}
@@ -16,7 +16,19 @@ def test_sim_decode_amla_beats_base():
 
 
 def test_sim_typhoon_chip():
-    assert amla.sim.decode(chip="typhoon_npu", batch=4, s_k=1024)["feasible"]
+    assert amla.sim.decode(chip="typhoon_npu", batch=4, s_k=1024)["ok"]
+
+
+def test_sim_varlen_batch_and_theorem_b1():
+    w = amla.sim.decode(seqlens=[4096, 512, 0, 2048], variant="amla")
+    assert w["ok"] and w["tasks"] == 3  # the empty sequence gets no task
+    assert w["flops"] == pytest.approx(2 * 128 * (4096 + 512 + 2048) * (576 + 512))
+    uniform = amla.sim.decode(seqlens=[2048] * 8)
+    assert uniform == amla.sim.decode(batch=8, s_k=2048)
+    b1 = amla.sim.decode(batch=8, s_k=2048, schedule="theorem_b1")
+    assert b1["ok"] and b1["cycles"] > 0
+    with pytest.raises(ValueError, match="schedule"):
+        amla.sim.decode(schedule="nope")
 
 
 @pytest.mark.parametrize("f", amla.mla.FORMULATIONS)
