@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Regenerates the measured tables of examples/SIM_RESULTS.md with example_04_amla_decode_model:
+# the Table 5 sweep on the calibrated Ascend 910 model (S_q = 1 against the paper, S_q = 2 and
+# Base predicted), the sensitivity to the non-public figures, and the decode kernel under the
+# arrangement Theorem B.1 builds. Deterministic; about a minute of CPU. The calibration itself
+# (which refits the constants) is scripts/calibrate_sim.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/lib/results.sh
+build=${AMLA_BUILD_DIR:-build-results-sim}
+build_targets "$build" example_04_amla_decode_model
+ex="$(realpath "$build")/examples/example_04_amla_decode_model"
+doc=examples/SIM_RESULTS.md
+out=$(mktemp)
+work=$(mktemp -d)
+run() { (cd "$work" && "$ex" "$@" --no-svg --no-trace) >"$out"; }
+run
+splice_block "$doc" sim-table5 results-sim.sh "example_04_amla_decode_model" "$out"
+run --sensitivity
+splice_block "$doc" sim-sensitivity results-sim.sh "example_04_amla_decode_model --sensitivity" \
+  "$out"
+run --theorem-b1
+# The flag adds its section after the default run's tables, which the first block already holds.
+sed -n '/^Arrangements at/,$p' "$out" >"$out.b1" && mv "$out.b1" "$out"
+splice_block "$doc" sim-theorem-b1 results-sim.sh "example_04_amla_decode_model --theorem-b1" "$out"
+rm -rf "$out" "$work"
+echo "results-sim: $doc updated"
