@@ -10,13 +10,9 @@
 #pragma once
 
 #include <Eigen/Core>
-#include <algorithm>
-#include <cmath>
 #include <cstddef>
-#include <limits>
 #include <span>
 #include <type_traits>
-#include <vector>
 
 #include "amla/attention/golden.hpp"
 #include "amla/attention/head_group.hpp"
