@@ -39,8 +39,8 @@ mla::MlaResult oracle(const mla::MlaProblem<T>& p, bool causal, double scale_ove
   const int cols = d.absorb_d_qk();
   const long double scale =
       scale_override > 0 ? scale_override : 1.0L / std::sqrt(static_cast<long double>(d.d_qk()));
-  mla::MlaResult r(mla::io_shape(d, p.batch, p.s_q), mla::formulation::naive);
-  for (int b = 0; b < p.batch; ++b) {
+  mla::MlaResult r(mla::io_shape(d, p.shape.batch, p.shape.s_q), mla::formulation::naive);
+  for (int b = 0; b < p.shape.batch; ++b) {
     const int suffix = p.seqlens[static_cast<std::size_t>(b)];
     const int ctx = p.prefix_len + suffix;
     // Latent rows of the context.
@@ -48,10 +48,11 @@ mla::MlaResult oracle(const mla::MlaProblem<T>& p, bool causal, double scale_ove
     for (int j = 0; j < p.prefix_len; ++j)
       rows[j] = p.prefix_latent.data() + static_cast<std::size_t>(j) * cols;
     for (int s = 0; s < suffix; ++s) {
-      const int page =
-          p.block_table[static_cast<std::size_t>(b) * p.max_pages_per_seq + s / p.page_size];
+      const int page = p.block_table[static_cast<std::size_t>(b) * p.shape.max_pages_per_seq +
+                                     s / p.shape.page_size];
       rows[static_cast<std::size_t>(p.prefix_len + s)] =
-          p.cache.data() + (static_cast<std::size_t>(page) * p.page_size + s % p.page_size) * cols;
+          p.cache.data() +
+          (static_cast<std::size_t>(page) * p.shape.page_size + s % p.shape.page_size) * cols;
     }
     for (int h = 0; h < d.heads; ++h) {
       // Decompressed keys and values of head h.
@@ -71,10 +72,10 @@ mla::MlaResult oracle(const mla::MlaProblem<T>& p, bool causal, double scale_ove
           v[static_cast<std::size_t>(j) * d.d_v + i] = acc;
         }
       }
-      for (int t = 0; t < p.s_q; ++t) {
-        const int vis = causal ? std::clamp(ctx - p.s_q + t + 1, 0, ctx) : ctx;
+      for (int t = 0; t < p.shape.s_q; ++t) {
+        const int vis = causal ? std::clamp(ctx - p.shape.s_q + t + 1, 0, ctx) : ctx;
         const T* q =
-            p.q.data() + ((static_cast<std::size_t>(b) * p.s_q + t) * d.heads + h) * d.d_qk();
+            p.q.data() + ((static_cast<std::size_t>(b) * p.shape.s_q + t) * d.heads + h) * d.d_qk();
         std::vector<long double> s(static_cast<std::size_t>(vis));
         long double m = -std::numeric_limits<long double>::infinity();
         for (int j = 0; j < vis; ++j) {

@@ -76,11 +76,11 @@ TEST_CASE("Every malformed input is rejected with its name, value and rule", "[m
   in = good;
   in.suffix.seqlens = lens;
   expect_throw(in, "seqlens[1] = -1");
-  lens[1] = p.max_pages_per_seq * p.page_size + 1;
+  lens[1] = p.shape.max_pages_per_seq * p.shape.page_size + 1;
   in.suffix.seqlens = lens;
   expect_throw(in, "max_pages_per_seq * page_size");
   std::vector<std::int32_t> table(p.block_table.begin(), p.block_table.end());
-  table[0] = p.num_pages;
+  table[0] = p.shape.num_pages;
   in = good;
   in.suffix.block_table = table;
   expect_throw(in, "block_table[0][0]");
@@ -120,8 +120,8 @@ TEST_CASE("Block-table entries past a request's pages may hold anything", "[mla]
                      .seed(3)
                      .build<float>();
   bool poisoned = false;
-  for (int i = 1; i < p.max_pages_per_seq; ++i)
-    poisoned |= p.block_table[i] < 0 || p.block_table[i] >= p.num_pages;
+  for (int i = 1; i < p.shape.max_pages_per_seq; ++i)
+    poisoned |= p.block_table[i] < 0 || p.block_table[i] >= p.shape.num_pages;
   REQUIRE(poisoned);
   const auto r = mla::naive_decode(p.model(), p.inputs());
   for (double x : r.out) CHECK(std::isfinite(x));

@@ -39,12 +39,8 @@ namespace amla::mla {
 template <mla_element T>
 struct MlaProblem {
   MlaDims dims;
-  int batch = 1;
-  int s_q = 1;
+  DecodeShape shape;  ///< suffix_shape of the inputs: batch, s_q and the suffix cache's paging
   int prefix_len = 0;
-  int num_pages = 1;
-  int page_size = 1;
-  int max_pages_per_seq = 1;
   std::vector<T> w_kvb1;         ///< [H, D_n, D_l]
   std::vector<T> w_kvb2;         ///< [H, D_v, D_l]
   std::vector<T> q;              ///< [batch, s_q, H, D_n + D_r]
@@ -55,12 +51,13 @@ struct MlaProblem {
 
   MlaModel<T> model() const { return {dims, w_kvb1, w_kvb2}; }
   MlaDecodeInputs<T> inputs() const {
-    return {batch,
-            s_q,
-            q,
-            prefix_len,
-            prefix_latent,
-            {num_pages, page_size, max_pages_per_seq, cache, block_table, seqlens}};
+    return {
+        shape.batch,
+        shape.s_q,
+        q,
+        prefix_len,
+        prefix_latent,
+        {shape.num_pages, shape.page_size, shape.max_pages_per_seq, cache, block_table, seqlens}};
   }
 };
 
@@ -138,17 +135,14 @@ class MlaProblemBuilder {
     // poison_unused one spare (poisoned) page and one spare block-table column, always shuffled.
     MlaProblem<T> p;
     p.dims = dims_;
-    p.batch = batch_;
-    p.s_q = s_q_;
+    p.shape = {batch_,     s_q_, dims_.heads, 1, dims_.absorb_d_qk(), dims_.absorb_d_v(), 1,
+               page_size_, 1};
     p.prefix_len = prefix_len_;
-    p.page_size = page_size_;
     p.seqlens = lens;
-    DecodeShape shape = suffix_shape(dims_, p.inputs());
+    DecodeShape& shape = p.shape;
     const int spare = poison_ ? 1 : 0;
     ad::size_pages(shape, lens, spare, spare);
     validate_shape(fn, shape, true);
-    p.num_pages = shape.num_pages;
-    p.max_pages_per_seq = shape.max_pages_per_seq;
 
     ad::ValueStream values(seed_);
     ad::ValueStream layout(seed_ ^ 0x9E3779B97F4A7C15ull);
