@@ -30,14 +30,14 @@ namespace {
 namespace mla = amla::mla;
 
 constexpr int batch = 8;
-constexpr int shared_len = 4096;
+constexpr int prefix_len = 4096;
 constexpr int suffix_len = 512;
 
 const mla::MlaProblem<amla::bf16>& problem() {
   static const auto p = mla::MlaProblemBuilder(mla::presets::deepseek_v3)
                             .batch(batch)
                             .s_q(1)
-                            .prefix_len(shared_len)
+                            .prefix_len(prefix_len)
                             .suffix_lens({suffix_len})
                             .page_size(64)
                             .seed(7)
@@ -52,7 +52,8 @@ mla::MlaOptions options(bool f64) {
 }
 
 void set_counters(benchmark::State& state, mla::formulation f) {
-  const mla::DecodeStep step{batch, 1, shared_len, suffix_len};
+  // B 8, S_q 1, L_s 4096, L_n 512: the step of the problem the benchmark decodes.
+  const mla::DecodeStep step = mla::decode_step(mla::presets::deepseek_v3, problem().inputs());
   const double flops =
       mla::formulation_cost(f, mla::presets::deepseek_v3, step).attention().flops();
   state.counters["attn_GFLOP"] = flops / 1e9;

@@ -331,7 +331,7 @@ void real_case(const Options& o) {
   std::printf(
       "\nOne real decode step: DeepSeek-V3 dims, random BF16 weights and inputs, B = %d, "
       "s_q = 2 (causal), shared prefix %d, suffixes",
-      p.batch, prefix);
+      p.shape.batch, prefix);
   for (int len : suffixes) std::printf(" %d", len);
   std::printf(
       ".\nErrors are against the float64 naive result: ||out - ref||_F / ||ref||_F and "

@@ -2,9 +2,12 @@
 // MLA's definition, and comparison metrics.
 #pragma once
 
+#include <catch2/catch.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <vector>
 
@@ -14,6 +17,9 @@
 namespace mla_test {
 
 namespace mla = amla::mla;
+
+/// Real head-dim ratios in miniature: 3 heads, D_n 16, D_r 8, D_v 12, D_l 32.
+inline constexpr mla::MlaDims small{3, 16, 8, 12, 32};
 
 template <class T>
 long double val(T x) {
@@ -33,8 +39,8 @@ mla::MlaResult oracle(const mla::MlaProblem<T>& p, bool causal, double scale_ove
   const int cols = d.absorb_d_qk();
   const long double scale =
       scale_override > 0 ? scale_override : 1.0L / std::sqrt(static_cast<long double>(d.d_qk()));
-  mla::MlaResult r(p.batch, p.s_q, d.heads, d.d_v, mla::formulation::naive);
-  for (int b = 0; b < p.batch; ++b) {
+  mla::MlaResult r(mla::io_shape(d, p.shape.batch, p.shape.s_q), mla::formulation::naive);
+  for (int b = 0; b < p.shape.batch; ++b) {
     const int suffix = p.seqlens[static_cast<std::size_t>(b)];
     const int ctx = p.prefix_len + suffix;
     // Latent rows of the context.
@@ -42,10 +48,11 @@ mla::MlaResult oracle(const mla::MlaProblem<T>& p, bool causal, double scale_ove
     for (int j = 0; j < p.prefix_len; ++j)
       rows[j] = p.prefix_latent.data() + static_cast<std::size_t>(j) * cols;
     for (int s = 0; s < suffix; ++s) {
-      const int page =
-          p.block_table[static_cast<std::size_t>(b) * p.max_pages_per_seq + s / p.page_size];
+      const int page = p.block_table[static_cast<std::size_t>(b) * p.shape.max_pages_per_seq +
+                                     s / p.shape.page_size];
       rows[static_cast<std::size_t>(p.prefix_len + s)] =
-          p.cache.data() + (static_cast<std::size_t>(page) * p.page_size + s % p.page_size) * cols;
+          p.cache.data() +
+          (static_cast<std::size_t>(page) * p.shape.page_size + s % p.shape.page_size) * cols;
     }
     for (int h = 0; h < d.heads; ++h) {
       // Decompressed keys and values of head h.
@@ -65,10 +72,10 @@ mla::MlaResult oracle(const mla::MlaProblem<T>& p, bool causal, double scale_ove
           v[static_cast<std::size_t>(j) * d.d_v + i] = acc;
         }
       }
-      for (int t = 0; t < p.s_q; ++t) {
-        const int vis = causal ? std::clamp(ctx - p.s_q + t + 1, 0, ctx) : ctx;
+      for (int t = 0; t < p.shape.s_q; ++t) {
+        const int vis = causal ? std::clamp(ctx - p.shape.s_q + t + 1, 0, ctx) : ctx;
         const T* q =
-            p.q.data() + ((static_cast<std::size_t>(b) * p.s_q + t) * d.heads + h) * d.d_qk();
+            p.q.data() + ((static_cast<std::size_t>(b) * p.shape.s_q + t) * d.heads + h) * d.d_qk();
         std::vector<long double> s(static_cast<std::size_t>(vis));
         long double m = -std::numeric_limits<long double>::infinity();
         for (int j = 0; j < vis; ++j) {
@@ -122,6 +129,37 @@ inline double lse_error(const mla::MlaResult& a, const mla::MlaResult& b) {
     e = std::max(e, std::abs(a.lse[i] - b.lse[i]));
   }
   return e;
+}
+
+/// Checks a float64 formulation (decode(problem, options) -> MlaResult) against the oracle on
+/// `small`: causal and not, s_q 1 and 2, with and without a shared prefix, four requests of
+/// suffixes {5, 0, 17, 1} in pages of 4. Each case checks that it ran as `ran`, its output error
+/// below `out_tol` and its lse error below `lse_tol`.
+template <class Decode>
+void check_oracle_sweep(Decode decode, mla::formulation ran, std::uint64_t seed, double out_tol,
+                        double lse_tol) {
+  for (bool causal : {false, true}) {
+    for (int s_q : {1, 2}) {
+      for (int prefix : {0, 9}) {
+        const auto p = mla::MlaProblemBuilder(small)
+                           .batch(4)
+                           .s_q(s_q)
+                           .prefix_len(prefix)
+                           .suffix_lens({5, 0, 17, 1})
+                           .page_size(4)
+                           .seed(seed + static_cast<std::uint64_t>(s_q + prefix))
+                           .build<amla::bf16>();
+        mla::MlaOptions o;
+        o.causal = causal;
+        const mla::MlaResult r = decode(p, o);
+        const mla::MlaResult ref = oracle(p, causal);
+        INFO("causal " << causal << " s_q " << s_q << " prefix " << prefix);
+        CHECK(r.ran == ran);
+        CHECK(rel_error(r, ref) < out_tol);
+        CHECK(lse_error(r, ref) < lse_tol);
+      }
+    }
+  }
 }
 
 inline bool all_finite(const mla::MlaResult& r) {

@@ -9,33 +9,14 @@
 
 namespace mla = amla::mla;
 
-namespace {
-constexpr mla::MlaDims small{3, 16, 8, 12, 32};
-}
+using mla_test::small;
 
 TEST_CASE("absorb float64 equals the long-double oracle", "[mla][absorb]") {
-  for (bool causal : {false, true}) {
-    for (int s_q : {1, 2}) {
-      for (int prefix : {0, 9}) {
-        const auto p = mla::MlaProblemBuilder(small)
-                           .batch(4)
-                           .s_q(s_q)
-                           .prefix_len(prefix)
-                           .suffix_lens({5, 0, 17, 1})
-                           .page_size(4)
-                           .seed(31 + s_q + prefix)
-                           .build<amla::bf16>();
-        mla::MlaOptions o;
-        o.causal = causal;
-        const auto r = mla::absorb_decode(p.model(), p.inputs(), o);
-        const auto ref = mla_test::oracle(p, causal);
-        INFO("causal " << causal << " s_q " << s_q << " prefix " << prefix);
-        CHECK(r.ran == mla::formulation::absorb);
-        CHECK(mla_test::rel_error(r, ref) < 1e-13);
-        CHECK(mla_test::lse_error(r, ref) < 1e-12);
-      }
-    }
-  }
+  mla_test::check_oracle_sweep(
+      [](const auto& p, const mla::MlaOptions& o) {
+        return mla::absorb_decode(p.model(), p.inputs(), o);
+      },
+      mla::formulation::absorb, 31, 1e-15, 4e-15);
 }
 
 TEST_CASE("absorb keeps the naive softmax scale 1/sqrt(D_n + D_r)", "[mla][absorb]") {

@@ -210,7 +210,7 @@ TEST_CASE("Cost model rejects bad shapes, dims, hardware and options with clear 
   CHECK_THROWS_WITH(mla::formulation_cost(formulation::naive, dims, {1, 0, 1, 1}),
                     Catch::Contains("step.s_q"));
   CHECK_THROWS_WITH(mla::formulation_cost(formulation::naive, dims, {1, 1, -1, 1}),
-                    Catch::Contains("step.shared_len") && Catch::Contains("-1"));
+                    Catch::Contains("step.prefix_len") && Catch::Contains("-1"));
   CHECK_THROWS_WITH(mla::formulation_cost(formulation::naive, dims, {1, 1, 1, -5}),
                     Catch::Contains("step.suffix_len"));
   mla::MlaDims bad = dims;
@@ -225,4 +225,41 @@ TEST_CASE("Cost model rejects bad shapes, dims, hardware and options with clear 
                     Catch::Contains("opts.bytes_per_element"));
   CHECK_THROWS_WITH(mla::typhoon_batch_threshold(dims, 0, hw), Catch::Contains("s_q"));
   CHECK_THROWS_AS(mla::typhoon_min_batch(dims, {1, 1, 1, 1}, hw, {}, 0), amla::invalid_argument);
+}
+
+TEST_CASE("DecodeStep and Workload convert into each other, with the same FLOP count",
+          "[mla][cost]") {
+  const auto dims = mla::presets::deepseek_v3;
+  const DecodeStep step{6, 2, 1000, 300};
+  for (const formulation f : {formulation::naive, formulation::absorb}) {
+    const amla::Workload w = mla::step_workload(dims, step, f);
+    INFO(mla::to_string(f));
+    CHECK(w.batch() == 6);
+    CHECK(w.s_q == 2);
+    CHECK(w.h_q == 128);
+    CHECK(w.seqlens[5] == 1300);
+    // Workload counts 2 FLOP per multiply-add over d_qk + d_v, Table 1 MACs per key.
+    CHECK(w.flops() == mla::formulation_cost(f, dims, step).attention().flops());
+    const DecodeStep back = mla::decode_step(w, 1000);
+    CHECK(back.batch == step.batch);
+    CHECK(back.s_q == step.s_q);
+    CHECK(back.prefix_len == step.prefix_len);
+    CHECK(back.suffix_len == step.suffix_len);
+  }
+  const amla::Workload naive = mla::step_workload(dims, step, formulation::naive);
+  CHECK(naive.h_kv == 128);
+  CHECK(naive.d_qk == 192);
+  CHECK_FALSE(naive.v_in_kv);
+  const amla::Workload absorb = mla::step_workload(dims, step, formulation::absorb);
+  CHECK(absorb.h_kv == 1);
+  CHECK(absorb.d_qk == 576);
+  CHECK(absorb.d_v == 512);
+  CHECK(absorb.v_in_kv);
+  // Suffix lengths of a varlen workload average to the nearest token, halves up.
+  amla::Workload v = absorb;
+  v.seqlens = {1003, 1006};
+  CHECK(mla::decode_step(v, 1000).suffix_len == 5);
+  CHECK_THROWS_WITH(mla::decode_step(v, 1004),
+                    Catch::Contains("seqlens[0] = 1003") && Catch::Contains("prefix_len = 1004"));
+  CHECK_THROWS_WITH(mla::step_workload(dims, step, formulation::typhoon), Catch::Contains("view"));
 }

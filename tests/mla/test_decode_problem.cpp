@@ -76,11 +76,11 @@ TEST_CASE("Every malformed input is rejected with its name, value and rule", "[m
   in = good;
   in.suffix.seqlens = lens;
   expect_throw(in, "seqlens[1] = -1");
-  lens[1] = p.max_pages_per_seq * p.page_size + 1;
+  lens[1] = p.shape.max_pages_per_seq * p.shape.page_size + 1;
   in.suffix.seqlens = lens;
   expect_throw(in, "max_pages_per_seq * page_size");
   std::vector<std::int32_t> table(p.block_table.begin(), p.block_table.end());
-  table[0] = p.num_pages;
+  table[0] = p.shape.num_pages;
   in = good;
   in.suffix.block_table = table;
   expect_throw(in, "block_table[0][0]");
@@ -120,9 +120,46 @@ TEST_CASE("Block-table entries past a request's pages may hold anything", "[mla]
                      .seed(3)
                      .build<float>();
   bool poisoned = false;
-  for (int i = 1; i < p.max_pages_per_seq; ++i)
-    poisoned |= p.block_table[i] < 0 || p.block_table[i] >= p.num_pages;
+  for (int i = 1; i < p.shape.max_pages_per_seq; ++i)
+    poisoned |= p.block_table[i] < 0 || p.block_table[i] >= p.shape.num_pages;
   REQUIRE(poisoned);
   const auto r = mla::naive_decode(p.model(), p.inputs());
   for (double x : r.out) CHECK(std::isfinite(x));
+}
+
+TEST_CASE("The step's layouts are problem-layer DecodeShapes", "[mla][problem]") {
+  const auto p = mla::MlaProblemBuilder(small)
+                     .batch(3)
+                     .s_q(2)
+                     .prefix_len(5)
+                     .suffix_lens({4, 0, 7})
+                     .page_size(2)
+                     .seed(4)
+                     .build<float>();
+  const auto in = p.inputs();
+  // The suffix cache: one KV head of D_l + D_r columns, paged as the inputs say.
+  const amla::DecodeShape s = mla::suffix_shape(small, in);
+  CHECK(s.h_kv == 1);
+  CHECK(s.d_qk == small.absorb_d_qk());
+  CHECK(s.d_v == small.d_latent);
+  CHECK(s.kv_elems() == in.suffix.data.size());
+  CHECK(s.block_table_elems() == in.suffix.block_table.size());
+  // q, out and lse: the naive view's layouts.
+  const amla::DecodeShape io = mla::io_shape(small, 3, 2);
+  CHECK(io.q_elems() == in.q.size());
+  auto r = mla::naive_decode(p.model(), in);
+  CHECK(r.shape.out_elems() == r.out.size());
+  CHECK(r.out.size() == io.out_elems());
+  CHECK(r.lse.size() == io.lse_elems());
+  CHECK(&r.lse_at(2, 1, 1) == r.lse.data() + io.lse_offset(2, 1, 1));
+  CHECK(r.out_row(2, 1, 1) == r.out.data() + io.out_offset(2, 1, 1));
+  // The attention workload: every request attends the prefix and its suffix.
+  const amla::Workload w = mla::workload(small, in, true);
+  CHECK(w.seqlens == std::vector<int>{9, 5, 12});
+  CHECK(w.causal);
+  CHECK(w.v_in_kv);
+  const mla::DecodeStep step = mla::decode_step(small, in);
+  CHECK(step.batch == 3);
+  CHECK(step.prefix_len == 5);
+  CHECK(step.suffix_len == 4);  // (4 + 0 + 7) / 3 = 3.67
 }

@@ -11,34 +11,14 @@
 
 namespace mla = amla::mla;
 
-namespace {
-// Real head-dim ratios in miniature: D_n 16, D_r 8, D_v 12, D_l 32, 3 heads.
-constexpr mla::MlaDims small{3, 16, 8, 12, 32};
-}  // namespace
+using mla_test::small;
 
 TEST_CASE("naive float64 equals the long-double oracle", "[mla][naive]") {
-  for (bool causal : {false, true}) {
-    for (int s_q : {1, 2}) {
-      for (int prefix : {0, 9}) {
-        const auto p = mla::MlaProblemBuilder(small)
-                           .batch(4)
-                           .s_q(s_q)
-                           .prefix_len(prefix)
-                           .suffix_lens({5, 0, 17, 1})
-                           .page_size(4)
-                           .seed(11 + s_q + prefix)
-                           .build<amla::bf16>();
-        mla::MlaOptions o;
-        o.causal = causal;
-        const auto r = mla::naive_decode(p.model(), p.inputs(), o);
-        const auto ref = mla_test::oracle(p, causal);
-        INFO("causal " << causal << " s_q " << s_q << " prefix " << prefix);
-        CHECK(r.ran == mla::formulation::naive);
-        CHECK(mla_test::rel_error(r, ref) < 1e-13);
-        CHECK(mla_test::lse_error(r, ref) < 1e-12);
-      }
-    }
-  }
+  mla_test::check_oracle_sweep(
+      [](const auto& p, const mla::MlaOptions& o) {
+        return mla::naive_decode(p.model(), p.inputs(), o);
+      },
+      mla::formulation::naive, 11, 1e-15, 4e-15);
 }
 
 TEST_CASE("naive: empty contexts give out = 0 and lse = -inf, poisoned pages are never read",

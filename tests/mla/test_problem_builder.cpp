@@ -16,7 +16,7 @@ TEST_CASE("MlaProblemBuilder is reproducible and seed-dependent", "[mla][builder
   auto b = mla::MlaProblemBuilder(small).prefix_len(3).suffix_lens({4, 0, 2}).seed(5);
   const auto p1 = b.build<amla::bf16>();
   const auto p2 = b.build<amla::bf16>();
-  CHECK(p1.batch == 3);
+  CHECK(p1.shape.batch == 3);
   CHECK(p1.q == p2.q);
   CHECK(p1.cache == p2.cache);
   CHECK(p1.w_kvb1 == p2.w_kvb1);
@@ -52,7 +52,7 @@ TEST_CASE("Weights have the requested scale and unused cache is poisoned", "[mla
   // Slot 3 of the request's only page and the spare page hold NaN.
   int nan = 0;
   for (float x : p.cache) nan += std::isnan(x) ? 1 : 0;
-  CHECK(nan == (p.num_pages * p.page_size - 3) * 576);
+  CHECK(nan == (p.shape.num_pages * p.shape.page_size - 3) * 576);
 }
 
 TEST_CASE("MlaProblemBuilder rejects bad settings", "[mla][builder]") {

@@ -27,10 +27,10 @@
 #include <type_traits>
 #include <vector>
 
-#include "amla/attention/detail/convert.hpp"
-#include "amla/attention/detail/parallel.hpp"
 #include "amla/attention/head_group.hpp"
 #include "amla/config.hpp"
+#include "amla/detail/convert.hpp"
+#include "amla/detail/parallel.hpp"
 #include "amla/numeric/bf16.hpp"
 #include "amla/numeric/gemm.hpp"
 #include "amla/problem/conventions.hpp"
@@ -83,8 +83,9 @@ struct GroupLocation {
 /// lse [rows]); throws amla::invalid_argument naming `fn`. Keys a row cannot see may hold
 /// anything only past the largest visible count of the group: cores multiply P = 0 by keys inside
 /// it, so they must be finite there.
-inline void validate_head_group(const char* fn, const HeadGroup& g, Eigen::Index out_rows,
-                                Eigen::Index out_cols, std::size_t lse_size) {
+template <class S>
+void validate_head_group(const char* fn, const BasicHeadGroup<S>& g, Eigen::Index out_rows,
+                         Eigen::Index out_cols, std::size_t lse_size) {
   using amla::detail::shape_text;
   if (g.k.cols() != g.q.cols()) {
     amla::detail::throw_invalid(fn, "group.k", "shape " + shape_text(g.k.rows(), g.k.cols()),
@@ -109,7 +110,7 @@ inline void validate_head_group(const char* fn, const HeadGroup& g, Eigen::Index
       }
     }
   }
-  if (!std::isfinite(g.scale) || !(g.scale > 0.0f)) {
+  if (!std::isfinite(g.scale) || !(g.scale > S{0})) {
     amla::detail::throw_invalid(fn, "group.scale", amla::detail::to_text(g.scale),
                                 "must be finite and > 0");
   }
@@ -125,7 +126,8 @@ inline void validate_head_group(const char* fn, const HeadGroup& g, Eigen::Index
 }
 
 /// The largest visible key count over a group's rows (n_keys when visible is empty).
-inline Eigen::Index max_visible_keys(const HeadGroup& g) {
+template <class S>
+Eigen::Index max_visible_keys(const BasicHeadGroup<S>& g) {
   if (g.visible.empty()) return g.n_keys();
   Eigen::Index m = 0;
   for (const int v : g.visible) m = std::max<Eigen::Index>(m, v);

@@ -2,7 +2,10 @@
 // against.
 //
 // The inputs are taken exactly as given (a bf16 cache is already BF16; a float cache is used at
-// full float precision: golden never rounds operands). Everything after that is float64: the
+// full float precision: golden never rounds operands). A head group of float64 operands
+// (HeadGroupD) is taken as it is too, so values that are float64 results themselves (MLA's
+// absorbed queries and decompressed keys and values) reach it unrounded; with float operands
+// (HeadGroup) each product of two floats is exact in float64. Everything after that is float64: the
 // scores S = Q K^T, x = scale * S, the row max m over the visible keys, p = exp(x - m), the row
 // sum l, O = (P V) / l and lse = m + log(l) (natural log). Two passes over exact scores, not an
 // online recurrence, so the only errors are float64 roundings (relative ~1e-15, far below the
@@ -30,9 +33,11 @@ namespace amla::attention {
 /// Keys per float64 GEMM panel (bounds the float64 copy of K and V held at once).
 inline constexpr Eigen::Index golden_key_panel = 1024;
 
-/// Float64 attention of one head group into caller buffers: out [rows, d_v], lse [rows].
-/// Throws amla::invalid_argument on inconsistent shapes or a bad scale or visible count.
-inline void golden_attention(const HeadGroup& g, Eigen::Ref<MatrixD> out, std::span<double> lse) {
+/// Float64 attention of one head group (float or double operands) into caller buffers:
+/// out [rows, d_v], lse [rows]. Throws amla::invalid_argument on inconsistent shapes or a bad
+/// scale or visible count.
+template <class S>
+void golden_attention(const BasicHeadGroup<S>& g, Eigen::Ref<MatrixD> out, std::span<double> lse) {
   validate_head_group("golden_attention", g, out.rows(), out.cols(), lse.size());
   const Eigen::Index rows = g.rows();
   const Eigen::Index n = max_visible_keys(g);  // keys past every row's window are never read
@@ -42,10 +47,10 @@ inline void golden_attention(const HeadGroup& g, Eigen::Ref<MatrixD> out, std::s
   if (rows == 0) return;
   MatrixD p(rows, n);  // scores, then probabilities (unnormalised)
   if (n > 0) {
-    const MatrixD qd = g.q.cast<double>();
+    const MatrixD qd = g.q.template cast<double>();
     for (Eigen::Index j0 = 0; j0 < n; j0 += golden_key_panel) {
       const Eigen::Index nb = std::min(golden_key_panel, n - j0);
-      const MatrixD kd = g.k.middleRows(j0, nb).cast<double>();
+      const MatrixD kd = g.k.middleRows(j0, nb).template cast<double>();
       p.middleCols(j0, nb).noalias() = qd * kd.transpose();
     }
   }
@@ -69,7 +74,7 @@ inline void golden_attention(const HeadGroup& g, Eigen::Ref<MatrixD> out, std::s
   }
   for (Eigen::Index j0 = 0; j0 < n; j0 += golden_key_panel) {
     const Eigen::Index nb = std::min(golden_key_panel, n - j0);
-    const MatrixD vd = g.v.middleRows(j0, nb).cast<double>();
+    const MatrixD vd = g.v.middleRows(j0, nb).template cast<double>();
     out.noalias() += p.middleCols(j0, nb) * vd;
   }
   for (Eigen::Index r = 0; r < rows; ++r) {
@@ -87,8 +92,9 @@ struct GoldenResult {
   Eigen::VectorXf lse_float() const { return lse.cast<float>(); }
 };
 
-/// Float64 attention of one head group.
-inline GoldenResult golden_attention(const HeadGroup& g) {
+/// Float64 attention of one head group (float or double operands).
+template <class S>
+GoldenResult golden_attention(const BasicHeadGroup<S>& g) {
   GoldenResult r{MatrixD(g.rows(), g.d_v()), Eigen::VectorXd(g.rows())};
   golden_attention(g, r.out, std::span<double>(r.lse.data(), static_cast<std::size_t>(g.rows())));
   return r;

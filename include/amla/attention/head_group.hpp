@@ -11,6 +11,7 @@
 #include <Eigen/Core>
 #include <limits>
 #include <span>
+#include <type_traits>
 
 #include "amla/config.hpp"
 #include "amla/numeric/gemm.hpp"
@@ -18,17 +19,25 @@
 
 namespace amla::attention {
 
-/// One head group's dense inputs. Values are as the kernel sees them: in BF16-emulating modes the
-/// caller passes BF16-exact floats (the driver guarantees it for bf16 storage).
-struct HeadGroup {
-  Eigen::Ref<const MatrixF> q;  ///< [rows, d_qk]
-  Eigen::Ref<const MatrixF> k;  ///< [n_keys, d_qk]
-  Eigen::Ref<const MatrixF> v;  ///< [n_keys, d_v]
+/// One head group's dense inputs in scalar S. Values are as the kernel sees them: in
+/// BF16-emulating modes the caller passes BF16-exact floats (the driver guarantees it for bf16
+/// storage). Every recurrence takes HeadGroup (float operands); the float64 golden also takes
+/// HeadGroupD, for operands that are float64 values themselves (the MLA formulations' absorbed
+/// queries and decompressed keys and values).
+template <class S>
+struct BasicHeadGroup {
+  static_assert(std::is_same_v<S, float> || std::is_same_v<S, double>,
+                "a head group holds float or double operands");
+  using Matrix = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+  Eigen::Ref<const Matrix> q;  ///< [rows, d_qk]
+  Eigen::Ref<const Matrix> k;  ///< [n_keys, d_qk]
+  Eigen::Ref<const Matrix> v;  ///< [n_keys, d_v]
   /// [rows] or empty. Row r attends keys [0, visible[r]); empty means every row sees all n_keys.
   /// A causal mask aligned to the end gives token t of s_q the count n_keys - s_q + t + 1,
   /// clamped to [0, n_keys]. A row with 0 visible keys is fully masked.
   std::span<const int> visible;
-  float scale;  ///< softmax scale, finite and > 0 (validated by the driver)
+  S scale;  ///< softmax scale, finite and > 0 (validated by the driver)
 
   Eigen::Index rows() const { return q.rows(); }
   Eigen::Index n_keys() const { return k.rows(); }
@@ -40,5 +49,10 @@ struct HeadGroup {
                            : static_cast<Eigen::Index>(visible[static_cast<std::size_t>(r)]);
   }
 };
+
+/// A head group of float operands: what every recurrence computes on.
+using HeadGroup = BasicHeadGroup<float>;
+/// A head group of float64 operands (golden_attention only).
+using HeadGroupD = BasicHeadGroup<double>;
 
 }  // namespace amla::attention

@@ -36,8 +36,8 @@
 #include <vector>
 
 #include "amla/attention/driver.hpp"
-#include "amla/attention/detail/convert.hpp"
 #include "amla/config.hpp"
+#include "amla/detail/convert.hpp"
 #include "amla/numeric/bf16.hpp"
 
 namespace amla::attention {
@@ -77,11 +77,7 @@ struct DecodeProblem {
   const T* query(int b, int t, int h) const { return q.data() + shape.q_offset(b, t, h); }
 
  private:
-  std::size_t slot(int b, int s, int g) const {
-    const int page =
-        block_table[static_cast<std::size_t>(b) * shape.max_pages_per_seq + s / shape.page_size];
-    return shape.slot_index(page, s % shape.page_size, g);
-  }
+  std::size_t slot(int b, int s, int g) const;
 };
 
 namespace detail {
@@ -137,7 +133,90 @@ T poison_value() {
   }
 }
 
+/// n values drawn from `dist` into dst, each rounded to BF16 when `round` (always for bf16).
+template <class T>
+void draw_into(T* dst, std::size_t n, ValueStream& values, const ValueDistribution& dist,
+               bool round) {
+  for (std::size_t i = 0; i < n; ++i) dst[i] = element_from<T>(values.draw(dist), round);
+}
+
+/// Lengths of `batch` sequences from `lens`: one length for every sequence, or one per sequence.
+/// Throws amla::invalid_argument naming `fn` and `arg` for another count or a negative length.
+inline std::vector<std::int32_t> batch_lengths(const char* fn, const char* arg,
+                                               const std::vector<int>& lens, int batch) {
+  if (lens.size() != 1 && lens.size() != static_cast<std::size_t>(batch)) {
+    amla::detail::throw_invalid(
+        fn, arg, std::to_string(lens.size()) + " lengths",
+        "must hold one length (used for every sequence) or batch = " + std::to_string(batch));
+  }
+  for (const int len : lens) {
+    if (len < 0) amla::detail::throw_invalid(fn, arg, std::to_string(len), "must be >= 0");
+  }
+  if (lens.size() == 1) {
+    return std::vector<std::int32_t>(static_cast<std::size_t>(std::max(batch, 0)), lens[0]);
+  }
+  return std::vector<std::int32_t>(lens.begin(), lens.end());
+}
+
+/// Sets s.max_pages_per_seq and s.num_pages for sequences of `seqlens` keys: the pages they use
+/// (ceil(seqlen / page_size) each) plus `spare_pages`, and the widest sequence's pages plus
+/// `extra_columns` (each at least 1). s.page_size must be >= 1.
+inline void size_pages(DecodeShape& s, const std::vector<std::int32_t>& seqlens, int spare_pages,
+                       int extra_columns) {
+  int used = 0, widest = 0;
+  for (const std::int32_t len : seqlens) {
+    const int n = s.pages_for(len);
+    used += n;
+    widest = std::max(widest, n);
+  }
+  s.max_pages_per_seq = std::max(widest + extra_columns, 1);
+  s.num_pages = std::max(used + spare_pages, 1);
+}
+
+/// The block table of a shape sized by size_pages: a permutation of the page ids (shuffled by
+/// Fisher-Yates on `layout` when `shuffle`) handed out in sequence order; with `poison`, entries
+/// past a sequence's pages hold out-of-range ids (-1 and num_pages + 1000 + i alternately) that
+/// must never be read, otherwise 0.
+inline std::vector<std::int32_t> assign_pages(const DecodeShape& s,
+                                              const std::vector<std::int32_t>& seqlens,
+                                              bool shuffle, bool poison, ValueStream& layout) {
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(s.num_pages));
+  for (int i = 0; i < s.num_pages; ++i) ids[static_cast<std::size_t>(i)] = i;
+  if (shuffle) {
+    for (std::size_t i = ids.size(); i > 1; --i) {
+      const auto j = static_cast<std::size_t>(layout.uniform01() * static_cast<double>(i));
+      std::swap(ids[i - 1], ids[j]);
+    }
+  }
+  std::vector<std::int32_t> table(s.block_table_elems(), 0);
+  std::size_t next = 0;
+  for (int b = 0; b < s.batch; ++b) {
+    const int pages = s.pages_for(seqlens[static_cast<std::size_t>(b)]);
+    for (int i = 0; i < s.max_pages_per_seq; ++i) {
+      auto& e = table[s.table_offset(b, i)];
+      if (i < pages) {
+        e = ids[next++];
+      } else if (poison) {
+        e = (i % 2 == 0) ? -1 : s.num_pages + 1000 + i;
+      }
+    }
+  }
+  return table;
+}
+
+/// Slot (before the head dim) of key `key` of sequence b, KV head g, through the block table.
+inline std::size_t key_slot(const DecodeShape& s, std::span<const std::int32_t> block_table, int b,
+                            int key, int g) {
+  const int page = block_table[s.table_offset(b, key / s.page_size)];
+  return s.slot_index(page, key % s.page_size, g);
+}
+
 }  // namespace detail
+
+template <decode_element T>
+std::size_t DecodeProblem<T>::slot(int b, int s, int g) const {
+  return detail::key_slot(shape, block_table, b, s, g);
+}
 
 /// Builds random valid decode problems; every setter returns *this. Invalid settings throw
 /// amla::invalid_argument from build().
@@ -276,67 +355,24 @@ class ProblemBuilder {
         len = min_len_ + static_cast<int>(layout.uniform01() * (max_len_ - min_len_ + 1));
       }
     } else {
-      if (seqlens_.size() != 1 && seqlens_.size() != static_cast<std::size_t>(s.batch)) {
-        amla::detail::throw_invalid(
-            fn, "seqlens", std::to_string(seqlens_.size()) + " lengths",
-            "must hold one length (used for every sequence) or batch = " + std::to_string(s.batch));
-      }
-      for (const int len : seqlens_) {
-        if (len < 0) {
-          amla::detail::throw_invalid(fn, "seqlens", std::to_string(len), "must be >= 0");
-        }
-      }
-      if (seqlens_.size() == 1) {
-        p.seqlens.assign(static_cast<std::size_t>(std::max(s.batch, 0)), seqlens_[0]);
-      } else {
-        p.seqlens.assign(seqlens_.begin(), seqlens_.end());
-      }
+      p.seqlens = detail::batch_lengths(fn, "seqlens", seqlens_, s.batch);
     }
-    std::vector<int> pages_of(p.seqlens.size());
-    int used_pages = 0, widest = 0;
-    for (std::size_t b = 0; b < p.seqlens.size(); ++b) {
-      pages_of[b] = (p.seqlens[b] + s.page_size - 1) / s.page_size;
-      used_pages += pages_of[b];
-      widest = std::max(widest, pages_of[b]);
-    }
-    s.max_pages_per_seq = std::max(widest + extra_columns_, 1);
-    s.num_pages = std::max(used_pages + spare_pages_, 1);
+    detail::size_pages(s, p.seqlens, spare_pages_, extra_columns_);
     // Validates every dimension before anything large is allocated.
     validate_shape(fn, s, !separate_v_);
-
     // Page assignment: a (shuffled) permutation of page ids, handed out in sequence order.
-    std::vector<std::int32_t> ids(static_cast<std::size_t>(s.num_pages));
-    for (int i = 0; i < s.num_pages; ++i) ids[static_cast<std::size_t>(i)] = i;
-    if (shuffle_) {
-      for (std::size_t i = ids.size(); i > 1; --i) {  // Fisher-Yates on the layout stream
-        const auto j = static_cast<std::size_t>(layout.uniform01() * static_cast<double>(i));
-        std::swap(ids[i - 1], ids[j]);
-      }
-    }
-    p.block_table.assign(static_cast<std::size_t>(s.batch) * s.max_pages_per_seq, 0);
-    std::size_t next = 0;
-    for (int b = 0; b < s.batch; ++b) {
-      for (int i = 0; i < s.max_pages_per_seq; ++i) {
-        auto& e = p.block_table[static_cast<std::size_t>(b) * s.max_pages_per_seq + i];
-        if (i < pages_of[static_cast<std::size_t>(b)]) {
-          e = ids[next++];
-        } else if (poison_) {
-          e = (i % 2 == 0) ? -1 : s.num_pages + 1000 + i;  // out of range: must never be read
-        }
-      }
-    }
+    p.block_table = detail::assign_pages(s, p.seqlens, shuffle_, poison_, layout);
 
     const T fill = poison_ ? detail::poison_value<T>() : T{};
     p.q.resize(s.q_elems());
     p.kv.assign(s.kv_elems(), fill);
     if (separate_v_) p.v.assign(s.v_elems(), fill);
-    for (auto& x : p.q) x = detail::element_from<T>(values.draw(q_dist_), round_);
+    detail::draw_into(p.q.data(), p.q.size(), values, q_dist_, round_);
     for (int b = 0; b < s.batch; ++b) {
       for (int key = 0; key < p.seqlens[static_cast<std::size_t>(b)]; ++key) {
         for (int g = 0; g < s.h_kv; ++g) {
-          T* dst = p.kv.data() + slot(p, b, key, g) * s.d_qk;
-          for (int d = 0; d < s.d_qk; ++d)
-            dst[d] = detail::element_from<T>(values.draw(kv_dist_), round_);
+          T* dst = p.kv.data() + detail::key_slot(s, p.block_table, b, key, g) * s.d_qk;
+          detail::draw_into(dst, static_cast<std::size_t>(s.d_qk), values, kv_dist_, round_);
         }
       }
     }
@@ -344,9 +380,8 @@ class ProblemBuilder {
       for (int b = 0; b < s.batch; ++b) {
         for (int key = 0; key < p.seqlens[static_cast<std::size_t>(b)]; ++key) {
           for (int g = 0; g < s.h_kv; ++g) {
-            T* dst = p.v.data() + slot(p, b, key, g) * s.d_v;
-            for (int d = 0; d < s.d_v; ++d)
-              dst[d] = detail::element_from<T>(values.draw(kv_dist_), round_);
+            T* dst = p.v.data() + detail::key_slot(s, p.block_table, b, key, g) * s.d_v;
+            detail::draw_into(dst, static_cast<std::size_t>(s.d_v), values, kv_dist_, round_);
           }
         }
       }
@@ -355,14 +390,6 @@ class ProblemBuilder {
   }
 
  private:
-  template <class T>
-  static std::size_t slot(const DecodeProblem<T>& p, int b, int key, int g) {
-    const DecodeShape& s = p.shape;
-    const int page =
-        p.block_table[static_cast<std::size_t>(b) * s.max_pages_per_seq + key / s.page_size];
-    return s.slot_index(page, key % s.page_size, g);
-  }
-
   DecodeShape shape_{1, 1, 128, 1, 576, 512, 1, 64, 1};
   std::vector<int> seqlens_{1024};
   bool random_lens_ = false;

@@ -21,8 +21,8 @@
 #include <cstddef>
 #include <vector>
 
-#include "amla/attention/detail/parallel.hpp"
 #include "amla/config.hpp"
+#include "amla/detail/parallel.hpp"
 #include "amla/mla/cost.hpp"
 #include "amla/mla/decode_problem.hpp"
 #include "amla/mla/decompress.hpp"
@@ -85,8 +85,7 @@ Partial<S> absorb_run(const MlaModel<T>& model, const MlaDecodeInputs<T>& in, co
       const int vis = std::max(0, visible_keys(context, in.s_q, t, opt.causal) - skipped);
       for (int h = 0; h < d.heads; ++h) visible[static_cast<std::size_t>(t * d.heads + h)] = vis;
     }
-    // The latent cache is read as stored: float values, so golden needs no float pairs for it.
-    KeyValues<S> kv(latent.rows(), d.absorb_d_qk(), d.absorb_d_v(), true, true);
+    KeyValues<S> kv(latent.rows(), d.absorb_d_qk(), d.absorb_d_v());
     kv.set_rows(0, latent, latent.leftCols(d.d_latent));
     DenseResult<S> r = kv.attend(q_a[task], latent.rows(), visible, scale, opt.kv_block);
     store_rounded<S>(r.out);  // o_A as the attention kernel writes it
@@ -95,7 +94,7 @@ Partial<S> absorb_run(const MlaModel<T>& model, const MlaDecodeInputs<T>& in, co
   });
 
   // Phase 3: out(h) = W_KVb2[h] o_A(h).
-  Partial<S> res(in.batch, in.s_q, d.heads, d.d_v);
+  Partial<S> res(io_shape(d, in.batch, in.s_q));
   amla::detail::parallel_for(static_cast<std::size_t>(d.heads), threads, [&](std::size_t task) {
     const int h = static_cast<int>(task);
     Mat<S> o(tokens, d.d_latent);
@@ -122,13 +121,10 @@ template <mla_element T>
 MlaResult absorb_decode(const MlaModel<T>& model, const MlaDecodeInputs<T>& inputs,
                         const MlaOptions& options = {}) {
   const double scale = detail::validate_decode("amla::mla::absorb_decode", model, inputs, options);
-  const auto keys = detail::absorb_keys::prefix_and_suffix;
-  if (options.mode == numerics::float64) {
-    return detail::absorb_run<double>(model, inputs, options, scale, keys)
-        .finish(formulation::absorb, false);
-  }
-  return detail::absorb_run<float>(model, inputs, options, scale, keys)
-      .finish(formulation::absorb, options.round_output_bf16);
+  return detail::run_in_mode(options, formulation::absorb, [&](auto s) {
+    return detail::absorb_run<decltype(s)>(model, inputs, options, scale,
+                                           detail::absorb_keys::prefix_and_suffix);
+  });
 }
 
 }  // namespace amla::mla

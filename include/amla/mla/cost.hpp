@@ -45,11 +45,13 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "amla/config.hpp"
 #include "amla/mla/presets.hpp"
 #include "amla/mla/roofline.hpp"
+#include "amla/problem/workload.hpp"
 
 namespace amla::mla {
 
@@ -74,11 +76,13 @@ constexpr std::string_view to_string(formulation f) {
 }
 
 /// The decode step the cost model prices: B requests of S_q query tokens; each request attends
-/// the shared prefix (L_s tokens) and its own suffix of L_n tokens.
+/// the shared prefix (L_s tokens) and its own suffix of L_n tokens. A shared prefix is what a
+/// problem-layer Workload does not describe; `step_workload` and `decode_step(Workload, L_s)`
+/// convert between the two.
 struct DecodeStep {
   std::int64_t batch = 1;       ///< B
   std::int64_t s_q = 1;         ///< S_q: query tokens per request (1, or more with MTP)
-  std::int64_t shared_len = 0;  ///< L_s: tokens of the prefix every request shares
+  std::int64_t prefix_len = 0;  ///< L_s: tokens of the prefix every request shares
   std::int64_t suffix_len = 0;  ///< L_n: tokens of each request's own (non-shared) context
 };
 
@@ -94,7 +98,7 @@ inline void validate_step(const char* function, const DecodeStep& step) {
   };
   check(step.batch, 1, "step.batch");
   check(step.s_q, 1, "step.s_q");
-  check(step.shared_len, 0, "step.shared_len");
+  check(step.prefix_len, 0, "step.prefix_len");
   check(step.suffix_len, 0, "step.suffix_len");
 }
 }  // namespace detail
@@ -102,6 +106,68 @@ inline void validate_step(const char* function, const DecodeStep& step) {
 /// Throws amla::invalid_argument unless B >= 1, S_q >= 1, L_s >= 0 and L_n >= 0.
 inline void validate(const DecodeStep& step) {
   detail::validate_step("amla::mla::validate", step);
+}
+
+/// Requests of `seqlens` keys and s_q query tokens as a problem-layer Workload in the view of
+/// formulation `view`: naive is per-head attention (h_kv = H, d_qk = D_n + D_r, d_v = D_v,
+/// separate V), absorb one latent head (h_kv = 1, d_qk = D_l + D_r, d_v = D_l, V in K). Not
+/// validated (Workload::validate does that).
+inline Workload view_workload(const MlaDims& dims, formulation view, int s_q,
+                              std::vector<int> seqlens, bool causal) {
+  AMLA_REQUIRE(view != formulation::typhoon, "view", to_string(view),
+               "must be naive or absorb (typhoon mixes the two)");
+  const bool naive = view == formulation::naive;
+  Workload w;
+  w.s_q = s_q;
+  w.h_q = dims.heads;
+  w.h_kv = naive ? dims.heads : 1;
+  w.d_qk = naive ? dims.d_qk() : dims.absorb_d_qk();
+  w.d_v = naive ? dims.d_v : dims.absorb_d_v();
+  w.v_in_kv = !naive;
+  w.causal = causal;
+  w.seqlens = std::move(seqlens);
+  return w;
+}
+
+/// The step's attention as a Workload in the view of formulation `view` (view_workload): every
+/// request attends L_s + L_n keys. A Workload has no shared prefix: its kv_bytes read the prefix
+/// once per request, where the formulations' costs (formulation_cost) read it once per step.
+inline Workload step_workload(const MlaDims& dims, const DecodeStep& step, formulation view,
+                              bool causal = false) {
+  const char* fn = "amla::mla::step_workload";
+  detail::validate_dims(fn, dims);
+  detail::validate_step(fn, step);
+  const std::int64_t context = step.prefix_len + step.suffix_len;
+  AMLA_REQUIRE(
+      step.batch <= 0x7FFFFFFF && step.s_q <= 0x7FFFFFFF && context <= 0x7FFFFFFF, "step",
+      std::to_string(step.batch) + ", " + std::to_string(step.s_q) + ", " + std::to_string(context),
+      "batch, s_q and prefix_len + suffix_len must fit in int");
+  const Workload w = view_workload(
+      dims, view, static_cast<int>(step.s_q),
+      std::vector<int>(static_cast<std::size_t>(step.batch), static_cast<int>(context)), causal);
+  w.validate(fn);
+  return w;
+}
+
+/// The step the cost model prices for a workload whose requests' contexts each begin with the
+/// same `prefix_len` shared tokens: B = w.batch(), S_q = w.s_q, L_s = prefix_len and L_n the mean
+/// of seqlens[b] - prefix_len, rounded to the nearest token (halves up).
+inline DecodeStep decode_step(const Workload& w, std::int64_t prefix_len) {
+  const char* fn = "amla::mla::decode_step";
+  w.validate(fn);
+  AMLA_REQUIRE(prefix_len >= 0, "prefix_len", prefix_len, "must be >= 0");
+  std::int64_t suffixes = 0;
+  for (std::size_t b = 0; b < w.seqlens.size(); ++b) {
+    if (w.seqlens[b] < prefix_len) {
+      amla::detail::throw_invalid(
+          fn, "workload.seqlens",
+          "seqlens[" + std::to_string(b) + "] = " + std::to_string(w.seqlens[b]),
+          "must be >= prefix_len = " + std::to_string(prefix_len));
+    }
+    suffixes += w.seqlens[b] - prefix_len;
+  }
+  const std::int64_t batch = w.batch();
+  return {batch, w.s_q, prefix_len, (2 * suffixes + batch) / (2 * batch)};
 }
 
 /// Work of a kernel or of a part of one: multiply-accumulates and HBM elements moved.
@@ -160,7 +226,7 @@ namespace detail {
 
 inline Work prefix_work(const TokenFactors& t, const DecodeStep& s) {
   const double rows = static_cast<double>(s.batch) * static_cast<double>(s.s_q);
-  const double ls = static_cast<double>(s.shared_len);
+  const double ls = static_cast<double>(s.prefix_len);
   return {rows * ls * t.macs_per_row_key, ls * t.words_per_token};  // prefix read once
 }
 
@@ -305,7 +371,7 @@ inline TyphoonChoice typhoon_choice(const MlaDims& dims, const DecodeStep& step,
   c.mixed_s = roofline_time(formulation::typhoon, dims, step, hw, opts).time_s();
   c.absorb_s = roofline_time(formulation::absorb, dims, step, hw, opts).time_s();
   c.threshold = typhoon_batch_threshold(dims, step.s_q, hw, opts.bytes_per_element);
-  c.mixed = step.shared_len > 0 && c.mixed_s < c.absorb_s;
+  c.mixed = step.prefix_len > 0 && c.mixed_s < c.absorb_s;
   return c;
 }
 

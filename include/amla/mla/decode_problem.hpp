@@ -7,7 +7,8 @@
 //   prefix_latent  [prefix_len, D_l + D_r]      the shared prefix's latent cache, one copy for all
 //                                               requests: C_N (D_l) then C_R (D_r) per token
 //   suffix.data    [num_pages, page_size, D_l + D_r]   each request's own latent cache, paged as
-//                                               in attention/driver.hpp with one KV head
+//                                               problem/shape.hpp pages a kv cache of one KV head
+//                                               (`suffix_shape` is that DecodeShape)
 //   suffix.block_table [batch, max_pages_per_seq], suffix.seqlens [batch]   (int32)
 //   out            [batch, s_q, H, D_v],  lse [batch, H, s_q]   (natural log)
 // Request b attends L_b = prefix_len + seqlens[b] keys: the prefix, then its suffix. Key s of the
@@ -24,11 +25,11 @@
 // naive per-head dot products whichever way they are computed.
 //
 // Numerics. `numerics::float64` is the truth: every projection in float64 and the attention by
-// the golden recurrence, with float64 inputs (see mla/detail/dense.hpp for how float64 values
-// reach golden without loss). `numerics::bf16` is what a kernel computes: inputs rounded to BF16
-// when read, projections as BF16 GEMMs with FP32 accumulation whose results a kernel stores in
-// BF16, attention by the Base recurrence (BF16 operands, FP32 accumulation and online softmax,
-// P cast to BF16). Each formulation's header states exactly where it rounds.
+// the golden recurrence on the float64 operands (mla/detail/dense.hpp). `numerics::bf16` is what a
+// kernel computes: inputs rounded to BF16 when read, projections as BF16 GEMMs with FP32
+// accumulation whose results a kernel stores in BF16, attention by the Base recurrence (BF16
+// operands, FP32 accumulation and online softmax, P cast to BF16). Each formulation's header states
+// exactly where it rounds.
 #pragma once
 
 #include <algorithm>
@@ -38,13 +39,17 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "amla/attention/driver.hpp"
 #include "amla/config.hpp"
+#include "amla/detail/checked.hpp"
 #include "amla/mla/cost.hpp"
 #include "amla/mla/model.hpp"
 #include "amla/mla/presets.hpp"
+#include "amla/problem/shape.hpp"
+#include "amla/problem/validate.hpp"
+#include "amla/problem/workload.hpp"
 
 namespace amla::mla {
 
@@ -86,45 +91,70 @@ struct MlaOptions {
   int threads = 0;                      ///< host threads; 0 = hardware concurrency
 };
 
+/// The layouts of an MLA step's queries and outputs, as the DecodeShape of its naive view (per-head
+/// attention with d_qk = D_n + D_r and d_v = D_v): q [batch, s_q, H, D_n + D_r],
+/// out [batch, s_q, H, D_v] and lse [batch, H, s_q], addressed by its q_offset, out_offset and
+/// lse_offset. Its paging fields (one page of one slot) describe no cache.
+inline DecodeShape io_shape(const MlaDims& d, int batch, int s_q) {
+  return {batch, s_q, d.heads, 1, d.d_qk(), d.d_v, 1, 1, 1};
+}
+
+/// The requests' own latent cache as the DecodeShape of the absorb view's attention problem: one
+/// KV head of d_qk = D_l + D_r columns whose first d_v = D_l columns are the values, paged by
+/// `in.suffix`. Its kv_elems, block_table_elems, slot_index and table_offset address the suffix
+/// cache; amla::validate_tables checks its block table and seqlens.
+template <mla_element T>
+DecodeShape suffix_shape(const MlaDims& d, const MlaDecodeInputs<T>& in) {
+  const LatentCache<T>& c = in.suffix;
+  return {in.batch,    in.s_q,          d.heads,
+          1,           d.absorb_d_qk(), d.absorb_d_v(),
+          c.num_pages, c.page_size,     c.max_pages_per_seq};
+}
+
+/// The step's attention as a problem-layer Workload in the absorb view (one latent head,
+/// d_qk = D_l + D_r, d_v = D_l, V in K): request b attends L_b = prefix_len + seqlens[b] keys.
+/// The inputs' sizes are not validated here (the decode functions do that).
+template <mla_element T>
+Workload workload(const MlaDims& d, const MlaDecodeInputs<T>& in, bool causal = false) {
+  std::vector<int> contexts(in.suffix.seqlens.size());
+  for (std::size_t b = 0; b < contexts.size(); ++b) {
+    contexts[b] = in.prefix_len + in.suffix.seqlens[b];
+  }
+  return view_workload(d, formulation::absorb, in.s_q, std::move(contexts), causal);
+}
+
+/// The decode step as the cost model sees it: B, s_q, L_s and the mean suffix length (rounded to
+/// the nearest token).
+template <mla_element T>
+DecodeStep decode_step(const MlaDims& d, const MlaDecodeInputs<T>& in) {
+  return decode_step(workload(d, in), in.prefix_len);
+}
+
 /// Outputs of a decode step: out [batch, s_q, H, D_v] and lse [batch, H, s_q] (natural log), held
-/// in double (FP32 results of the bf16 mode are exact in it).
+/// in double (FP32 results of the bf16 mode are exact in it), laid out by `shape` (io_shape).
 struct MlaResult {
-  int batch = 0, s_q = 0, heads = 0, d_v = 0;
+  DecodeShape shape;                     ///< io_shape of the step
   formulation ran = formulation::naive;  ///< for TyphoonMLA: typhoon (mixed) or absorb (fall-back)
   std::vector<double> out;
   std::vector<double> lse;
 
   MlaResult() = default;
-  MlaResult(int b, int sq, int h, int dv, formulation f)
-      : batch(b),
-        s_q(sq),
-        heads(h),
-        d_v(dv),
-        ran(f),
-        out(static_cast<std::size_t>(b) * sq * h * dv, 0.0),
-        lse(static_cast<std::size_t>(b) * h * sq, 0.0) {}
+  MlaResult(const DecodeShape& s, formulation f)
+      : shape(s), ran(f), out(s.out_elems(), 0.0), lse(s.lse_elems(), 0.0) {}
 
-  std::size_t out_offset(int b, int t, int h) const {
-    return ((static_cast<std::size_t>(b) * s_q + t) * heads + h) * d_v;
+  double* out_row(int b, int t, int h) { return out.data() + shape.out_offset(b, t, h); }
+  const double* out_row(int b, int t, int h) const {
+    return out.data() + shape.out_offset(b, t, h);
   }
-  std::size_t lse_offset(int b, int t, int h) const {
-    return (static_cast<std::size_t>(b) * heads + h) * s_q + t;
-  }
-  double* out_row(int b, int t, int h) { return out.data() + out_offset(b, t, h); }
-  const double* out_row(int b, int t, int h) const { return out.data() + out_offset(b, t, h); }
-  double& lse_at(int b, int t, int h) { return lse[lse_offset(b, t, h)]; }
-  double lse_at(int b, int t, int h) const { return lse[lse_offset(b, t, h)]; }
+  double& lse_at(int b, int t, int h) { return lse[shape.lse_offset(b, t, h)]; }
+  double lse_at(int b, int t, int h) const { return lse[shape.lse_offset(b, t, h)]; }
 };
 
 /// Keys token t (of s_q) of a request with `context` keys may attend: the attention data model's
 /// rule (all of them, or clamp(context - s_q + t + 1, 0, context) with a causal mask).
-using attention::visible_keys;
+using ::amla::visible_keys;
 
 namespace detail {
-
-inline void check_positive(const char* fn, const char* arg, long long value) {
-  if (value < 1) amla::detail::throw_invalid(fn, arg, std::to_string(value), "must be >= 1");
-}
 
 /// Validates inputs and options against the model; throws amla::invalid_argument naming `fn`,
 /// the argument, its value and the rule. Returns the softmax scale.
@@ -133,57 +163,41 @@ double validate_decode(const char* fn, const MlaModel<T>& model, const MlaDecode
                        const MlaOptions& opt) {
   validate_model(fn, model);
   const MlaDims& d = model.dims;
-  check_positive(fn, "inputs.batch", in.batch);
-  check_positive(fn, "inputs.s_q", in.s_q);
-  const std::size_t q_elems =
-      static_cast<std::size_t>(in.batch) * in.s_q * d.heads * static_cast<std::size_t>(d.d_qk());
-  check_elems(fn, "inputs.q", in.q, q_elems, "[batch, s_q, H, D_n + D_r]");
+  using amla::detail::check_dim;
+  using amla::detail::check_span;
+  check_dim(fn, "inputs.batch", in.batch);
+  check_dim(fn, "inputs.s_q", in.s_q);
+  check_span(
+      fn, "inputs.q", in.q,
+      static_cast<std::size_t>(amla::detail::checked_product(
+          fn, "inputs.q", "[batch, s_q, H, D_n + D_r]", in.batch, in.s_q, d.heads, d.d_qk())),
+      "[batch, s_q, H, D_n + D_r]");
   if (in.prefix_len < 0) {
     amla::detail::throw_invalid(fn, "inputs.prefix_len", std::to_string(in.prefix_len),
                                 "must be >= 0");
   }
-  const std::size_t latent_cols = static_cast<std::size_t>(d.absorb_d_qk());
-  check_elems(fn, "inputs.prefix_latent", in.prefix_latent,
-              static_cast<std::size_t>(in.prefix_len) * latent_cols, "[prefix_len, D_l + D_r]");
+  check_span(
+      fn, "inputs.prefix_latent", in.prefix_latent,
+      static_cast<std::size_t>(amla::detail::checked_product(
+          fn, "inputs.prefix_latent", "[prefix_len, D_l + D_r]", in.prefix_len, d.absorb_d_qk())),
+      "[prefix_len, D_l + D_r]");
   const LatentCache<T>& c = in.suffix;
-  check_positive(fn, "inputs.suffix.num_pages", c.num_pages);
-  check_positive(fn, "inputs.suffix.page_size", c.page_size);
-  check_positive(fn, "inputs.suffix.max_pages_per_seq", c.max_pages_per_seq);
-  check_elems(fn, "inputs.suffix.data", c.data,
-              static_cast<std::size_t>(c.num_pages) * c.page_size * latent_cols,
-              "[num_pages, page_size, D_l + D_r]");
-  check_elems(fn, "inputs.suffix.block_table", c.block_table,
-              static_cast<std::size_t>(in.batch) * c.max_pages_per_seq,
-              "[batch, max_pages_per_seq]");
-  check_elems(fn, "inputs.suffix.seqlens", c.seqlens, static_cast<std::size_t>(in.batch),
-              "[batch]");
-  const long long max_len = static_cast<long long>(c.max_pages_per_seq) * c.page_size;
+  check_dim(fn, "inputs.suffix.num_pages", c.num_pages);
+  check_dim(fn, "inputs.suffix.page_size", c.page_size);
+  check_dim(fn, "inputs.suffix.max_pages_per_seq", c.max_pages_per_seq);
+  const DecodeShape s = suffix_shape(d, in);
+  validate_shape(fn, s, true);
+  check_span(fn, "inputs.suffix.data", c.data, s.kv_elems(), "[num_pages, page_size, D_l + D_r]");
+  check_span(fn, "inputs.suffix.block_table", c.block_table, s.block_table_elems(),
+             "[batch, max_pages_per_seq]");
+  check_span(fn, "inputs.suffix.seqlens", c.seqlens, s.seqlens_elems(), "[batch]");
+  validate_tables(fn, s, c.block_table, c.seqlens);
   for (int b = 0; b < in.batch; ++b) {
     const std::int32_t len = c.seqlens[static_cast<std::size_t>(b)];
-    if (len < 0 || len > max_len) {
-      amla::detail::throw_invalid(
-          fn, "inputs.suffix.seqlens",
-          "seqlens[" + std::to_string(b) + "] = " + std::to_string(len),
-          "must lie in [0, max_pages_per_seq * page_size = " + std::to_string(max_len) + "]");
-    }
     if (static_cast<long long>(len) + in.prefix_len > 0x7FFFFFFFLL) {
       amla::detail::throw_invalid(fn, "inputs.suffix.seqlens",
                                   "seqlens[" + std::to_string(b) + "] = " + std::to_string(len),
                                   "prefix_len + seqlen must fit in int32");
-    }
-    const int pages = (len + c.page_size - 1) / c.page_size;
-    for (int i = 0; i < pages; ++i) {
-      const std::int32_t page =
-          c.block_table[static_cast<std::size_t>(b) * c.max_pages_per_seq + i];
-      if (page < 0 || page >= c.num_pages) {
-        amla::detail::throw_invalid(
-            fn, "inputs.suffix.block_table",
-            "block_table[" + std::to_string(b) + "][" + std::to_string(i) +
-                "] = " + std::to_string(page),
-            "a page holding keys of request " + std::to_string(b) + " (seqlen " +
-                std::to_string(len) +
-                ") must lie in [0, num_pages = " + std::to_string(c.num_pages) + ")");
-      }
     }
   }
   if (opt.softmax_scale) {
@@ -197,7 +211,7 @@ double validate_decode(const char* fn, const MlaModel<T>& model, const MlaDecode
     amla::detail::throw_invalid(fn, "options.mode", std::to_string(static_cast<int>(opt.mode)),
                                 "must be numerics::float64 or numerics::bf16");
   }
-  check_positive(fn, "options.kv_block", opt.kv_block);
+  amla::detail::check_dim(fn, "options.kv_block", opt.kv_block);
   if (opt.threads < 0) {
     amla::detail::throw_invalid(fn, "options.threads", std::to_string(opt.threads),
                                 "must be >= 0 (0 = hardware concurrency)");
@@ -224,13 +238,11 @@ Mat<S> gather_latent(const MlaDims& d, const MlaDecodeInputs<T>& in, int b, bool
     const T* src = in.prefix_latent.data() + static_cast<std::size_t>(s) * cols;
     for (int c = 0; c < cols; ++c) m(s, c) = element_as<S>(src[c], round);
   }
-  const LatentCache<T>& cache = in.suffix;
-  const std::int32_t* table =
-      cache.block_table.data() + static_cast<std::size_t>(b) * cache.max_pages_per_seq;
+  const DecodeShape shape = suffix_shape(d, in);
   for (int s = 0; s < ls; ++s) {
-    const std::size_t page = static_cast<std::size_t>(table[s / cache.page_size]);
-    const T* src = cache.data.data() +
-                   (page * cache.page_size + static_cast<std::size_t>(s % cache.page_size)) * cols;
+    const int page = in.suffix.block_table[shape.table_offset(b, s / shape.page_size)];
+    const T* src =
+        in.suffix.data.data() + shape.slot_index(page, s % shape.page_size, 0) * shape.d_qk;
     for (int c = 0; c < cols; ++c) m(lp + s, c) = element_as<S>(src[c], round);
   }
   return m;
@@ -241,7 +253,7 @@ template <class S, mla_element T>
 void gather_query(const MlaDims& d, const MlaDecodeInputs<T>& in, int b, int t, int h, bool round,
                   S* dst) {
   const int cols = d.d_qk();
-  const T* src = in.q.data() + ((static_cast<std::size_t>(b) * in.s_q + t) * d.heads + h) * cols;
+  const T* src = in.q.data() + io_shape(d, in.batch, in.s_q).q_offset(b, t, h);
   for (int c = 0; c < cols; ++c) dst[c] = element_as<S>(src[c], round);
 }
 

@@ -19,8 +19,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "amla/attention/detail/parallel.hpp"
 #include "amla/config.hpp"
+#include "amla/detail/parallel.hpp"
 #include "amla/mla/decode_problem.hpp"
 #include "amla/mla/model.hpp"
 #include "amla/numeric/bf16.hpp"
@@ -40,6 +40,23 @@ struct PrefixKVView {
   std::span<const P> k;
   std::span<const P> v;
 };
+
+/// The layout of a decompressed prefix of `len` tokens as a DecodeShape: one page of `len` slots
+/// with H KV heads of d_qk = D_n + D_r (K) and d_v = D_v (V), so token s of head h sits at
+/// slot_index(0, s, h) times d_qk in K and times d_v in V, and kv_elems / v_elems are the sizes.
+inline DecodeShape prefix_kv_shape(const MlaDims& d, int len) {
+  DecodeShape s;
+  s.batch = 1;
+  s.s_q = 1;
+  s.h_q = d.heads;
+  s.h_kv = d.heads;
+  s.d_qk = d.d_qk();
+  s.d_v = d.d_v;
+  s.num_pages = 1;
+  s.page_size = len;
+  s.max_pages_per_seq = 1;
+  return s;
+}
 
 /// A decompressed shared prefix that owns its memory.
 template <prefix_element P>
@@ -117,9 +134,11 @@ PrefixKV<P> decompress_prefix(const MlaModel<T>& model, const MlaDecodeInputs<T>
                                 "must be >= 0");
   }
   const MlaDims& d = model.dims;
-  detail::check_elems(fn, "inputs.prefix_latent", inputs.prefix_latent,
-                      static_cast<std::size_t>(inputs.prefix_len) * d.absorb_d_qk(),
-                      "[prefix_len, D_l + D_r]");
+  amla::detail::check_span(fn, "inputs.prefix_latent", inputs.prefix_latent,
+                           static_cast<std::size_t>(amla::detail::checked_product(
+                               fn, "inputs.prefix_latent", "[prefix_len, D_l + D_r]",
+                               inputs.prefix_len, d.absorb_d_qk())),
+                           "[prefix_len, D_l + D_r]");
   if (threads < 0) {
     amla::detail::throw_invalid(fn, "threads", std::to_string(threads),
                                 "must be >= 0 (0 = hardware concurrency)");
@@ -129,29 +148,28 @@ PrefixKV<P> decompress_prefix(const MlaModel<T>& model, const MlaDecodeInputs<T>
   PrefixKV<P> out;
   out.dims = d;
   out.len = inputs.prefix_len;
-  const std::size_t len = static_cast<std::size_t>(inputs.prefix_len);
-  out.k.resize(len * d.heads * d.d_qk());
-  out.v.resize(len * d.heads * d.d_v);
-  if (len == 0) return out;
+  const DecodeShape shape = prefix_kv_shape(d, inputs.prefix_len);
+  out.k.resize(shape.kv_elems());
+  out.v.resize(shape.v_elems());
+  if (inputs.prefix_len == 0) return out;
   const detail::Mat<S> latent =
       detail::block_as<S>(inputs.prefix_latent.data(), inputs.prefix_len, d.absorb_d_qk(), round);
-  amla::detail::parallel_for(
-      static_cast<std::size_t>(d.heads), amla::detail::resolve_threads(threads),
-      [&](std::size_t task) {
-        const int h = static_cast<int>(task);
-        detail::Mat<S> k, v;
-        detail::decompress_head<S>(d, latent, w_kvb1_head<S>(model, h, round),
-                                   w_kvb2_head<S>(model, h, round), k, v);
-        for (std::size_t s = 0; s < len; ++s) {
-          P* kd = out.k.data() + (s * d.heads + static_cast<std::size_t>(h)) * d.d_qk();
-          P* vd = out.v.data() + (s * d.heads + static_cast<std::size_t>(h)) * d.d_v;
-          for (int c = 0; c < d.d_qk(); ++c) {
-            kd[c] = detail::store_element<P>(k(static_cast<Eigen::Index>(s), c));
-          }
-          for (int c = 0; c < d.d_v; ++c)
-            vd[c] = detail::store_element<P>(v(static_cast<Eigen::Index>(s), c));
-        }
-      });
+  amla::detail::parallel_for(static_cast<std::size_t>(d.heads),
+                             amla::detail::resolve_threads(threads), [&](std::size_t task) {
+                               const int h = static_cast<int>(task);
+                               detail::Mat<S> k, v;
+                               detail::decompress_head<S>(d, latent,
+                                                          w_kvb1_head<S>(model, h, round),
+                                                          w_kvb2_head<S>(model, h, round), k, v);
+                               for (int s = 0; s < inputs.prefix_len; ++s) {
+                                 P* kd = out.k.data() + shape.slot_index(0, s, h) * shape.d_qk;
+                                 P* vd = out.v.data() + shape.slot_index(0, s, h) * shape.d_v;
+                                 for (int c = 0; c < shape.d_qk; ++c)
+                                   kd[c] = detail::store_element<P>(k(s, c));
+                                 for (int c = 0; c < shape.d_v; ++c)
+                                   vd[c] = detail::store_element<P>(v(s, c));
+                               }
+                             });
   return out;
 }
 

@@ -18,17 +18,18 @@
 #include <string>
 #include <type_traits>
 
-#include "amla/attention/driver.hpp"
-#include "amla/attention/detail/convert.hpp"
 #include "amla/config.hpp"
+#include "amla/detail/convert.hpp"
 #include "amla/mla/presets.hpp"
 #include "amla/numeric/bf16.hpp"
+#include "amla/problem/inputs.hpp"
+#include "amla/problem/validate.hpp"
 
 namespace amla::mla {
 
 /// Element types of MLA inputs: those of the attention data model, float or amla::bf16.
 template <class T>
-concept mla_element = attention::decode_element<T>;
+concept mla_element = decode_element<T>;
 
 /// Dimensions plus views of W_KVb1 [H, D_n, D_l] and W_KVb2 [H, D_v, D_l].
 template <mla_element T>
@@ -51,24 +52,12 @@ namespace detail {
 template <class S>
 using Mat = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-template <class T>
-void check_elems(const char* fn, const char* arg, std::span<const T> s, std::size_t expected,
-                 const char* layout) {
-  if (s.size() != expected || (expected != 0 && s.data() == nullptr)) {
-    amla::detail::throw_invalid(
-        fn, arg,
-        s.data() == nullptr && expected != 0 ? std::string("null pointer")
-                                             : "span of " + std::to_string(s.size()) + " elements",
-        std::string("must hold ") + layout + " = " + std::to_string(expected) + " elements");
-  }
-}
-
 /// Validates dims and weight sizes, attributing errors to `fn`.
 template <mla_element T>
 void validate_model(const char* fn, const MlaModel<T>& m) {
   validate_dims(fn, m.dims);
-  check_elems(fn, "model.w_kvb1", m.w_kvb1, m.w_kvb1_elems(), "[H, D_n, D_l]");
-  check_elems(fn, "model.w_kvb2", m.w_kvb2, m.w_kvb2_elems(), "[H, D_v, D_l]");
+  amla::detail::check_span(fn, "model.w_kvb1", m.w_kvb1, m.w_kvb1_elems(), "[H, D_n, D_l]");
+  amla::detail::check_span(fn, "model.w_kvb2", m.w_kvb2, m.w_kvb2_elems(), "[H, D_v, D_l]");
 }
 
 /// Element x as a value of scalar type S, rounded to BF16 first when `round` is set (for float

@@ -21,8 +21,8 @@
 #include <span>
 #include <vector>
 
-#include "amla/attention/detail/parallel.hpp"
 #include "amla/config.hpp"
+#include "amla/detail/parallel.hpp"
 #include "amla/mla/cost.hpp"
 #include "amla/mla/decode_problem.hpp"
 #include "amla/mla/decompress.hpp"
@@ -40,7 +40,7 @@ Partial<S> naive_run(const MlaModel<T>& model, const MlaDecodeInputs<T>& in, con
                      double scale) {
   const MlaDims& d = model.dims;
   constexpr bool round = std::is_same_v<S, float>;
-  Partial<S> res(in.batch, in.s_q, d.heads, d.d_v);
+  Partial<S> res(io_shape(d, in.batch, in.s_q));
   // The prefix's latent rows, shared by every request (request 0's gather, prefix part only).
   const Mat<S> prefix = gather_latent<S>(d, in, 0, true, false, round);
   int longest = 0;
@@ -82,12 +82,9 @@ template <mla_element T>
 MlaResult naive_decode(const MlaModel<T>& model, const MlaDecodeInputs<T>& inputs,
                        const MlaOptions& options = {}) {
   const double scale = detail::validate_decode("amla::mla::naive_decode", model, inputs, options);
-  if (options.mode == numerics::float64) {
-    return detail::naive_run<double>(model, inputs, options, scale)
-        .finish(formulation::naive, false);
-  }
-  return detail::naive_run<float>(model, inputs, options, scale)
-      .finish(formulation::naive, options.round_output_bf16);
+  return detail::run_in_mode(options, formulation::naive, [&](auto s) {
+    return detail::naive_run<decltype(s)>(model, inputs, options, scale);
+  });
 }
 
 }  // namespace amla::mla

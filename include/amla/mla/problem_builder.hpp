@@ -39,12 +39,8 @@ namespace amla::mla {
 template <mla_element T>
 struct MlaProblem {
   MlaDims dims;
-  int batch = 1;
-  int s_q = 1;
+  DecodeShape shape;  ///< suffix_shape of the inputs: batch, s_q and the suffix cache's paging
   int prefix_len = 0;
-  int num_pages = 1;
-  int page_size = 1;
-  int max_pages_per_seq = 1;
   std::vector<T> w_kvb1;         ///< [H, D_n, D_l]
   std::vector<T> w_kvb2;         ///< [H, D_v, D_l]
   std::vector<T> q;              ///< [batch, s_q, H, D_n + D_r]
@@ -55,12 +51,13 @@ struct MlaProblem {
 
   MlaModel<T> model() const { return {dims, w_kvb1, w_kvb2}; }
   MlaDecodeInputs<T> inputs() const {
-    return {batch,
-            s_q,
-            q,
-            prefix_len,
-            prefix_latent,
-            {num_pages, page_size, max_pages_per_seq, cache, block_table, seqlens}};
+    return {
+        shape.batch,
+        shape.s_q,
+        q,
+        prefix_len,
+        prefix_latent,
+        {shape.num_pages, shape.page_size, shape.max_pages_per_seq, cache, block_table, seqlens}};
   }
 };
 
@@ -113,22 +110,16 @@ class MlaProblemBuilder {
   template <mla_element T = bf16>
   MlaProblem<T> build() const {
     const char* fn = "amla::mla::MlaProblemBuilder::build";
+    namespace ad = attention::detail;
     detail::validate_dims(fn, dims_);
-    detail::check_positive(fn, "batch", batch_);
-    detail::check_positive(fn, "s_q", s_q_);
-    detail::check_positive(fn, "page_size", page_size_);
+    amla::detail::check_dim(fn, "batch", batch_);
+    amla::detail::check_dim(fn, "s_q", s_q_);
+    amla::detail::check_dim(fn, "page_size", page_size_);
     if (prefix_len_ < 0) {
       amla::detail::throw_invalid(fn, "prefix_len", std::to_string(prefix_len_), "must be >= 0");
     }
-    if (suffix_lens_.size() != 1 && suffix_lens_.size() != static_cast<std::size_t>(batch_)) {
-      amla::detail::throw_invalid(
-          fn, "suffix_lens", std::to_string(suffix_lens_.size()) + " lengths",
-          "must hold one length (for every request) or batch = " + std::to_string(batch_));
-    }
-    for (const int len : suffix_lens_) {
-      if (len < 0)
-        amla::detail::throw_invalid(fn, "suffix_lens", std::to_string(len), "must be >= 0");
-    }
+    const std::vector<std::int32_t> lens =
+        ad::batch_lengths(fn, "suffix_lens", suffix_lens_, batch_);
     const double wstd =
         weight_std_ ? *weight_std_ : 1.0 / std::sqrt(static_cast<double>(dims_.d_latent));
     if (!(std::isfinite(value_std_) && value_std_ > 0)) {
@@ -140,73 +131,39 @@ class MlaProblemBuilder {
                                   "must be finite and > 0");
     }
 
+    // The suffix cache's paging, as the attention builder pages a cache of one KV head: with
+    // poison_unused one spare (poisoned) page and one spare block-table column, always shuffled.
     MlaProblem<T> p;
     p.dims = dims_;
-    p.batch = batch_;
-    p.s_q = s_q_;
+    p.shape = {batch_,     s_q_, dims_.heads, 1, dims_.absorb_d_qk(), dims_.absorb_d_v(), 1,
+               page_size_, 1};
     p.prefix_len = prefix_len_;
-    p.page_size = page_size_;
-    p.seqlens.resize(static_cast<std::size_t>(batch_));
-    for (int b = 0; b < batch_; ++b) {
-      p.seqlens[static_cast<std::size_t>(b)] =
-          suffix_lens_.size() == 1 ? suffix_lens_[0] : suffix_lens_[static_cast<std::size_t>(b)];
-    }
-    std::vector<int> pages_of(static_cast<std::size_t>(batch_));
-    int used = 0, widest = 0;
-    for (int b = 0; b < batch_; ++b) {
-      const int n = (p.seqlens[static_cast<std::size_t>(b)] + page_size_ - 1) / page_size_;
-      pages_of[static_cast<std::size_t>(b)] = n;
-      used += n;
-      widest = std::max(widest, n);
-    }
-    const int spare = poison_ ? 1 : 0;  // one unused (poisoned) page
-    p.num_pages = std::max(used + spare, 1);
-    p.max_pages_per_seq = std::max(widest + spare, 1);
+    p.seqlens = lens;
+    DecodeShape& shape = p.shape;
+    const int spare = poison_ ? 1 : 0;
+    ad::size_pages(shape, lens, spare, spare);
+    validate_shape(fn, shape, true);
 
-    attention::detail::ValueStream values(seed_);
-    attention::detail::ValueStream layout(seed_ ^ 0x9E3779B97F4A7C15ull);
+    ad::ValueStream values(seed_);
+    ad::ValueStream layout(seed_ ^ 0x9E3779B97F4A7C15ull);
     const auto draw = [&](std::vector<T>& v, std::size_t n, attention::ValueDistribution dist) {
       v.resize(n);
-      for (auto& x : v) x = attention::detail::element_from<T>(values.draw(dist), true);
+      ad::draw_into(v.data(), n, values, dist, true);
     };
     const auto normal = attention::ValueDistribution::normal(value_std_);
     const auto uniform = attention::ValueDistribution::uniform(std::sqrt(3.0) * wstd);
     const MlaDims& d = dims_;
-    const std::size_t cols = static_cast<std::size_t>(d.absorb_d_qk());
-    draw(p.w_kvb1, static_cast<std::size_t>(d.heads) * d.d_nope * d.d_latent, uniform);
-    draw(p.w_kvb2, static_cast<std::size_t>(d.heads) * d.d_v * d.d_latent, uniform);
-    draw(p.q, static_cast<std::size_t>(batch_) * s_q_ * d.heads * d.d_qk(), normal);
-    draw(p.prefix_latent, static_cast<std::size_t>(prefix_len_) * cols, normal);
+    draw(p.w_kvb1, p.model().w_kvb1_elems(), uniform);
+    draw(p.w_kvb2, p.model().w_kvb2_elems(), uniform);
+    draw(p.q, io_shape(d, batch_, s_q_).q_elems(), normal);
+    draw(p.prefix_latent, static_cast<std::size_t>(prefix_len_) * shape.d_qk, normal);
 
-    // Pages: a shuffled permutation handed out in request order.
-    std::vector<std::int32_t> ids(static_cast<std::size_t>(p.num_pages));
-    for (int i = 0; i < p.num_pages; ++i) ids[static_cast<std::size_t>(i)] = i;
-    for (std::size_t i = ids.size(); i > 1; --i) {
-      const auto j = static_cast<std::size_t>(layout.uniform01() * static_cast<double>(i));
-      std::swap(ids[i - 1], ids[j]);
-    }
-    const T fill = poison_ ? attention::detail::poison_value<T>() : T{};
-    p.cache.assign(static_cast<std::size_t>(p.num_pages) * page_size_ * cols, fill);
-    p.block_table.assign(static_cast<std::size_t>(batch_) * p.max_pages_per_seq, 0);
-    std::size_t next = 0;
+    p.block_table = ad::assign_pages(shape, lens, true, poison_, layout);
+    p.cache.assign(shape.kv_elems(), poison_ ? ad::poison_value<T>() : T{});
     for (int b = 0; b < batch_; ++b) {
-      for (int i = 0; i < p.max_pages_per_seq; ++i) {
-        auto& e = p.block_table[static_cast<std::size_t>(b) * p.max_pages_per_seq + i];
-        if (i < pages_of[static_cast<std::size_t>(b)]) {
-          e = ids[next++];
-        } else if (poison_) {
-          e = (i % 2 == 0) ? -1 : p.num_pages + 1000 + i;
-        }
-      }
-      const int len = p.seqlens[static_cast<std::size_t>(b)];
-      for (int s = 0; s < len; ++s) {
-        const auto page = static_cast<std::size_t>(
-            p.block_table[static_cast<std::size_t>(b) * p.max_pages_per_seq + s / page_size_]);
-        T* dst =
-            p.cache.data() + (page * page_size_ + static_cast<std::size_t>(s % page_size_)) * cols;
-        for (std::size_t c = 0; c < cols; ++c) {
-          dst[c] = attention::detail::element_from<T>(values.draw(normal), true);
-        }
+      for (int s = 0; s < lens[static_cast<std::size_t>(b)]; ++s) {
+        T* dst = p.cache.data() + ad::key_slot(shape, p.block_table, b, s, 0) * shape.d_qk;
+        ad::draw_into(dst, static_cast<std::size_t>(shape.d_qk), values, normal, true);
       }
     }
     return p;

@@ -39,9 +39,9 @@
 #include <string>
 #include <vector>
 
-#include "amla/attention/detail/parallel.hpp"
 #include "amla/attention/split_kv.hpp"
 #include "amla/config.hpp"
+#include "amla/detail/parallel.hpp"
 #include "amla/mla/absorb.hpp"
 #include "amla/mla/cost.hpp"
 #include "amla/mla/decode_problem.hpp"
@@ -67,16 +67,6 @@ struct TyphoonOptions {
   CostOptions cost{};
 };
 
-/// The decode step as the cost model sees it: B, s_q, L_s and the mean suffix length (rounded to
-/// the nearest token).
-template <mla_element T>
-DecodeStep decode_step(const MlaDecodeInputs<T>& in) {
-  std::int64_t total = 0;
-  for (const std::int32_t len : in.suffix.seqlens) total += len;
-  const std::int64_t mean = in.batch > 0 ? (2 * total + in.batch) / (2 * in.batch) : 0;
-  return {in.batch, in.s_q, in.prefix_len, mean};
-}
-
 namespace detail {
 
 template <prefix_element P, mla_element T>
@@ -86,10 +76,9 @@ void validate_prefix(const char* fn, const MlaModel<T>& model, const MlaDecodeIn
     amla::detail::throw_invalid(fn, "prefix.len", std::to_string(prefix.len),
                                 "must equal inputs.prefix_len = " + std::to_string(in.prefix_len));
   }
-  const MlaDims& d = model.dims;
-  const std::size_t rows = static_cast<std::size_t>(prefix.len) * d.heads;
-  check_elems(fn, "prefix.k", prefix.k, rows * d.d_qk(), "[len, H, D_n + D_r]");
-  check_elems(fn, "prefix.v", prefix.v, rows * d.d_v, "[len, H, D_v]");
+  const DecodeShape shape = prefix_kv_shape(model.dims, prefix.len);
+  amla::detail::check_span(fn, "prefix.k", prefix.k, shape.kv_elems(), "[len, H, D_n + D_r]");
+  amla::detail::check_span(fn, "prefix.v", prefix.v, shape.v_elems(), "[len, H, D_v]");
 }
 
 inline void validate_typhoon_options(const char* fn, const TyphoonOptions& o) {
@@ -111,7 +100,7 @@ Partial<S> typhoon_prefix_stage(const MlaModel<T>& model, const MlaDecodeInputs<
                                 double scale) {
   const MlaDims& d = model.dims;
   constexpr bool round = std::is_same_v<S, float>;
-  Partial<S> res(in.batch, in.s_q, d.heads, d.d_v);
+  Partial<S> res(io_shape(d, in.batch, in.s_q));
   const int rows = in.batch * in.s_q;
   std::vector<int> visible(static_cast<std::size_t>(rows));
   for (int b = 0; b < in.batch; ++b) {
@@ -125,12 +114,11 @@ Partial<S> typhoon_prefix_stage(const MlaModel<T>& model, const MlaDecodeInputs<
       static_cast<std::size_t>(d.heads), amla::detail::resolve_threads(opt.threads),
       [&](std::size_t task) {
         const int h = static_cast<int>(task);
+        const DecodeShape shape = prefix_kv_shape(d, prefix.len);
         Mat<S> k(prefix.len, d.d_qk()), v(prefix.len, d.d_v);
         for (int s = 0; s < prefix.len; ++s) {
-          const std::size_t row =
-              static_cast<std::size_t>(s) * d.heads + static_cast<std::size_t>(h);
-          const P* ks = prefix.k.data() + row * d.d_qk();
-          const P* vs = prefix.v.data() + row * d.d_v;
+          const P* ks = prefix.k.data() + shape.slot_index(0, s, h) * shape.d_qk;
+          const P* vs = prefix.v.data() + shape.slot_index(0, s, h) * shape.d_v;
           for (int c = 0; c < d.d_qk(); ++c) k(s, c) = element_as<S>(ks[c], round);
           for (int c = 0; c < d.d_v; ++c) v(s, c) = element_as<S>(vs[c], round);
         }
@@ -140,9 +128,7 @@ Partial<S> typhoon_prefix_stage(const MlaModel<T>& model, const MlaDecodeInputs<
             gather_query<S>(d, in, b, t, h, round, q.row(b * in.s_q + t).data());
           }
         }
-        // A prefix stored as float or bf16 holds float values: golden needs no pairs for it.
-        constexpr bool exact = !std::is_same_v<P, double>;
-        KeyValues<S> kv(prefix.len, d.d_qk(), d.d_v, exact, exact);
+        KeyValues<S> kv(prefix.len, d.d_qk(), d.d_v);
         kv.set_rows(0, k, v);
         DenseResult<S> r = kv.attend(q, prefix.len, visible, scale, opt.kv_block);
         store_rounded<S>(r.out);  // stage 1's output as its kernel writes it
@@ -167,7 +153,7 @@ Partial<S> typhoon_mixed(const MlaModel<T>& model, const MlaDecodeInputs<T>& in,
   // The split-KV combine, one head at a time over its B * s_q rows.
   const MlaDims& d = model.dims;
   const int rows = in.batch * in.s_q;
-  Partial<S> res(in.batch, in.s_q, d.heads, d.d_v);
+  Partial<S> res(io_shape(d, in.batch, in.s_q));
   std::vector<attention::SplitPartial<S>> parts(2);
   for (auto& part : parts) {
     part.out.resize(rows, d.d_v);
@@ -179,7 +165,7 @@ Partial<S> typhoon_mixed(const MlaModel<T>& model, const MlaDecodeInputs<T>& in,
     for (int b = 0; b < in.batch; ++b) {
       for (int t = 0; t < in.s_q; ++t) {
         const int r = b * in.s_q + t;
-        const std::size_t o = res.out_offset(b, t, h), l = res.lse_offset(b, t, h);
+        const std::size_t o = res.shape.out_offset(b, t, h), l = res.shape.lse_offset(b, t, h);
         for (int c = 0; c < d.d_v; ++c) {
           parts[0].out(r, c) = naive.out[o + static_cast<std::size_t>(c)];
           parts[1].out(r, c) = absorb.out[o + static_cast<std::size_t>(c)];
@@ -213,7 +199,8 @@ bool typhoon_runs_mixed(const MlaModel<T>& model, const MlaDecodeInputs<T>& inpu
     case typhoon_plan::automatic:
       break;
   }
-  return typhoon_choice(model.dims, decode_step(inputs), typhoon.hw, typhoon.cost).mixed;
+  return typhoon_choice(model.dims, decode_step(model.dims, inputs), typhoon.hw, typhoon.cost)
+      .mixed;
 }
 
 /// TyphoonMLA decode (see the file comment): `prefix` is the decompressed shared prefix
@@ -228,20 +215,15 @@ MlaResult typhoon_decode(const MlaModel<T>& model, const MlaDecodeInputs<T>& inp
   const double scale = detail::validate_decode(fn, model, inputs, options);
   detail::validate_prefix(fn, model, inputs, prefix);
   detail::validate_typhoon_options(fn, typhoon);
-  const bool mixed = typhoon_runs_mixed(model, inputs, typhoon);
-  const bool f64 = options.mode == numerics::float64;
-  const bool round_out = !f64 && options.round_output_bf16;
-  if (!mixed) {
-    const auto keys = detail::absorb_keys::prefix_and_suffix;
-    return f64 ? detail::absorb_run<double>(model, inputs, options, scale, keys)
-                     .finish(formulation::absorb, false)
-               : detail::absorb_run<float>(model, inputs, options, scale, keys)
-                     .finish(formulation::absorb, round_out);
+  if (!typhoon_runs_mixed(model, inputs, typhoon)) {
+    return detail::run_in_mode(options, formulation::absorb, [&](auto s) {
+      return detail::absorb_run<decltype(s)>(model, inputs, options, scale,
+                                             detail::absorb_keys::prefix_and_suffix);
+    });
   }
-  return f64 ? detail::typhoon_mixed<double>(model, inputs, prefix, options, scale)
-                   .finish(formulation::typhoon, false)
-             : detail::typhoon_mixed<float>(model, inputs, prefix, options, scale)
-                   .finish(formulation::typhoon, round_out);
+  return detail::run_in_mode(options, formulation::typhoon, [&](auto s) {
+    return detail::typhoon_mixed<decltype(s)>(model, inputs, prefix, options, scale);
+  });
 }
 
 /// TyphoonMLA decode with an owned decompressed prefix.

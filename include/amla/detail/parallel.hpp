@@ -1,4 +1,4 @@
-// amla/attention/detail/parallel.hpp: a minimal parallel-for over std::thread.
+// amla/detail/parallel.hpp: a minimal parallel-for over std::thread.
 //
 // The attention drivers split work into independent tasks (head groups, row chunks, key ranges
 // for gathering) whose decomposition never depends on the thread count, so results are the same

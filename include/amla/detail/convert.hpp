@@ -1,4 +1,4 @@
-// amla/attention/detail/convert.hpp: element conversions the attention drivers need.
+// amla/detail/convert.hpp: element conversions the attention drivers and MLA formulations need.
 #pragma once
 
 #include <cmath>
