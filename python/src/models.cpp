@@ -108,7 +108,7 @@ mla::Hardware hardware_preset(const char* fn, const std::string& name) {
 
 nb::dict mla_cost(const std::string& formulation, const std::string& model,
                   const std::string& hardware, std::int64_t batch, std::int64_t s_q,
-                  std::int64_t shared_len, std::int64_t suffix_len, double bytes_per_element,
+                  std::int64_t prefix_len, std::int64_t suffix_len, double bytes_per_element,
                   bool include_combine) {
   const char* fn = "amla.mla.cost";
   mla::formulation f = mla::formulation::naive;
@@ -123,7 +123,7 @@ nb::dict mla_cost(const std::string& formulation, const std::string& model,
   }
   const mla::MlaDims dims = model_preset(fn, model);
   const mla::Hardware hw = hardware_preset(fn, hardware);
-  const mla::DecodeStep step{batch, s_q, shared_len, suffix_len};
+  const mla::DecodeStep step{batch, s_q, prefix_len, suffix_len};
   mla::validate(step);
   mla::CostOptions opts;
   opts.bytes_per_element = bytes_per_element;
@@ -160,7 +160,7 @@ void bind_models(nb::module_& m) {
         nb::arg("h_q"), nb::arg("d_qk"), nb::arg("d_v"), nb::arg("causal"), nb::arg("kv_block"),
         nb::arg("variant"), nb::arg("schedule"), nb::arg("max_rows_per_task"));
   m.def("_mla_cost", &mla_cost, nb::arg("formulation"), nb::arg("model"), nb::arg("hardware"),
-        nb::arg("batch"), nb::arg("s_q"), nb::arg("shared_len"), nb::arg("suffix_len"),
+        nb::arg("batch"), nb::arg("s_q"), nb::arg("prefix_len"), nb::arg("suffix_len"),
         nb::arg("bytes_per_element"), nb::arg("include_combine"));
 }
 

@@ -33,14 +33,14 @@ def test_sim_varlen_batch_and_theorem_b1():
 
 @pytest.mark.parametrize("f", amla.mla.FORMULATIONS)
 def test_mla_cost(f):
-    r = amla.mla.cost(f, batch=64, shared_len=4096, suffix_len=512)
+    r = amla.mla.cost(f, batch=64, prefix_len=4096, suffix_len=512)
     assert r["formulation"] == f and r["time_s"] > 0
     assert r["time_s"] == pytest.approx(sum(k["time_s"] for k in r["kernels"]))
     assert len(r["kernels"]) == (3 if f == "typhoon" else 1)
 
 
 def test_typhoon_threshold_on_its_npu():
-    r = amla.mla.cost("typhoon", hardware="typhoon_npu", batch=128, shared_len=8192,
+    r = amla.mla.cost("typhoon", hardware="typhoon_npu", batch=128, prefix_len=8192,
                       suffix_len=256)
     assert r["typhoon_threshold"] == pytest.approx(61.4, abs=0.1)
     assert r["typhoon_mixed"]
