@@ -1,5 +1,5 @@
-// Shared helpers of the seesaw and transposed tests: BF16-exact random head groups, end-aligned
-// causal visibility, and error norms.
+// Shared helpers of the recurrence tests: BF16-exact random head groups, end-aligned causal
+// visibility, error norms and the paged sweep.
 #pragma once
 
 #include <Eigen/Core>
@@ -76,8 +76,9 @@ double max_row_relative_error(const Eigen::MatrixBase<DA>& a, const Eigen::Matri
 using amla_test::max_lse_error;
 using amla_test::rel_frobenius;
 
-/// The paged sweep of issue 3 (h_q, s_q, causal, page sizes, lengths 0, 1 and not multiples of
-/// the page or block size, both V layouts), calling check(problem, options, description) for each.
+/// The paged sweep (h_q, s_q, causal, page sizes, block sizes from 1 to 512, lengths 0, 1 and not
+/// multiples of the page or block size, both V layouts), calling check(problem, options, block)
+/// for each.
 template <class Check>
 void for_each_paged_case(Check&& check) {
   struct Case {
@@ -88,7 +89,8 @@ void for_each_paged_case(Check&& check) {
       {1, 1, 1, 1, 64, {0, 1, 37}},     {3, 1, 2, 16, 7, {1, 130, 16}},
       {16, 1, 4, 64, 64, {65, 3, 200}}, {16, 4, 2, 128, 32, {300, 0}},
       {64, 1, 1, 16, 64, {129}},        {128, 1, 2, 64, 64, {200}},
-      {6, 3, 4, 1, 1, {5, 2}},
+      {6, 3, 4, 1, 1, {5, 2}},          {16, 4, 2, 128, 512, {700, 0}},
+      {128, 1, 2, 64, 512, {600}},
   };
   for (const auto& c : cases) {
     for (const bool causal : {false, true}) {
