@@ -11,11 +11,13 @@
 
 #include "amla/attention/golden.hpp"
 #include "amla/attention/problem_builder.hpp"
+#include "attention/variant_test_util.hpp"
 
 using amla::bf16;
 using amla::MatrixD;
 using amla::MatrixF;
 using namespace amla::attention;
+namespace vt = amla_test::variants;
 
 namespace {
 
@@ -110,38 +112,22 @@ TEST_CASE("golden matches a hand-computed two-key case", "[golden]") {
 }
 
 TEST_CASE("golden agrees with a long-double attention over the shape sweep", "[golden]") {
-  struct Case {
-    int h_q, h_kv, s_q, page;
-    std::vector<int> lens;
-  };
-  const std::vector<Case> cases = {
-      {1, 1, 1, 1, {0, 1, 37}},  {3, 1, 2, 16, {1, 130, 16}}, {16, 1, 4, 64, {65, 3}},
-      {16, 4, 2, 128, {200, 0}}, {64, 1, 1, 16, {33}},        {128, 1, 2, 64, {70}},
-      {6, 3, 4, 1, {5, 2}},
+  const std::vector<vt::PagedCase> cases = {
+      {1, 1, 1, 1, 0, {0, 1, 37}},  {3, 1, 2, 16, 0, {1, 130, 16}}, {16, 1, 4, 64, 0, {65, 3}},
+      {16, 4, 2, 128, 0, {200, 0}}, {64, 1, 1, 16, 0, {33}},        {128, 1, 2, 64, 0, {70}},
+      {6, 3, 4, 1, 0, {5, 2}},
   };
   for (const auto& c : cases) {
-    for (const bool causal : {false, true}) {
-      for (const bool separate_v : {false, true}) {
-        const auto p = ProblemBuilder()
-                           .heads(c.h_q, c.h_kv)
-                           .s_q(c.s_q)
-                           .dims(24, 16)
-                           .page_size(c.page)
-                           .seqlens(c.lens)
-                           .separate_v(separate_v)
-                           .seed(static_cast<std::uint64_t>(c.h_q * 100 + c.page))
-                           .build<bf16>();
-        DecodeOptions o;
-        o.causal = causal;
-        o.softmax_scale = causal ? 0.3f : std::optional<float>{};
-        CAPTURE(c.h_q, c.h_kv, c.s_q, c.page, causal, separate_v);
-        const auto got = golden_decode(p.inputs(), o);
-        const auto want = naive_attention(p, o);
-        CHECK(rel_frobenius(got.out, want.out) < 1e-13);
-        check_lse(got.lse, want.lse, 1e-13);
-        for (const double x : got.out) REQUIRE(std::isfinite(x));  // poisoned pages unread
-      }
-    }
+    vt::for_each_layout(c, 24, 16, static_cast<std::uint64_t>(c.h_q * 100 + c.page),
+                        [&](const auto& p, DecodeOptions o) {
+                          o.softmax_scale = o.causal ? 0.3f : std::optional<float>{};
+                          CAPTURE(c.h_q, c.h_kv, c.s_q, c.page, o.causal, p.v_in_kv());
+                          const auto got = golden_decode(p.inputs(), o);
+                          const auto want = naive_attention(p, o);
+                          CHECK(rel_frobenius(got.out, want.out) < 1e-13);
+                          check_lse(got.lse, want.lse, 1e-13);
+                          for (const double x : got.out) REQUIRE(std::isfinite(x));  // unread pages
+                        });
   }
 }
 
@@ -183,22 +169,9 @@ TEST_CASE("paging does not change golden's result", "[golden]") {
 }
 
 TEST_CASE("golden: float and bf16 storage of the same values agree bit for bit", "[golden]") {
-  const auto b = ProblemBuilder()
-                     .heads(4, 1)
-                     .dims(16, 16)
-                     .page_size(16)
-                     .seqlens({40})
-                     .separate_v()
-                     .seed(4)
-                     .build<bf16>();
-  const auto f = ProblemBuilder()
-                     .heads(4, 1)
-                     .dims(16, 16)
-                     .page_size(16)
-                     .seqlens({40})
-                     .separate_v()
-                     .seed(4)
-                     .build<float>();
+  auto pb = ProblemBuilder().heads(4, 1).dims(16, 16).page_size(16).seqlens({40}).separate_v();
+  const auto b = pb.seed(4).build<bf16>();
+  const auto f = pb.build<float>();  // the same values stored as float
   const auto rb = golden_decode(b.inputs());
   const auto rf = golden_decode(f.inputs());
   CHECK(rb.out == rf.out);

@@ -192,6 +192,7 @@ TEMPLATE_TEST_CASE("paged: seqlen 0 and fully masked causal rows give out 0 and 
         for (int t = 0; t < 4; ++t) {
           CHECK(r.lse_at(1, t, h) == -finf);
           for (int d = 0; d < 8; ++d) CHECK(r.out_row(1, t, h)[d] == 0.0f);
+          if (t > 0) CHECK(std::isfinite(r.lse_at(0, t, h)));  // tokens 1-3 see 1-3 keys
         }
         // One visible key: out is that value (P = 1, l = 1), exactly for Base and split-KV. The
         // base-2 schedules round m = max * c, so their p can be 2^(tiny > 0), one ulp above 1,

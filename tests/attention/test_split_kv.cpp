@@ -12,12 +12,14 @@
 #include "amla/attention/online_softmax.hpp"
 #include "amla/attention/problem_builder.hpp"
 #include "amla/attention/split_kv.hpp"
+#include "attention/variant_test_util.hpp"
 #include "error_norms.hpp"
 
 using amla::bf16;
 using amla::MatrixD;
 using amla::MatrixF;
 using namespace amla::attention;
+namespace vt = amla_test::variants;
 
 namespace {
 
@@ -136,49 +138,36 @@ TEST_CASE("one split is Base bit for bit; empty splits change nothing", "[split_
 
 TEST_CASE("split-KV against golden over the shape sweep", "[split_kv]") {
   struct Case {
-    int h_q, h_kv, s_q, page, block, n_splits;
-    std::vector<int> lens;
+    vt::PagedCase paged;
+    int n_splits;
   };
   const std::vector<Case> cases = {
-      {1, 1, 1, 1, 64, 3, {0, 1, 200}}, {3, 1, 2, 16, 16, 4, {130, 16}},
-      {16, 4, 4, 64, 64, 2, {65, 300}}, {64, 1, 1, 128, 64, 8, {1000}},
-      {128, 1, 2, 64, 64, 5, {333}},
+      {{1, 1, 1, 1, 64, {0, 1, 200}}, 3}, {{3, 1, 2, 16, 16, {130, 16}}, 4},
+      {{16, 4, 4, 64, 64, {65, 300}}, 2}, {{64, 1, 1, 128, 64, {1000}}, 8},
+      {{128, 1, 2, 64, 64, {333}}, 5},
   };
-  for (const auto& c : cases) {
-    for (const bool causal : {false, true}) {
-      for (const bool separate_v : {false, true}) {
-        const auto p = ProblemBuilder()
-                           .heads(c.h_q, c.h_kv)
-                           .s_q(c.s_q)
-                           .dims(48, 32)
-                           .page_size(c.page)
-                           .seqlens(c.lens)
-                           .separate_v(separate_v)
-                           .seed(static_cast<std::uint64_t>(c.h_q + c.n_splits))
-                           .build<bf16>();
-        DecodeOptions o;
-        o.causal = causal;
-        CAPTURE(c.h_q, c.h_kv, c.s_q, c.page, c.block, c.n_splits, causal, separate_v);
-        const auto want = golden_decode(p.inputs(), o);
-        const auto f32 =
-            split_kv_decode(p.inputs(), o, splits(c.n_splits, precision::float32, c.block));
-        const auto b16 =
-            split_kv_decode(p.inputs(), o, splits(c.n_splits, precision::bf16, c.block));
-        const double e32 = rel_frobenius(f32.out, want.out);
-        const double e16 = rel_frobenius(b16.out, want.out);
-        CHECK(e32 <= 1e-5);
-        CHECK(e16 <= 1e-2);
-        for (std::size_t i = 0; i < want.lse.size(); ++i) {
-          if (std::isinf(want.lse[i])) {
-            CHECK(f32.lse[i] == -finf);
-            CHECK(b16.lse[i] == -finf);
-          } else {
-            CHECK(std::abs(f32.lse[i] - want.lse[i]) <= 1e-5 * (1 + std::abs(want.lse[i])));
+  for (const auto& [c, n_splits] : cases) {
+    vt::for_each_layout(
+        c, 48, 32, static_cast<std::uint64_t>(c.h_q + n_splits),
+        [&, &c = c, n = n_splits](const auto& p, const DecodeOptions& o) {
+          CAPTURE(c.h_q, c.h_kv, c.s_q, c.page, c.block, n, o.causal, p.v_in_kv());
+          const auto want = golden_decode(p.inputs(), o);
+          const auto f32 = split_kv_decode(p.inputs(), o, splits(n, precision::float32, c.block));
+          const auto b16 = split_kv_decode(p.inputs(), o, splits(n, precision::bf16, c.block));
+          const double e32 = rel_frobenius(f32.out, want.out);
+          const double e16 = rel_frobenius(b16.out, want.out);
+          CHECK(e32 <= 1e-5);
+          CHECK(e16 <= 1e-2);
+          for (std::size_t i = 0; i < want.lse.size(); ++i) {
+            if (std::isinf(want.lse[i])) {
+              CHECK(f32.lse[i] == -finf);
+              CHECK(b16.lse[i] == -finf);
+            } else {
+              CHECK(std::abs(f32.lse[i] - want.lse[i]) <= 1e-5 * (1 + std::abs(want.lse[i])));
+            }
           }
-        }
-        for (const float x : b16.out) REQUIRE(std::isfinite(x));
-      }
-    }
+          for (const float x : b16.out) REQUIRE(std::isfinite(x));
+        });
   }
 }
 

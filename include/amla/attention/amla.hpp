@@ -393,31 +393,6 @@ inline void amla_core(const HeadGroup& g, Eigen::Ref<MatrixF> o, std::span<float
 
 }  // namespace detail
 
-/// AMLA attention of one head group (attention/head_group.hpp) into caller buffers: out
-/// [rows, d_v], lse [rows] (natural log). Returns the rescale report. In bf16 mode the operands
-/// are rounded to BF16 first. Throws amla::invalid_argument on bad options, inconsistent shapes, a
-/// bad visible count or scale.
-inline AmlaReport amla_attention(const HeadGroup& g, const AmlaOptions& options,
-                                 Eigen::Ref<MatrixF> out, std::span<float> lse) {
-  constexpr const char* fn = "amla_attention";
-  validate_head_group(fn, g, out.rows(), out.cols(), lse.size());
-  validate_recurrence_options(fn, "options", options);
-  detail::amla_validate_options(fn, "options", options);
-  // Keys past every row's window are not copied (they are never read and need not be finite).
-  const detail::MatrixUnitOperands ops(g, options.mode);
-  AmlaReport report;
-  detail::amla_core(ops.group(), out, lse, options, report);
-  return report;
-}
-
-/// AMLA attention of one head group, into owned outputs.
-inline AmlaResult amla_attention(const HeadGroup& g, const AmlaOptions& options = {}) {
-  return detail::owned_result<float, AmlaReport>(
-      g, [&](Eigen::Ref<MatrixF> out, std::span<float> lse) {
-        return amla_attention(g, options, out, lse);
-      });
-}
-
 namespace detail {
 
 /// AMLA as the decode entry point sees it (detail/recurrence.hpp): located violations carry their
@@ -456,6 +431,29 @@ struct AmlaRecurrence : Recurrence<AmlaOptions, nullptr, float, AmlaReport> {
 };
 
 }  // namespace detail
+
+/// AMLA attention of one head group (attention/head_group.hpp) into caller buffers: out
+/// [rows, d_v], lse [rows] (natural log). Returns the rescale report. In bf16 mode the operands
+/// are rounded to BF16 first. Throws amla::invalid_argument on bad options, inconsistent shapes, a
+/// bad visible count or scale.
+inline AmlaReport amla_attention(const HeadGroup& g, const AmlaOptions& options,
+                                 Eigen::Ref<MatrixF> out, std::span<float> lse) {
+  return detail::run_dense<detail::AmlaRecurrence>(
+      "amla_attention", g, options, out.rows(), out.cols(), lse.size(),
+      [&](const HeadGroup& operands) {
+        AmlaReport report;
+        detail::amla_core(operands, out, lse, options, report);
+        return report;
+      });
+}
+
+/// AMLA attention of one head group, into owned outputs.
+inline AmlaResult amla_attention(const HeadGroup& g, const AmlaOptions& options = {}) {
+  return detail::owned_result<float, AmlaReport>(
+      g, [&](Eigen::Ref<MatrixF> out, std::span<float> lse) {
+        return amla_attention(g, options, out, lse);
+      });
+}
 
 /// Owned float outputs of amla_decode (a DecodeResult) and the report.
 using AmlaDecodeResult = ReportedDecodeResult<float, AmlaReport>;

@@ -138,6 +138,12 @@ inline void base_core(const HeadGroup& g, const BaseOptions& options, Eigen::Ref
   }
 }
 
+/// Base as the decode entry point sees it (detail/recurrence.hpp).
+struct BaseRecurrence : Recurrence<BaseOptions, base_core> {
+  static constexpr const char* decode_name = "base_decode";
+  static constexpr const char* options_name = "base";
+};
+
 }  // namespace detail
 
 /// Base attention of one head group into caller buffers: out [rows, d_v], lse [rows]. In bf16
@@ -145,11 +151,9 @@ inline void base_core(const HeadGroup& g, const BaseOptions& options, Eigen::Ref
 /// shapes, a bad visible count or scale, an unknown mode, or block_size < 1.
 inline void base_attention(const HeadGroup& g, const BaseOptions& options, Eigen::Ref<MatrixF> out,
                            std::span<float> lse) {
-  constexpr const char* fn = "base_attention";
-  validate_head_group(fn, g, out.rows(), out.cols(), lse.size());
-  validate_recurrence_options(fn, "options", options);
-  const detail::MatrixUnitOperands ops(g, options.mode);
-  detail::base_core(ops.group(), options, out, lse);
+  detail::run_dense<detail::BaseRecurrence>(
+      "base_attention", g, options, out.rows(), out.cols(), lse.size(),
+      [&](const HeadGroup& operands) { detail::base_core(operands, options, out, lse); });
 }
 
 namespace detail {
@@ -176,16 +180,6 @@ inline BaseResult base_attention(const HeadGroup& g, const BaseOptions& options 
     base_attention(g, options, out, lse);
   });
 }
-
-namespace detail {
-
-/// Base as the decode entry point sees it (detail/recurrence.hpp).
-struct BaseRecurrence : Recurrence<BaseOptions, base_core> {
-  static constexpr const char* decode_name = "base_decode";
-  static constexpr const char* options_name = "base";
-};
-
-}  // namespace detail
 
 /// Base attention over a paged decode problem: base_decode(inputs, options, outputs, base = {})
 /// into caller buffers, or base_decode(inputs, options = {}, base = {}) into an owned

@@ -315,36 +315,7 @@ inline void seesaw_core(const HeadGroup& g, const SeesawOptions& options, Eigen:
   }
 }
 
-}  // namespace detail
-
-/// Runs the seesaw schedule on one head group into caller buffers: out [rows, d_v], lse [rows]
-/// (natural log). In bf16 mode the operands are rounded to BF16 first. Calls `observe` (when set)
-/// after step 0 and after each of steps 1-11 of every pair of blocks. Throws
-/// amla::invalid_argument on inconsistent shapes, a bad visible count or scale, an unknown mode,
-/// or block_size < 1.
-inline void seesaw_attention(const HeadGroup& g, const SeesawOptions& options,
-                             Eigen::Ref<MatrixF> out, std::span<float> lse,
-                             const SeesawObserver& observe = {}) {
-  constexpr const char* fn = "seesaw_attention";
-  validate_head_group(fn, g, out.rows(), out.cols(), lse.size());
-  validate_recurrence_options(fn, "options", options);
-  const detail::MatrixUnitOperands ops(g, options.mode);
-  detail::seesaw_core(ops.group(), options, out, lse, observe);
-}
-
-/// Owned outputs of one head group.
-using SeesawResult = AttentionResult<float>;
-
-/// The seesaw schedule over one head group, into owned outputs.
-inline SeesawResult seesaw_attention(const HeadGroup& g, const SeesawOptions& options = {},
-                                     const SeesawObserver& observe = {}) {
-  return detail::owned_result<float>(g, [&](Eigen::Ref<MatrixF> out, std::span<float> lse) {
-    seesaw_attention(g, options, out, lse, observe);
-  });
-}
-
-namespace detail {
-
+/// The seesaw schedule without an observer (the decode entry point's core).
 inline void seesaw_unobserved(const HeadGroup& g, const SeesawOptions& options,
                               Eigen::Ref<MatrixF> out, std::span<float> lse) {
   seesaw_core(g, options, out, lse, {});
@@ -357,6 +328,32 @@ struct SeesawRecurrence : Recurrence<SeesawOptions, seesaw_unobserved> {
 };
 
 }  // namespace detail
+
+/// Runs the seesaw schedule on one head group into caller buffers: out [rows, d_v], lse [rows]
+/// (natural log). In bf16 mode the operands are rounded to BF16 first. Calls `observe` (when set)
+/// after step 0 and after each of steps 1-11 of every pair of blocks. Throws
+/// amla::invalid_argument on inconsistent shapes, a bad visible count or scale, an unknown mode,
+/// or block_size < 1.
+inline void seesaw_attention(const HeadGroup& g, const SeesawOptions& options,
+                             Eigen::Ref<MatrixF> out, std::span<float> lse,
+                             const SeesawObserver& observe = {}) {
+  detail::run_dense<detail::SeesawRecurrence>(
+      "seesaw_attention", g, options, out.rows(), out.cols(), lse.size(),
+      [&](const HeadGroup& operands) {
+        detail::seesaw_core(operands, options, out, lse, observe);
+      });
+}
+
+/// Owned outputs of one head group.
+using SeesawResult = AttentionResult<float>;
+
+/// The seesaw schedule over one head group, into owned outputs.
+inline SeesawResult seesaw_attention(const HeadGroup& g, const SeesawOptions& options = {},
+                                     const SeesawObserver& observe = {}) {
+  return detail::owned_result<float>(g, [&](Eigen::Ref<MatrixF> out, std::span<float> lse) {
+    seesaw_attention(g, options, out, lse, observe);
+  });
+}
 
 /// The seesaw schedule over a paged decode problem: seesaw_decode(inputs, options, outputs,
 /// seesaw = {}) into caller buffers, or seesaw_decode(inputs, options = {}, seesaw = {}) into an

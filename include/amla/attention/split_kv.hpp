@@ -175,38 +175,6 @@ inline void split_kv_core(const HeadGroup& g, const SplitKvOptions& options,
   combine_splits<float>(split_kv_partials_core(g, options), out, lse);
 }
 
-}  // namespace detail
-
-/// Every split's partial result for one head group (Base inside each split; in bf16 mode the
-/// operands are rounded to BF16 first).
-inline std::vector<SplitPartial<float>> split_kv_partials(const HeadGroup& g,
-                                                          const SplitKvOptions& options) {
-  constexpr const char* fn = "split_kv_partials";
-  validate_head_group(fn, g, g.rows(), g.d_v(), static_cast<std::size_t>(g.rows()));
-  detail::validate_split_kv_options(fn, "options", options);
-  const detail::MatrixUnitOperands ops(g, options.split.mode);
-  return detail::split_kv_partials_core(ops.group(), options);
-}
-
-/// Split-KV attention of one head group into out [rows, d_v] and lse [rows].
-inline void split_kv_attention(const HeadGroup& g, const SplitKvOptions& options,
-                               Eigen::Ref<MatrixF> out, std::span<float> lse) {
-  constexpr const char* fn = "split_kv_attention";
-  validate_head_group(fn, g, out.rows(), out.cols(), lse.size());
-  detail::validate_split_kv_options(fn, "options", options);
-  const detail::MatrixUnitOperands ops(g, options.split.mode);
-  detail::split_kv_core(ops.group(), options, out, lse);
-}
-
-/// Split-KV attention of one head group, into owned outputs.
-inline BaseResult split_kv_attention(const HeadGroup& g, const SplitKvOptions& options = {}) {
-  return detail::owned_result<float>(g, [&](Eigen::Ref<MatrixF> out, std::span<float> lse) {
-    split_kv_attention(g, options, out, lse);
-  });
-}
-
-namespace detail {
-
 /// Split-KV as the decode entry point sees it (detail/recurrence.hpp).
 struct SplitKvRecurrence : Recurrence<SplitKvOptions, split_kv_core> {
   static constexpr const char* decode_name = "split_kv_decode";
@@ -218,6 +186,30 @@ struct SplitKvRecurrence : Recurrence<SplitKvOptions, split_kv_core> {
 };
 
 }  // namespace detail
+
+/// Every split's partial result for one head group (Base inside each split; in bf16 mode the
+/// operands are rounded to BF16 first).
+inline std::vector<SplitPartial<float>> split_kv_partials(const HeadGroup& g,
+                                                          const SplitKvOptions& options) {
+  return detail::run_dense<detail::SplitKvRecurrence>(
+      "split_kv_partials", g, options, g.rows(), g.d_v(), static_cast<std::size_t>(g.rows()),
+      [&](const HeadGroup& operands) { return detail::split_kv_partials_core(operands, options); });
+}
+
+/// Split-KV attention of one head group into out [rows, d_v] and lse [rows].
+inline void split_kv_attention(const HeadGroup& g, const SplitKvOptions& options,
+                               Eigen::Ref<MatrixF> out, std::span<float> lse) {
+  detail::run_dense<detail::SplitKvRecurrence>(
+      "split_kv_attention", g, options, out.rows(), out.cols(), lse.size(),
+      [&](const HeadGroup& operands) { detail::split_kv_core(operands, options, out, lse); });
+}
+
+/// Split-KV attention of one head group, into owned outputs.
+inline BaseResult split_kv_attention(const HeadGroup& g, const SplitKvOptions& options = {}) {
+  return detail::owned_result<float>(g, [&](Eigen::Ref<MatrixF> out, std::span<float> lse) {
+    split_kv_attention(g, options, out, lse);
+  });
+}
 
 /// Split-KV attention over a paged decode problem: split_kv_decode(inputs, options, outputs,
 /// split = {}) into caller buffers, or split_kv_decode(inputs, options = {}, split = {}) into an

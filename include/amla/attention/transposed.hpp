@@ -145,6 +145,15 @@ inline void transposed_core(const HeadGroup& g, const TransposedOptions& options
   }
 }
 
+/// The transposed recurrence as the decode entry point sees it (detail/recurrence.hpp).
+struct TransposedRecurrence : Recurrence<TransposedOptions, transposed_core> {
+  static constexpr const char* decode_name = "transposed_decode";
+  static constexpr const char* options_name = "transposed";
+  static void validate(const char* fn, std::string_view prefix, const TransposedOptions& o) {
+    validate_transposed_options(fn, prefix, o);
+  }
+};
+
 }  // namespace detail
 
 /// Runs the transposed recurrence on one head group into caller buffers: out [rows, d_v] and
@@ -153,11 +162,9 @@ inline void transposed_core(const HeadGroup& g, const TransposedOptions& options
 /// or block order, or block_size < 1.
 inline void transposed_attention(const HeadGroup& g, const TransposedOptions& options,
                                  Eigen::Ref<MatrixF> out, std::span<float> lse) {
-  constexpr const char* fn = "transposed_attention";
-  validate_head_group(fn, g, out.rows(), out.cols(), lse.size());
-  detail::validate_transposed_options(fn, "options", options);
-  const detail::MatrixUnitOperands ops(g, options.mode);
-  detail::transposed_core(ops.group(), options, out, lse);
+  detail::run_dense<detail::TransposedRecurrence>(
+      "transposed_attention", g, options, out.rows(), out.cols(), lse.size(),
+      [&](const HeadGroup& operands) { detail::transposed_core(operands, options, out, lse); });
 }
 
 /// Owned outputs of one head group.
@@ -170,19 +177,6 @@ inline TransposedResult transposed_attention(const HeadGroup& g,
     transposed_attention(g, options, out, lse);
   });
 }
-
-namespace detail {
-
-/// The transposed recurrence as the decode entry point sees it (detail/recurrence.hpp).
-struct TransposedRecurrence : Recurrence<TransposedOptions, transposed_core> {
-  static constexpr const char* decode_name = "transposed_decode";
-  static constexpr const char* options_name = "transposed";
-  static void validate(const char* fn, std::string_view prefix, const TransposedOptions& o) {
-    validate_transposed_options(fn, prefix, o);
-  }
-};
-
-}  // namespace detail
 
 /// The transposed recurrence over a paged decode problem: transposed_decode(inputs, options,
 /// outputs, transposed = {}) into caller buffers, or transposed_decode(inputs, options = {},

@@ -36,14 +36,14 @@ inline float scale_log2(float scale) {
   return static_cast<float>(static_cast<double>(scale) * std::numbers::log2e);
 }
 
-/// The operands of a head group as the matrix unit sees them in `mode`: in precision::bf16
+/// The operands of a head group as the matrix unit sees them: with operand_gather::round_bf16
 /// rounded copies of Q and of the keys and values some row sees, otherwise the caller's memory.
 /// Keys past every row's window are left out either way (they are never read and need not be
 /// finite). group() is the head group a recurrence's core runs on.
 class MatrixUnitOperands {
  public:
-  MatrixUnitOperands(const HeadGroup& g, precision mode)
-      : round_(mode == precision::bf16),
+  MatrixUnitOperands(const HeadGroup& g, operand_gather gather)
+      : round_(gather == operand_gather::round_bf16),
         n_(max_visible_keys(g)),
         q_own_(round_ ? rounded_bf16(g.q) : MatrixF()),
         k_own_(round_ ? rounded_bf16(g.k.topRows(n_)) : MatrixF()),
@@ -62,6 +62,19 @@ class MatrixUnitOperands {
   MatrixF q_own_, k_own_, v_own_;
   HeadGroup group_;
 };
+
+/// The dense entry point of recurrence R (named `fn`): validates the head group, the shapes of
+/// the outputs and the options (named "options"), then runs `core` on the group's operands as the
+/// matrix unit sees them and returns what it returns.
+template <class R, class Core>
+decltype(auto) run_dense(const char* fn, const HeadGroup& g, const typename R::Options& options,
+                         Eigen::Index out_rows, Eigen::Index out_cols, std::size_t lse_size,
+                         Core&& core) {
+  validate_head_group(fn, g, out_rows, out_cols, lse_size);
+  R::validate(fn, "options", options);
+  const MatrixUnitOperands ops(g, R::gather(options));
+  return core(ops.group());
+}
 
 /// A recurrence's owned result over one head group: `fill(out, lse)` writes the outputs (and
 /// returns the report when there is one).
