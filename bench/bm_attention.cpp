@@ -91,13 +91,12 @@ void run_base(const Problem& p, Result& r) {
   att::base_decode(p.inputs(), options(), r.view());
 }
 void run_base_f32(const Problem& p, Result& r) {
-  att::base_decode(p.inputs(), options(), r.view(),
-                   att::BaseOptions{att::precision::float32, 512, false});
+  att::base_decode(p.inputs(), options(), r.view(), att::BaseOptions{att::precision::float32, 512});
 }
 void run_split_kv(const Problem& p, Result& r) {
   att::SplitKvOptions o;
   o.num_splits = 4;
-  o.split = att::BaseOptions{att::precision::bf16, 64, false};
+  o.split = att::BaseOptions{att::precision::bf16, 64};
   att::split_kv_decode(p.inputs(), options(), r.view(), o);
 }
 void run_amla(const Problem& p, Result& r) {

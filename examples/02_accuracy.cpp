@@ -188,8 +188,7 @@ SampleResult run_sample(const Shape& s, const Distribution& d, std::uint64_t see
     const HeadGroup g{in.q, in.k, v, {}, scale};
     const at::GoldenResult gold = at::golden_attention(g);
     double* e = r.layout[lay].error;
-    // The inputs are BF16 values already: no rounded copies.
-    at::BaseResult base = at::base_attention(g, {at::precision::bf16, s.block, true});
+    at::BaseResult base = at::base_attention(g, {at::precision::bf16, s.block});
     e[kBaseNoCast] = paper_error(base.out, gold.out);
     amla::round_bf16_inplace(base.out);
     e[kBase] = paper_error(base.out, gold.out);
@@ -200,7 +199,6 @@ SampleResult run_sample(const Shape& s, const Distribution& d, std::uint64_t see
     const auto run_amla = [&](at::amla_compensation comp, amla::pow2_mode mode, int method) {
       at::AmlaOptions o;
       o.block_size = s.block;
-      o.operands_prerounded = true;
       o.compensation = comp;
       o.rescale = mode;
       at::AmlaResult a = at::amla_attention(g, o);
@@ -215,13 +213,11 @@ SampleResult run_sample(const Shape& s, const Distribution& d, std::uint64_t see
     r.layout[lay].violations[2] = run_amla(kReadings[2], amla::pow2_mode::safe, kAmlaNone);
     if (!diagnostics) continue;
     e[kBaseF32] =
-        paper_error(at::base_attention(g, {at::precision::float32, s.block, false}).out, gold.out);
-    at::SeesawResult seesaw =
-        at::seesaw_attention(g, {.block_size = 64, .operands_prerounded = true});
+        paper_error(at::base_attention(g, {at::precision::float32, s.block}).out, gold.out);
+    at::SeesawResult seesaw = at::seesaw_attention(g, {.block_size = 64});
     amla::round_bf16_inplace(seesaw.out);
     e[kSeesaw] = paper_error(seesaw.out, gold.out);
-    at::TransposedResult etap =
-        at::transposed_attention(g, {.block_size = 64, .operands_prerounded = true});
+    at::TransposedResult etap = at::transposed_attention(g, {{.block_size = 64}});
     amla::round_bf16_inplace(etap.out);
     e[kTransposed] = paper_error(etap.out, gold.out);
     e[kGoldenF32] = paper_error(golden_f32(g), gold.out);

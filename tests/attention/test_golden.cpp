@@ -11,11 +11,13 @@
 
 #include "amla/attention/golden.hpp"
 #include "amla/attention/problem_builder.hpp"
+#include "attention/variant_test_util.hpp"
 
 using amla::bf16;
 using amla::MatrixD;
 using amla::MatrixF;
 using namespace amla::attention;
+namespace vt = amla_test::variants;
 
 namespace {
 
@@ -110,38 +112,22 @@ TEST_CASE("golden matches a hand-computed two-key case", "[golden]") {
 }
 
 TEST_CASE("golden agrees with a long-double attention over the shape sweep", "[golden]") {
-  struct Case {
-    int h_q, h_kv, s_q, page;
-    std::vector<int> lens;
-  };
-  const std::vector<Case> cases = {
-      {1, 1, 1, 1, {0, 1, 37}},  {3, 1, 2, 16, {1, 130, 16}}, {16, 1, 4, 64, {65, 3}},
-      {16, 4, 2, 128, {200, 0}}, {64, 1, 1, 16, {33}},        {128, 1, 2, 64, {70}},
-      {6, 3, 4, 1, {5, 2}},
+  const std::vector<vt::PagedCase> cases = {
+      {1, 1, 1, 1, 0, {0, 1, 37}},  {3, 1, 2, 16, 0, {1, 130, 16}}, {16, 1, 4, 64, 0, {65, 3}},
+      {16, 4, 2, 128, 0, {200, 0}}, {64, 1, 1, 16, 0, {33}},        {128, 1, 2, 64, 0, {70}},
+      {6, 3, 4, 1, 0, {5, 2}},
   };
   for (const auto& c : cases) {
-    for (const bool causal : {false, true}) {
-      for (const bool separate_v : {false, true}) {
-        const auto p = ProblemBuilder()
-                           .heads(c.h_q, c.h_kv)
-                           .s_q(c.s_q)
-                           .dims(24, 16)
-                           .page_size(c.page)
-                           .seqlens(c.lens)
-                           .separate_v(separate_v)
-                           .seed(static_cast<std::uint64_t>(c.h_q * 100 + c.page))
-                           .build<bf16>();
-        DecodeOptions o;
-        o.causal = causal;
-        o.softmax_scale = causal ? 0.3f : std::optional<float>{};
-        CAPTURE(c.h_q, c.h_kv, c.s_q, c.page, causal, separate_v);
-        const auto got = golden_decode(p.inputs(), o);
-        const auto want = naive_attention(p, o);
-        CHECK(rel_frobenius(got.out, want.out) < 1e-13);
-        check_lse(got.lse, want.lse, 1e-13);
-        for (const double x : got.out) REQUIRE(std::isfinite(x));  // poisoned pages unread
-      }
-    }
+    vt::for_each_layout(c, 24, 16, static_cast<std::uint64_t>(c.h_q * 100 + c.page),
+                        [&](const auto& p, DecodeOptions o) {
+                          o.softmax_scale = o.causal ? 0.3f : std::optional<float>{};
+                          CAPTURE(c.h_q, c.h_kv, c.s_q, c.page, o.causal, p.v_in_kv());
+                          const auto got = golden_decode(p.inputs(), o);
+                          const auto want = naive_attention(p, o);
+                          CHECK(rel_frobenius(got.out, want.out) < 1e-13);
+                          check_lse(got.lse, want.lse, 1e-13);
+                          for (const double x : got.out) REQUIRE(std::isfinite(x));  // unread pages
+                        });
   }
 }
 
@@ -183,75 +169,13 @@ TEST_CASE("paging does not change golden's result", "[golden]") {
 }
 
 TEST_CASE("golden: float and bf16 storage of the same values agree bit for bit", "[golden]") {
-  const auto b = ProblemBuilder()
-                     .heads(4, 1)
-                     .dims(16, 16)
-                     .page_size(16)
-                     .seqlens({40})
-                     .separate_v()
-                     .seed(4)
-                     .build<bf16>();
-  const auto f = ProblemBuilder()
-                     .heads(4, 1)
-                     .dims(16, 16)
-                     .page_size(16)
-                     .seqlens({40})
-                     .separate_v()
-                     .seed(4)
-                     .build<float>();
+  auto pb = ProblemBuilder().heads(4, 1).dims(16, 16).page_size(16).seqlens({40}).separate_v();
+  const auto b = pb.seed(4).build<bf16>();
+  const auto f = pb.build<float>();  // the same values stored as float
   const auto rb = golden_decode(b.inputs());
   const auto rf = golden_decode(f.inputs());
   CHECK(rb.out == rf.out);
   CHECK(rb.lse == rf.lse);
-}
-
-TEST_CASE("golden: fully masked rows give 0 and -inf", "[golden]") {
-  // seqlen 2 with s_q = 4 under the causal mask: tokens 0 and 1 see nothing, 2 sees one key.
-  const auto p =
-      ProblemBuilder().heads(3, 1).s_q(4).dims(8, 8).page_size(16).seqlens({2}).build<bf16>();
-  DecodeOptions o;
-  o.causal = true;
-  const auto r = golden_decode(p.inputs(), o);
-  for (int h = 0; h < 3; ++h) {
-    for (const int t : {0, 1}) {
-      CHECK(r.lse_at(0, t, h) == -inf);
-      for (int d = 0; d < 8; ++d) CHECK(r.out_row(0, t, h)[d] == 0.0);
-    }
-    // One visible key: the output is that key's value exactly, lse its score.
-    for (int d = 0; d < 8; ++d) {
-      CHECK(r.out_row(0, 2, h)[d] == static_cast<double>(p.value(0, 0, 0)[d].to_float()));
-    }
-    CHECK(std::isfinite(r.lse_at(0, 3, h)));
-  }
-}
-
-TEST_CASE("golden_attention validates the dense group", "[golden][validation]") {
-  MatrixF q = MatrixF::Ones(2, 4), k = MatrixF::Ones(3, 4), v = MatrixF::Ones(3, 2);
-  MatrixD out(2, 2);
-  std::vector<double> lse(2);
-  auto message = [&](const HeadGroup& g, Eigen::Index rows, Eigen::Index cols, std::size_t n) {
-    MatrixD o(rows, cols);
-    std::vector<double> l(n);
-    try {
-      golden_attention(g, o, l);
-    } catch (const amla::invalid_argument& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
-  CHECK(message(HeadGroup{q, k, v, {}, 1.0f}, 2, 2, 2).empty());
-  const int bad_count[] = {1, 4};
-  CHECK(message(HeadGroup{q, k, v, bad_count, 1.0f}, 2, 2, 2).find("'group.visible'") !=
-        std::string::npos);
-  const int wrong_size[] = {1};
-  CHECK(message(HeadGroup{q, k, v, wrong_size, 1.0f}, 2, 2, 2).find("'group.visible'") !=
-        std::string::npos);
-  CHECK(message(HeadGroup{q, k, v, {}, 0.0f}, 2, 2, 2).find("'group.scale'") != std::string::npos);
-  CHECK(message(HeadGroup{q, k, v, {}, 1.0f}, 2, 3, 2).find("'out'") != std::string::npos);
-  CHECK(message(HeadGroup{q, k, v, {}, 1.0f}, 2, 2, 1).find("'lse'") != std::string::npos);
-  MatrixF k5 = MatrixF::Ones(3, 5), v4 = MatrixF::Ones(4, 2);
-  CHECK(message(HeadGroup{q, k5, v, {}, 1.0f}, 2, 2, 2).find("'group.k'") != std::string::npos);
-  CHECK(message(HeadGroup{q, k, v4, {}, 1.0f}, 2, 2, 2).find("'group.v'") != std::string::npos);
 }
 
 TEST_CASE("golden: keys past every row's window are never read", "[golden]") {

@@ -12,12 +12,14 @@
 #include "amla/attention/online_softmax.hpp"
 #include "amla/attention/problem_builder.hpp"
 #include "amla/attention/split_kv.hpp"
+#include "attention/variant_test_util.hpp"
 #include "error_norms.hpp"
 
 using amla::bf16;
 using amla::MatrixD;
 using amla::MatrixF;
 using namespace amla::attention;
+namespace vt = amla_test::variants;
 
 namespace {
 
@@ -28,7 +30,7 @@ using amla_test::rel_frobenius;
 SplitKvOptions splits(int n, precision mode, int block) {
   SplitKvOptions o;
   o.num_splits = n;
-  o.split = BaseOptions{mode, block, false};
+  o.split = BaseOptions{mode, block};
   return o;
 }
 
@@ -122,7 +124,7 @@ TEST_CASE("one split is Base bit for bit; empty splits change nothing", "[split_
   DecodeOptions o;
   o.causal = true;
   for (const auto mode : {precision::bf16, precision::float32}) {
-    const auto base = base_decode(p.inputs(), o, BaseOptions{mode, 64, false});
+    const auto base = base_decode(p.inputs(), o, BaseOptions{mode, 64});
     const auto one = split_kv_decode(p.inputs(), o, splits(1, mode, 64));
     CHECK(one.out == base.out);
     CHECK(one.lse == base.lse);
@@ -136,49 +138,36 @@ TEST_CASE("one split is Base bit for bit; empty splits change nothing", "[split_
 
 TEST_CASE("split-KV against golden over the shape sweep", "[split_kv]") {
   struct Case {
-    int h_q, h_kv, s_q, page, block, n_splits;
-    std::vector<int> lens;
+    vt::PagedCase paged;
+    int n_splits;
   };
   const std::vector<Case> cases = {
-      {1, 1, 1, 1, 64, 3, {0, 1, 200}}, {3, 1, 2, 16, 16, 4, {130, 16}},
-      {16, 4, 4, 64, 64, 2, {65, 300}}, {64, 1, 1, 128, 64, 8, {1000}},
-      {128, 1, 2, 64, 64, 5, {333}},
+      {{1, 1, 1, 1, 64, {0, 1, 200}}, 3}, {{3, 1, 2, 16, 16, {130, 16}}, 4},
+      {{16, 4, 4, 64, 64, {65, 300}}, 2}, {{64, 1, 1, 128, 64, {1000}}, 8},
+      {{128, 1, 2, 64, 64, {333}}, 5},
   };
-  for (const auto& c : cases) {
-    for (const bool causal : {false, true}) {
-      for (const bool separate_v : {false, true}) {
-        const auto p = ProblemBuilder()
-                           .heads(c.h_q, c.h_kv)
-                           .s_q(c.s_q)
-                           .dims(48, 32)
-                           .page_size(c.page)
-                           .seqlens(c.lens)
-                           .separate_v(separate_v)
-                           .seed(static_cast<std::uint64_t>(c.h_q + c.n_splits))
-                           .build<bf16>();
-        DecodeOptions o;
-        o.causal = causal;
-        CAPTURE(c.h_q, c.h_kv, c.s_q, c.page, c.block, c.n_splits, causal, separate_v);
-        const auto want = golden_decode(p.inputs(), o);
-        const auto f32 =
-            split_kv_decode(p.inputs(), o, splits(c.n_splits, precision::float32, c.block));
-        const auto b16 =
-            split_kv_decode(p.inputs(), o, splits(c.n_splits, precision::bf16, c.block));
-        const double e32 = rel_frobenius(f32.out, want.out);
-        const double e16 = rel_frobenius(b16.out, want.out);
-        CHECK(e32 <= 1e-5);
-        CHECK(e16 <= 1e-2);
-        for (std::size_t i = 0; i < want.lse.size(); ++i) {
-          if (std::isinf(want.lse[i])) {
-            CHECK(f32.lse[i] == -finf);
-            CHECK(b16.lse[i] == -finf);
-          } else {
-            CHECK(std::abs(f32.lse[i] - want.lse[i]) <= 1e-5 * (1 + std::abs(want.lse[i])));
+  for (const auto& [c, n_splits] : cases) {
+    vt::for_each_layout(
+        c, 48, 32, static_cast<std::uint64_t>(c.h_q + n_splits),
+        [&, &c = c, n = n_splits](const auto& p, const DecodeOptions& o) {
+          CAPTURE(c.h_q, c.h_kv, c.s_q, c.page, c.block, n, o.causal, p.v_in_kv());
+          const auto want = golden_decode(p.inputs(), o);
+          const auto f32 = split_kv_decode(p.inputs(), o, splits(n, precision::float32, c.block));
+          const auto b16 = split_kv_decode(p.inputs(), o, splits(n, precision::bf16, c.block));
+          const double e32 = rel_frobenius(f32.out, want.out);
+          const double e16 = rel_frobenius(b16.out, want.out);
+          CHECK(e32 <= 1e-5);
+          CHECK(e16 <= 1e-2);
+          for (std::size_t i = 0; i < want.lse.size(); ++i) {
+            if (std::isinf(want.lse[i])) {
+              CHECK(f32.lse[i] == -finf);
+              CHECK(b16.lse[i] == -finf);
+            } else {
+              CHECK(std::abs(f32.lse[i] - want.lse[i]) <= 1e-5 * (1 + std::abs(want.lse[i])));
+            }
           }
-        }
-        for (const float x : b16.out) REQUIRE(std::isfinite(x));
-      }
-    }
+          for (const float x : b16.out) REQUIRE(std::isfinite(x));
+        });
   }
 }
 
@@ -194,31 +183,10 @@ TEST_CASE("split-KV on a DeepSeek head group: bf16 error at the BF16 level", "[s
   CHECK(e16 > 20 * e32);
 }
 
-TEST_CASE("split-KV results do not depend on the thread count", "[split_kv][threads]") {
-  const auto p = ProblemBuilder()
-                     .batch(2)
-                     .heads(64, 1)
-                     .dims(64, 32)
-                     .page_size(16)
-                     .seqlens({257})
-                     .build<bf16>();
-  DecodeOptions o;
-  o.threads = 1;
-  const auto one = split_kv_decode(p.inputs(), o, splits(3, precision::bf16, 64));
-  for (const int threads : {2, 4}) {
-    o.threads = threads;
-    const auto many = split_kv_decode(p.inputs(), o, splits(3, precision::bf16, 64));
-    CHECK(many.out == one.out);
-    CHECK(many.lse == one.lse);
-  }
-}
-
 TEST_CASE("split-KV validates its options", "[split_kv][validation]") {
   const auto p = ProblemBuilder().heads(2, 1).dims(8, 8).page_size(4).seqlens({5}).build<bf16>();
   CHECK_THROWS_WITH(split_kv_decode(p.inputs(), {}, splits(0, precision::bf16, 64)),
                     Catch::Contains("'split.num_splits'"));
-  CHECK_THROWS_WITH(split_kv_decode(p.inputs(), {}, splits(2, precision::bf16, 0)),
-                    Catch::Contains("'split.split.block_size'"));
   MatrixF q = MatrixF::Ones(1, 4), k = MatrixF::Ones(2, 4);
   CHECK_THROWS_WITH(split_kv_attention(HeadGroup{q, k, k, {}, 1.0f}, splits(0, precision::bf16, 4)),
                     Catch::Contains("'options.num_splits'"));

@@ -1,5 +1,5 @@
-// Shared helpers of the seesaw and transposed tests: BF16-exact random head groups, end-aligned
-// causal visibility, and error norms.
+// Shared helpers of the recurrence tests: BF16-exact random head groups, end-aligned causal
+// visibility, error norms and the paged sweep.
 #pragma once
 
 #include <Eigen/Core>
@@ -76,37 +76,50 @@ double max_row_relative_error(const Eigen::MatrixBase<DA>& a, const Eigen::Matri
 using amla_test::max_lse_error;
 using amla_test::rel_frobenius;
 
-/// The paged sweep of issue 3 (h_q, s_q, causal, page sizes, lengths 0, 1 and not multiples of
-/// the page or block size, both V layouts), calling check(problem, options, description) for each.
+/// One case of a paged sweep: heads, query tokens, page size, KV block size, sequence lengths.
+struct PagedCase {
+  int h_q, h_kv, s_q, page, block;
+  std::vector<int> lens;
+};
+
+/// The problems of one sweep case (bf16 caches of d_qk / d_v, drawn from `seed`) with and without
+/// the causal mask and with V in the K cache or separate: calls check(problem, options) for each.
+template <class Check>
+void for_each_layout(const PagedCase& c, int d_qk, int d_v, std::uint64_t seed, Check&& check) {
+  for (const bool causal : {false, true}) {
+    for (const bool separate_v : {false, true}) {
+      const auto p = amla::attention::ProblemBuilder()
+                         .heads(c.h_q, c.h_kv)
+                         .s_q(c.s_q)
+                         .dims(d_qk, d_v)
+                         .page_size(c.page)
+                         .seqlens(c.lens)
+                         .separate_v(separate_v)
+                         .seed(seed)
+                         .template build<amla::bf16>();
+      amla::attention::DecodeOptions o;
+      o.causal = causal;
+      check(p, o);
+    }
+  }
+}
+
+/// The paged sweep (h_q, s_q, causal, page sizes, block sizes from 1 to 512, lengths 0, 1 and not
+/// multiples of the page or block size, both V layouts), calling check(problem, options, block)
+/// for each.
 template <class Check>
 void for_each_paged_case(Check&& check) {
-  struct Case {
-    int h_q, h_kv, s_q, page, block;
-    std::vector<int> lens;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<PagedCase> cases = {
       {1, 1, 1, 1, 64, {0, 1, 37}},     {3, 1, 2, 16, 7, {1, 130, 16}},
       {16, 1, 4, 64, 64, {65, 3, 200}}, {16, 4, 2, 128, 32, {300, 0}},
       {64, 1, 1, 16, 64, {129}},        {128, 1, 2, 64, 64, {200}},
-      {6, 3, 4, 1, 1, {5, 2}},
+      {6, 3, 4, 1, 1, {5, 2}},          {16, 4, 2, 128, 512, {700, 0}},
+      {128, 1, 2, 64, 512, {600}},
   };
   for (const auto& c : cases) {
-    for (const bool causal : {false, true}) {
-      for (const bool separate_v : {false, true}) {
-        const auto p = amla::attention::ProblemBuilder()
-                           .heads(c.h_q, c.h_kv)
-                           .s_q(c.s_q)
-                           .dims(40, 24)
-                           .page_size(c.page)
-                           .seqlens(c.lens)
-                           .separate_v(separate_v)
-                           .seed(static_cast<std::uint64_t>(c.h_q * 13 + c.page))
-                           .template build<amla::bf16>();
-        amla::attention::DecodeOptions o;
-        o.causal = causal;
-        check(p, o, c.block);
-      }
-    }
+    for_each_layout(
+        c, 40, 24, static_cast<std::uint64_t>(c.h_q * 13 + c.page),
+        [&](const auto& p, const amla::attention::DecodeOptions& o) { check(p, o, c.block); });
   }
 }
 

@@ -98,9 +98,11 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
+#include "amla/attention/detail/recurrence.hpp"
 #include "amla/attention/driver.hpp"
 #include "amla/attention/head_group.hpp"
 #include "amla/config.hpp"
@@ -119,19 +121,13 @@ enum class amla_compensation : std::uint8_t {
   none,        ///< eps = 0: no compensation
 };
 
-/// Options of the AMLA recurrence. The defaults are the paper's kernel. The first three are
-/// BaseOptions' (attention/online_softmax.hpp), so the two recurrences can be swapped; the BF16
-/// cast of the output is DecodeOptions::round_output_bf16 (or round_bf16_inplace on a dense
-/// result), as for Base.
-struct AmlaOptions {
-  /// bf16: the kernel's precision (BF16 operands, S16 and P cast to BF16, FP32 accumulation);
-  /// float32: no BF16 rounding anywhere (S16 = S32, so eps = 0).
-  precision mode = precision::bf16;
-  int block_size = 512;  ///< keys per KV block (AMLA: 512), >= 1
-  /// Dense core only: the caller guarantees q, k and v are already BF16 values, so bf16 mode
-  /// uses them without making rounded copies (the paged driver sets this after rounding while
-  /// gathering). Ignored in float32 mode.
-  bool operands_prerounded = false;
+/// Options of the AMLA recurrence. The defaults are the paper's kernel. The shared precision mode
+/// and block size come first, with Base's type (RecurrenceOptions<512>, attention/driver.hpp), so
+/// the two recurrences can be swapped; the BF16 cast of the output is
+/// DecodeOptions::round_output_bf16 (or round_bf16_inplace on a dense result), as for Base. mode
+/// bf16 is the kernel's precision (BF16 operands, S16 and P cast to BF16, FP32 accumulation);
+/// float32 rounds nothing to BF16 (S16 = S32, so eps = 0). AMLA's block size is 512.
+struct AmlaOptions : RecurrenceOptions<512> {
   /// Which c_i the (1 + eps) compensation uses.
   amla_compensation compensation = amla_compensation::appendix_a;
   /// The form of the integer-add rescale: hardware, checked or safe (see the file comment).
@@ -170,12 +166,8 @@ struct AmlaReport {
   std::size_t rescaled_elements = 0;
 };
 
-/// AMLA outputs of one head group (BaseResult plus the report).
-struct AmlaResult {
-  MatrixF out;          ///< [rows, d_v]
-  Eigen::VectorXf lse;  ///< [rows], natural log; -inf for rows that see no key
-  AmlaReport report;
-};
+/// AMLA outputs of one head group (out, lse and the report).
+using AmlaResult = AttentionResult<float, AmlaReport>;
 
 namespace detail {
 
@@ -401,91 +393,78 @@ inline void amla_core(const HeadGroup& g, Eigen::Ref<MatrixF> o, std::span<float
 
 }  // namespace detail
 
+namespace detail {
+
+/// AMLA as the decode entry point sees it (detail/recurrence.hpp): located violations carry their
+/// batch, KV head and group row, and are sorted once every chunk is done.
+struct AmlaRecurrence : Recurrence<AmlaOptions, nullptr, float, AmlaReport> {
+  static constexpr const char* decode_name = "amla_decode";
+  static constexpr const char* options_name = "amla";
+  static void validate(const char* fn, std::string_view prefix, const AmlaOptions& o) {
+    validate_recurrence_options(fn, prefix, o);
+    amla_validate_options(fn, std::string(prefix).c_str(), o);
+  }
+  static void core(const HeadGroup& g, const AmlaOptions& o, Eigen::Ref<MatrixF> out,
+                   std::span<float> lse, AmlaReport& report) {
+    amla_core(g, out, lse, o, report);
+  }
+  static void place(AmlaReport& part, const GroupLocation& at) {
+    for (AmlaViolation& v : part.located) {
+      v.batch = at.batch;
+      v.kv_head = at.kv_head;
+      v.row += at.row_begin;
+    }
+  }
+  static void merge(AmlaReport& total, AmlaReport&& part) {
+    total.violations += part.violations;
+    total.rescaled_elements += part.rescaled_elements;
+    total.located.insert(total.located.end(), part.located.begin(), part.located.end());
+  }
+  // Chunks finish in any order: sort into the documented, thread-count-independent order.
+  static void finish(AmlaReport& total) {
+    std::sort(total.located.begin(), total.located.end(),
+              [](const AmlaViolation& a, const AmlaViolation& b) {
+                return std::tie(a.batch, a.kv_head, a.block, a.row, a.col) <
+                       std::tie(b.batch, b.kv_head, b.block, b.row, b.col);
+              });
+  }
+};
+
+}  // namespace detail
+
 /// AMLA attention of one head group (attention/head_group.hpp) into caller buffers: out
 /// [rows, d_v], lse [rows] (natural log). Returns the rescale report. In bf16 mode the operands
-/// are rounded to BF16 first unless options.operands_prerounded says they already are. Throws
-/// amla::invalid_argument on bad options, inconsistent shapes, a bad visible count or scale.
+/// are rounded to BF16 first. Throws amla::invalid_argument on bad options, inconsistent shapes, a
+/// bad visible count or scale.
 inline AmlaReport amla_attention(const HeadGroup& g, const AmlaOptions& options,
                                  Eigen::Ref<MatrixF> out, std::span<float> lse) {
-  validate_head_group("amla_attention", g, out.rows(), out.cols(), lse.size());
-  detail::amla_validate_options("amla_attention", "options", options);
-  AmlaReport report;
-  if (options.mode == precision::bf16 && !options.operands_prerounded) {
-    // Operands as the matrix unit sees them; keys past every row's window are not copied (they
-    // are never read and need not even be finite).
-    const Eigen::Index n = max_visible_keys(g);
-    const MatrixF q = rounded_bf16(g.q);
-    const MatrixF k = rounded_bf16(g.k.topRows(n));
-    const MatrixF v = rounded_bf16(g.v.topRows(n));
-    const HeadGroup rounded{q, k, v, g.visible, g.scale};
-    detail::amla_core(rounded, out, lse, options, report);
-  } else {
-    detail::amla_core(g, out, lse, options, report);
-  }
-  return report;
+  return detail::run_dense<detail::AmlaRecurrence>(
+      "amla_attention", g, options, out.rows(), out.cols(), lse.size(),
+      [&](const HeadGroup& operands) {
+        AmlaReport report;
+        detail::amla_core(operands, out, lse, options, report);
+        return report;
+      });
 }
 
 /// AMLA attention of one head group, into owned outputs.
 inline AmlaResult amla_attention(const HeadGroup& g, const AmlaOptions& options = {}) {
-  AmlaResult r{MatrixF(g.rows(), g.d_v()), Eigen::VectorXf(g.rows()), {}};
-  r.report = amla_attention(g, options, r.out,
-                            std::span<float>(r.lse.data(), static_cast<std::size_t>(g.rows())));
-  return r;
+  return detail::owned_result<float, AmlaReport>(
+      g, [&](Eigen::Ref<MatrixF> out, std::span<float> lse) {
+        return amla_attention(g, options, out, lse);
+      });
 }
 
-/// AMLA attention over a paged decode problem (attention/driver.hpp) into caller
-/// buffers. The driver gathers each head group (rounding a float cache to BF16 once in bf16
-/// mode), runs the recurrence on its row chunks and scatters out and lse. Returns the report of
-/// the whole problem; located violations carry their batch, KV head and group row (r = t * h_q /
-/// h_kv + j: token t, query head kv_head * h_q / h_kv + j). Validates everything first (nothing
-/// is written on a throw).
-template <decode_element T, class OutT, class LseT>
-AmlaReport amla_decode(const DecodeInputs<T>& in, const DecodeOptions& options,
-                       const DecodeOutputs<OutT, LseT>& outputs, const AmlaOptions& amla = {}) {
-  detail::amla_validate_options("amla_decode", "amla", amla);
-  AmlaOptions core = amla;
-  core.operands_prerounded = true;  // the gather rounds (or the cache is bf16)
-  AmlaReport report;
-  std::mutex report_mutex;
-  run_decode<float>("amla_decode", in, options, outputs, gather_for(amla.mode),
-                    [&](const HeadGroup& g, const GroupLocation& at, Eigen::Ref<MatrixF> out,
-                        std::span<float> lse) {
-                      AmlaReport part;
-                      detail::amla_core(g, out, lse, core, part);
-                      for (AmlaViolation& v : part.located) {
-                        v.batch = at.batch;
-                        v.kv_head = at.kv_head;
-                        v.row += at.row_begin;
-                      }
-                      const std::lock_guard<std::mutex> lock(report_mutex);
-                      report.violations += part.violations;
-                      report.rescaled_elements += part.rescaled_elements;
-                      report.located.insert(report.located.end(), part.located.begin(),
-                                            part.located.end());
-                    });
-  // Chunks finish in any order: sort into the documented, thread-count-independent order.
-  std::sort(report.located.begin(), report.located.end(),
-            [](const AmlaViolation& a, const AmlaViolation& b) {
-              return std::tie(a.batch, a.kv_head, a.block, a.row, a.col) <
-                     std::tie(b.batch, b.kv_head, b.block, b.row, b.col);
-            });
-  return report;
-}
+/// Owned float outputs of amla_decode (a DecodeResult) and the report.
+using AmlaDecodeResult = ReportedDecodeResult<float, AmlaReport>;
 
-/// Owned float outputs of amla_decode (a DecodeResult, as base_decode returns) and the report.
-struct AmlaDecodeResult : DecodeResult<float, float> {
-  AmlaReport report;
-  explicit AmlaDecodeResult(const DecodeShape& s) : DecodeResult<float, float>(s) {}
-};
-
-/// AMLA attention over a paged decode problem, into owned float buffers.
-template <decode_element T>
-AmlaDecodeResult amla_decode(const DecodeInputs<T>& in, const DecodeOptions& options = {},
-                             const AmlaOptions& amla = {}) {
-  validate_decode("amla_decode", in, options);
-  AmlaDecodeResult result(in.shape);
-  result.report = amla_decode(in, options, result.view(), amla);
-  return result;
-}
+/// AMLA attention over a paged decode problem (attention/driver.hpp): amla_decode(inputs,
+/// options, outputs, amla = {}) into caller buffers, returning the report of the whole problem,
+/// or amla_decode(inputs, options = {}, amla = {}) into an AmlaDecodeResult. The driver gathers
+/// each head group (rounding a float cache to BF16 once in bf16 mode), runs the recurrence on its
+/// row chunks and scatters out and lse. Located violations carry their batch, KV head and group
+/// row (r = t * h_q / h_kv + j: token t, query head kv_head * h_q / h_kv + j). Validates
+/// everything first (nothing is written on a throw).
+inline constexpr detail::DecodeEntry<detail::AmlaRecurrence> amla_decode{};
 
 }  // namespace amla::attention

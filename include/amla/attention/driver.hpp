@@ -1,5 +1,9 @@
 // amla/attention/driver.hpp: the driver that runs a dense recurrence over a paged decode problem,
-// and the dense head group it hands to each recurrence.
+// the dense head group it hands to each recurrence, and the conventions every recurrence shares:
+// its options (RecurrenceOptions: precision mode and block size, one validator) and its owned
+// results (AttentionResult for one head group, ReportedDecodeResult for a decode, each carrying
+// the recurrence's report). Every recurrence's paged entry point xxx_decode is written once, in
+// attention/detail/recurrence.hpp.
 //
 // The problem itself (shape, layouts, mask, inputs, options, outputs, validation, lse
 // conventions) is described once, in include/amla/problem/; this header brings those names into
@@ -24,6 +28,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -71,6 +76,60 @@ enum class operand_gather : std::uint8_t { as_stored, round_bf16 };
 constexpr operand_gather gather_for(precision mode) noexcept {
   return mode == precision::bf16 ? operand_gather::round_bf16 : operand_gather::as_stored;
 }
+
+/// The options every recurrence shares. Each recurrence's options are (or extend) the
+/// RecurrenceOptions of its documented block size: Base and AMLA 512 (AMLA's kernel), seesaw and
+/// transposed 64 (FlashMLA's and ETAP's page block); split-KV embeds Base's. Checked by
+/// validate_recurrence_options.
+template <int DefaultBlockSize>
+struct RecurrenceOptions {
+  static constexpr int default_block_size = DefaultBlockSize;
+  /// precision::bf16: the kernel's arithmetic; precision::float32: no BF16 cast anywhere.
+  precision mode = precision::bf16;
+  int block_size = DefaultBlockSize;  ///< keys per KV block; >= 1
+};
+
+/// Checks a recurrence's shared options; throws amla::invalid_argument from `fn` naming
+/// `<prefix>.mode` (not a precision enumerator) or `<prefix>.block_size` (< 1). `prefix` names the
+/// options argument: "options" for a dense entry point, the recurrence ("seesaw", "amla", ...) for
+/// a decode.
+template <int DefaultBlockSize>
+void validate_recurrence_options(const char* fn, std::string_view prefix,
+                                 const RecurrenceOptions<DefaultBlockSize>& options) {
+  const auto field = [prefix](const char* name) { return std::string(prefix) + "." + name; };
+  if (options.mode != precision::bf16 && options.mode != precision::float32) {
+    amla::detail::throw_invalid(fn, field("mode").c_str(),
+                                std::to_string(static_cast<int>(options.mode)),
+                                "must be precision::bf16 or precision::float32");
+  }
+  if (options.block_size < 1) {
+    amla::detail::throw_invalid(fn, field("block_size").c_str(), std::to_string(options.block_size),
+                                "must be >= 1");
+  }
+}
+
+/// The report of a recurrence that has none (every result type carries a `report`; AMLA's is an
+/// AmlaReport).
+struct NoReport {};
+
+/// Owned outputs of a recurrence over one head group: out [rows, d_v], lse [rows] (natural log;
+/// -inf for rows that see no key), and the recurrence's report.
+template <class Scalar, class Report = NoReport>
+struct AttentionResult {
+  Eigen::Matrix<Scalar, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> out;
+  Eigen::Matrix<Scalar, Eigen::Dynamic, 1> lse;
+  [[no_unique_address]] Report report{};
+
+  MatrixF out_float() const { return out.template cast<float>(); }
+  Eigen::VectorXf lse_float() const { return lse.template cast<float>(); }
+};
+
+/// Owned outputs of a recurrence over a paged decode problem (a DecodeResult) and its report.
+template <class Scalar, class Report = NoReport>
+struct ReportedDecodeResult : DecodeResult<Scalar, Scalar> {
+  [[no_unique_address]] Report report{};
+  explicit ReportedDecodeResult(const DecodeShape& s) : DecodeResult<Scalar, Scalar>(s) {}
+};
 
 /// Where a dense chunk handed to a core sits in the problem.
 struct GroupLocation {

@@ -21,8 +21,10 @@
 #include <cstddef>
 #include <limits>
 #include <span>
+#include <string_view>
 #include <vector>
 
+#include "amla/attention/detail/recurrence.hpp"
 #include "amla/attention/driver.hpp"
 #include "amla/attention/head_group.hpp"
 #include "amla/config.hpp"
@@ -83,14 +85,9 @@ void golden_attention(const BasicHeadGroup<S>& g, Eigen::Ref<MatrixD> out, std::
   }
 }
 
-/// Float64 outputs of one head group, with float views for comparisons against kernels.
-struct GoldenResult {
-  MatrixD out;          ///< [rows, d_v]
-  Eigen::VectorXd lse;  ///< [rows], natural log; -inf for rows that see no key
-
-  MatrixF out_float() const { return out.cast<float>(); }
-  Eigen::VectorXf lse_float() const { return lse.cast<float>(); }
-};
+/// Float64 outputs of one head group (out_float() and lse_float() give float views for
+/// comparisons against kernels).
+using GoldenResult = AttentionResult<double>;
 
 /// Float64 attention of one head group (float or double operands).
 template <class S>
@@ -100,24 +97,28 @@ GoldenResult golden_attention(const BasicHeadGroup<S>& g) {
   return r;
 }
 
-/// Float64 attention over a paged decode problem into caller buffers (out may be float, double
-/// or bf16; a narrower out is rounded once from the float64 value).
-template <decode_element T, class OutT, class LseT>
-void golden_decode(const DecodeInputs<T>& in, const DecodeOptions& options,
-                   const DecodeOutputs<OutT, LseT>& outputs) {
-  run_decode<double>("golden_decode", in, options, outputs, operand_gather::as_stored,
-                     [](const HeadGroup& g, const GroupLocation&, Eigen::Ref<MatrixD> out,
-                        std::span<double> lse) { golden_attention(g, out, lse); });
-}
+/// Golden has no options: it computes in float64 and takes the operands as stored.
+struct GoldenOptions {};
 
-/// Float64 attention over a paged decode problem, into owned float64 buffers.
-template <decode_element T>
-DecodeResult<double, double> golden_decode(const DecodeInputs<T>& in,
-                                           const DecodeOptions& options = {}) {
-  validate_decode("golden_decode", in, options);
-  DecodeResult<double, double> result(in.shape);
-  golden_decode(in, options, result.view());
-  return result;
-}
+namespace detail {
+
+/// Golden as the decode entry point sees it (detail/recurrence.hpp).
+struct GoldenRecurrence : Recurrence<GoldenOptions, nullptr, double> {
+  static constexpr const char* decode_name = "golden_decode";
+  static constexpr const char* options_name = "golden";
+  static void validate(const char*, std::string_view, const GoldenOptions&) {}
+  static operand_gather gather(const GoldenOptions&) { return operand_gather::as_stored; }
+  static void core(const HeadGroup& g, const GoldenOptions&, Eigen::Ref<MatrixD> out,
+                   std::span<double> lse) {
+    golden_attention(g, out, lse);
+  }
+};
+
+}  // namespace detail
+
+/// Float64 attention over a paged decode problem: golden_decode(inputs, options, outputs) into
+/// caller buffers (out may be float, double or bf16; a narrower out is rounded once from the
+/// float64 value), or golden_decode(inputs, options = {}) into owned float64 buffers.
+inline constexpr detail::DecodeEntry<detail::GoldenRecurrence> golden_decode{};
 
 }  // namespace amla::attention

@@ -37,8 +37,10 @@
 #include <cstdint>
 #include <limits>
 #include <span>
+#include <string_view>
 #include <vector>
 
+#include "amla/attention/detail/recurrence.hpp"
 #include "amla/attention/driver.hpp"
 #include "amla/attention/head_group.hpp"
 #include "amla/config.hpp"
@@ -47,15 +49,9 @@
 
 namespace amla::attention {
 
-/// Options of the Base recurrence.
-struct BaseOptions {
-  precision mode = precision::bf16;
-  int block_size = 512;  ///< keys per KV block (AMLA 512, FlashMLA 64); >= 1
-  /// Dense core only: the caller guarantees q, k and v are already BF16 values, so bf16 mode
-  /// uses them without making rounded copies (the paged driver sets this after rounding while
-  /// gathering). Ignored in float32 mode. Wrong values here silently skip the operand casts.
-  bool operands_prerounded = false;
-};
+/// Options of the Base recurrence: the shared precision mode and block size, 512 keys per block
+/// by default (AMLA's; FlashMLA uses 64).
+using BaseOptions = RecurrenceOptions<512>;
 
 namespace detail {
 
@@ -75,14 +71,10 @@ inline Eigen::Index base_panel_keys(Eigen::Index block) noexcept {
   return std::max<Eigen::Index>(block, (4096 / block) * block);
 }
 
-}  // namespace detail
-
-/// Base attention of one head group into caller buffers: out [rows, d_v], lse [rows].
-/// Throws amla::invalid_argument on inconsistent shapes, a bad visible count, scale or block size.
-inline void base_attention(const HeadGroup& g, const BaseOptions& options, Eigen::Ref<MatrixF> out,
-                           std::span<float> lse) {
-  validate_head_group("base_attention", g, out.rows(), out.cols(), lse.size());
-  AMLA_REQUIRE(options.block_size >= 1, "options.block_size", options.block_size, "must be >= 1");
+/// The Base recurrence on validated arguments whose operands are as the matrix unit sees them
+/// (detail/recurrence.hpp).
+inline void base_core(const HeadGroup& g, const BaseOptions& options, Eigen::Ref<MatrixF> out,
+                      std::span<float> lse) {
   using Eigen::Index;
   const Index rows = g.rows();
   const Index n = max_visible_keys(g);
@@ -91,17 +83,9 @@ inline void base_attention(const HeadGroup& g, const BaseOptions& options, Eigen
   const float scale = g.scale;
   constexpr float neg_inf = -std::numeric_limits<float>::infinity();
 
-  // Operands as the matrix unit sees them.
-  const bool copy = bf16_mode && !options.operands_prerounded;
-  MatrixF q_own, k_own, v_own;
-  if (copy) {
-    q_own = rounded_bf16(g.q);
-    k_own = rounded_bf16(g.k.topRows(n));
-    v_own = rounded_bf16(g.v.topRows(n));
-  }
-  const Eigen::Ref<const MatrixF> q = copy ? Eigen::Ref<const MatrixF>(q_own) : g.q;
-  const Eigen::Ref<const MatrixF> k = copy ? Eigen::Ref<const MatrixF>(k_own) : g.k.topRows(n);
-  const Eigen::Ref<const MatrixF> v = copy ? Eigen::Ref<const MatrixF>(v_own) : g.v.topRows(n);
+  const Eigen::Ref<const MatrixF> q = g.q;
+  const Eigen::Ref<const MatrixF> k = g.k.topRows(n);
+  const Eigen::Ref<const MatrixF> v = g.v.topRows(n);
 
   out.setZero();
   std::vector<float> m(static_cast<std::size_t>(rows), neg_inf);
@@ -154,41 +138,53 @@ inline void base_attention(const HeadGroup& g, const BaseOptions& options, Eigen
   }
 }
 
-/// Base outputs of one head group.
-struct BaseResult {
-  MatrixF out;          ///< [rows, d_v]
-  Eigen::VectorXf lse;  ///< [rows], natural log; -inf for rows that see no key
+/// Base as the decode entry point sees it (detail/recurrence.hpp).
+struct BaseRecurrence : Recurrence<BaseOptions, base_core> {
+  static constexpr const char* decode_name = "base_decode";
+  static constexpr const char* options_name = "base";
 };
 
-/// Base attention of one head group.
+}  // namespace detail
+
+/// Base attention of one head group into caller buffers: out [rows, d_v], lse [rows]. In bf16
+/// mode the operands are rounded to BF16 first. Throws amla::invalid_argument on inconsistent
+/// shapes, a bad visible count or scale, an unknown mode, or block_size < 1.
+inline void base_attention(const HeadGroup& g, const BaseOptions& options, Eigen::Ref<MatrixF> out,
+                           std::span<float> lse) {
+  detail::run_dense<detail::BaseRecurrence>(
+      "base_attention", g, options, out.rows(), out.cols(), lse.size(),
+      [&](const HeadGroup& operands) { detail::base_core(operands, options, out, lse); });
+}
+
+namespace detail {
+
+/// base_attention for amla's own callers whose operands already are BF16 values (the MLA
+/// formulations round them when they build them): validates, then runs Base without rounded
+/// copies. Operands that are not BF16 values would silently skip the casts in bf16 mode.
+inline void base_attention_prerounded(const HeadGroup& g, const BaseOptions& options,
+                                      Eigen::Ref<MatrixF> out, std::span<float> lse) {
+  constexpr const char* fn = "base_attention";
+  validate_head_group(fn, g, out.rows(), out.cols(), lse.size());
+  validate_recurrence_options(fn, "options", options);
+  base_core(g, options, out, lse);
+}
+
+}  // namespace detail
+
+/// Base outputs of one head group.
+using BaseResult = AttentionResult<float>;
+
+/// Base attention of one head group, into owned outputs.
 inline BaseResult base_attention(const HeadGroup& g, const BaseOptions& options = {}) {
-  BaseResult r{MatrixF(g.rows(), g.d_v()), Eigen::VectorXf(g.rows())};
-  base_attention(g, options, r.out,
-                 std::span<float>(r.lse.data(), static_cast<std::size_t>(g.rows())));
-  return r;
+  return detail::owned_result<float>(g, [&](Eigen::Ref<MatrixF> out, std::span<float> lse) {
+    base_attention(g, options, out, lse);
+  });
 }
 
-/// Base attention over a paged decode problem into caller buffers. In bf16 mode a float cache is
-/// rounded to BF16 once, while gathering.
-template <decode_element T, class OutT, class LseT>
-void base_decode(const DecodeInputs<T>& in, const DecodeOptions& options,
-                 const DecodeOutputs<OutT, LseT>& outputs, const BaseOptions& base = {}) {
-  AMLA_REQUIRE(base.block_size >= 1, "base.block_size", base.block_size, "must be >= 1");
-  BaseOptions core = base;
-  core.operands_prerounded = true;  // the gather below rounds (or the cache is bf16)
-  run_decode<float>("base_decode", in, options, outputs, gather_for(base.mode),
-                    [&core](const HeadGroup& g, const GroupLocation&, Eigen::Ref<MatrixF> out,
-                            std::span<float> lse) { base_attention(g, core, out, lse); });
-}
-
-/// Base attention over a paged decode problem, into owned float buffers.
-template <decode_element T>
-DecodeResult<float, float> base_decode(const DecodeInputs<T>& in, const DecodeOptions& options = {},
-                                       const BaseOptions& base = {}) {
-  validate_decode("base_decode", in, options);
-  DecodeResult<float, float> result(in.shape);
-  base_decode(in, options, result.view(), base);
-  return result;
-}
+/// Base attention over a paged decode problem: base_decode(inputs, options, outputs, base = {})
+/// into caller buffers, or base_decode(inputs, options = {}, base = {}) into an owned
+/// ReportedDecodeResult<float>. In bf16 mode a float cache is rounded to BF16 once, while
+/// gathering. Validates everything before writing.
+inline constexpr detail::DecodeEntry<detail::BaseRecurrence> base_decode{};
 
 }  // namespace amla::attention

@@ -60,11 +60,11 @@
 // (the kernel sums per thread and adds the four threads of a row at the end) folded into l by one
 // fma, as nvcc contracts `l * scale + sum`.
 //
-// Precision modes (attention/driver.hpp's `precision`, as for Base). precision::bf16: Q, K,
-// V are rounded to BF16 (a no-op for BF16-exact inputs; the paged driver rounds while gathering
-// and sets operands_prerounded), P is cast to BF16 before each P*V product, and everything else is
-// FP32, as on the GPU. precision::float32: the same schedule entirely in FP32 (no rounding
-// anywhere), which agrees with the float64 golden to about 1e-6 relative.
+// Precision modes (attention/driver.hpp's `precision`, as for Base). precision::bf16: Q, K, V are
+// rounded to BF16 (a no-op for BF16-exact inputs; the paged driver rounds while gathering), P is
+// cast to BF16 before each P*V product, and everything else is FP32, as on the GPU.
+// precision::float32: the same schedule entirely in FP32 (no rounding anywhere), which agrees with
+// the float64 golden to about 1e-6 relative.
 //
 // Entry points, mirroring Base (online_softmax.hpp): seesaw_attention on one dense head group
 // (into caller buffers, or into a SeesawResult), with an optional observer of every step, and
@@ -83,8 +83,8 @@
 #include <string>
 #include <vector>
 
+#include "amla/attention/detail/recurrence.hpp"
 #include "amla/attention/driver.hpp"
-#include "amla/attention/detail/variants.hpp"
 #include "amla/attention/head_group.hpp"
 #include "amla/config.hpp"
 #include "amla/numeric/bf16.hpp"
@@ -92,17 +92,11 @@
 
 namespace amla::attention {
 
-/// Options of the seesaw recurrence (the fields of BaseOptions, with FlashMLA's block size).
-struct SeesawOptions {
-  /// precision::bf16: BF16 operands and a BF16 cast of P before every P*V product (the kernel);
-  /// precision::float32: the same schedule entirely in FP32.
-  precision mode = precision::bf16;
-  /// Keys per KV block (FlashMLA: 64, its page block size); >= 1. The schedule takes two at once.
-  int block_size = 64;
-  /// Dense core only: the caller guarantees q, k and v are already BF16 values, so bf16 mode uses
-  /// them without making rounded copies (seesaw_decode sets it). Ignored in float32 mode.
-  bool operands_prerounded = false;
-};
+/// Options of the seesaw recurrence: the shared precision mode (bf16: BF16 operands and a BF16
+/// cast of P before every P*V product, as the kernel; float32: the same schedule entirely in FP32)
+/// and block size, FlashMLA's 64 keys per block by default (its page block size; the schedule
+/// takes two blocks at once).
+using SeesawOptions = RecurrenceOptions<64>;
 
 /// The steps of the seesaw schedule, numbered as in the FlashMLA deep dive.
 enum class seesaw_step : std::uint8_t {
@@ -176,26 +170,24 @@ struct SeesawState {
 /// Called after every step; see SeesawState.
 using SeesawObserver = std::function<void(const SeesawState&)>;
 
-/// Runs the seesaw schedule on one head group into caller buffers: out [rows, d_v], lse [rows]
-/// (natural log). Calls `observe` (when set) after step 0 and after each of steps 1-11 of every
-/// pair of blocks. Throws amla::invalid_argument on inconsistent shapes, a bad visible count or
-/// scale, an unknown mode, or block_size < 1.
-inline void seesaw_attention(const HeadGroup& g, const SeesawOptions& options,
-                             Eigen::Ref<MatrixF> out, std::span<float> lse,
-                             const SeesawObserver& observe = {}) {
-  constexpr const char* fn = "seesaw_attention";
-  validate_head_group(fn, g, out.rows(), out.cols(), lse.size());
-  detail::validate_variant_options(fn, "options", options.mode, options.block_size);
+namespace detail {
+
+/// The seesaw schedule on validated arguments whose operands are as the matrix unit sees them
+/// (detail/recurrence.hpp); calls `observe` when set.
+inline void seesaw_core(const HeadGroup& g, const SeesawOptions& options, Eigen::Ref<MatrixF> out,
+                        std::span<float> lse, const SeesawObserver& observe) {
   const bool bf = options.mode == precision::bf16;
   const Eigen::Index rows = g.rows();
   const Eigen::Index d_left = g.d_v() / 2;
   const Eigen::Index d_right = g.d_v() - d_left;
   const Eigen::Index n_read = max_visible_keys(g);  // keys past every row's window: never read
   const Eigen::Index bs = options.block_size;
-  const float c = detail::scale_log2(g.scale);
+  const float c = scale_log2(g.scale);
   constexpr float neg_inf = -std::numeric_limits<float>::infinity();
 
-  const detail::VariantOperands ops(g, n_read, bf && !options.operands_prerounded);
+  const Eigen::Ref<const MatrixF> q = g.q;
+  const Eigen::Ref<const MatrixF> k = g.k.topRows(n_read);
+  const Eigen::Ref<const MatrixF> v = g.v.topRows(n_read);
   std::vector<float> m(static_cast<std::size_t>(rows), neg_inf);
   std::vector<float> scale0(static_cast<std::size_t>(rows), 1.0f);
   std::vector<float> scale1(static_cast<std::size_t>(rows), 1.0f);
@@ -214,7 +206,7 @@ inline void seesaw_attention(const HeadGroup& g, const SeesawOptions& options,
   // Scores Q K_blk^T with the keys a row may not see set to -inf.
   const auto scores = [&](Eigen::Index begin, Eigen::Index n, MatrixF& p) {
     p.resize(rows, n);
-    p.noalias() = ops.q * ops.k.middleRows(begin, n).transpose();
+    p.noalias() = q * k.middleRows(begin, n).transpose();
     for (Eigen::Index r = 0; r < rows; ++r) {
       const Eigen::Index first_masked = std::clamp<Eigen::Index>(g.visible_keys(r) - begin, 0, n);
       for (Eigen::Index j = first_masked; j < n; ++j) p(r, j) = neg_inf;
@@ -262,8 +254,8 @@ inline void seesaw_attention(const HeadGroup& g, const SeesawOptions& options,
     n1 = std::clamp<Eigen::Index>(n_read - begin1, 0, bs);
     std::fill(scale0.begin(), scale0.end(), 1.0f);
     std::fill(scale1.begin(), scale1.end(), 1.0f);
-    const auto v0 = ops.v.middleRows(begin0, n0);
-    const auto v1 = ops.v.middleRows(begin1, n1);
+    const auto v0 = v.middleRows(begin0, n0);
+    const auto v1 = v.middleRows(begin1, n1);
 
     scores(begin0, n0, p0);  // 1
     report(seesaw_step::qk0);
@@ -323,45 +315,51 @@ inline void seesaw_attention(const HeadGroup& g, const SeesawOptions& options,
   }
 }
 
-/// Owned outputs of one head group.
-struct SeesawResult {
-  MatrixF out;          ///< [rows, d_v]
-  Eigen::VectorXf lse;  ///< [rows], natural log; -inf for rows that see no key
+/// The seesaw schedule without an observer (the decode entry point's core).
+inline void seesaw_unobserved(const HeadGroup& g, const SeesawOptions& options,
+                              Eigen::Ref<MatrixF> out, std::span<float> lse) {
+  seesaw_core(g, options, out, lse, {});
+}
+
+/// The seesaw schedule as the decode entry point sees it (detail/recurrence.hpp).
+struct SeesawRecurrence : Recurrence<SeesawOptions, seesaw_unobserved> {
+  static constexpr const char* decode_name = "seesaw_decode";
+  static constexpr const char* options_name = "seesaw";
 };
+
+}  // namespace detail
+
+/// Runs the seesaw schedule on one head group into caller buffers: out [rows, d_v], lse [rows]
+/// (natural log). In bf16 mode the operands are rounded to BF16 first. Calls `observe` (when set)
+/// after step 0 and after each of steps 1-11 of every pair of blocks. Throws
+/// amla::invalid_argument on inconsistent shapes, a bad visible count or scale, an unknown mode,
+/// or block_size < 1.
+inline void seesaw_attention(const HeadGroup& g, const SeesawOptions& options,
+                             Eigen::Ref<MatrixF> out, std::span<float> lse,
+                             const SeesawObserver& observe = {}) {
+  detail::run_dense<detail::SeesawRecurrence>(
+      "seesaw_attention", g, options, out.rows(), out.cols(), lse.size(),
+      [&](const HeadGroup& operands) {
+        detail::seesaw_core(operands, options, out, lse, observe);
+      });
+}
+
+/// Owned outputs of one head group.
+using SeesawResult = AttentionResult<float>;
 
 /// The seesaw schedule over one head group, into owned outputs.
 inline SeesawResult seesaw_attention(const HeadGroup& g, const SeesawOptions& options = {},
                                      const SeesawObserver& observe = {}) {
-  SeesawResult r{MatrixF(g.rows(), g.d_v()), Eigen::VectorXf(g.rows())};
-  seesaw_attention(g, options, r.out,
-                   std::span<float>(r.lse.data(), static_cast<std::size_t>(g.rows())), observe);
-  return r;
+  return detail::owned_result<float>(g, [&](Eigen::Ref<MatrixF> out, std::span<float> lse) {
+    seesaw_attention(g, options, out, lse, observe);
+  });
 }
 
-/// The seesaw schedule over a paged decode problem into caller buffers (one call of the dense
-/// core per DecodeOptions::rows_per_task rows of a head group). In bf16 mode a float cache is
-/// rounded to BF16 once, while gathering. Validates everything before writing.
-template <decode_element T, class OutT, class LseT>
-void seesaw_decode(const DecodeInputs<T>& in, const DecodeOptions& options,
-                   const DecodeOutputs<OutT, LseT>& outputs, const SeesawOptions& seesaw = {}) {
-  detail::validate_variant_options("seesaw_decode", "seesaw", seesaw.mode, seesaw.block_size);
-  SeesawOptions core = seesaw;
-  core.operands_prerounded = true;  // the gather rounds (or the cache is bf16)
-  run_decode<float>("seesaw_decode", in, options, outputs, gather_for(seesaw.mode),
-                    [&core](const HeadGroup& g, const GroupLocation&, Eigen::Ref<MatrixF> out,
-                            std::span<float> lse) { seesaw_attention(g, core, out, lse); });
-}
-
-/// The seesaw schedule over a paged decode problem, into owned float buffers.
-template <decode_element T>
-DecodeResult<float, float> seesaw_decode(const DecodeInputs<T>& in,
-                                         const DecodeOptions& options = {},
-                                         const SeesawOptions& seesaw = {}) {
-  validate_decode("seesaw_decode", in, options);
-  detail::validate_variant_options("seesaw_decode", "seesaw", seesaw.mode, seesaw.block_size);
-  DecodeResult<float, float> result(in.shape);
-  seesaw_decode(in, options, result.view(), seesaw);
-  return result;
-}
+/// The seesaw schedule over a paged decode problem: seesaw_decode(inputs, options, outputs,
+/// seesaw = {}) into caller buffers, or seesaw_decode(inputs, options = {}, seesaw = {}) into an
+/// owned ReportedDecodeResult<float>; one call of the dense core per DecodeOptions::rows_per_task
+/// rows of a head group. In bf16 mode a float cache is rounded to BF16 once, while gathering.
+/// Validates everything before writing.
+inline constexpr detail::DecodeEntry<detail::SeesawRecurrence> seesaw_decode{};
 
 }  // namespace amla::attention

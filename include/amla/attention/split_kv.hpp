@@ -21,8 +21,10 @@
 #include <limits>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "amla/attention/detail/recurrence.hpp"
 #include "amla/attention/driver.hpp"
 #include "amla/attention/head_group.hpp"
 #include "amla/attention/online_softmax.hpp"
@@ -31,11 +33,26 @@
 
 namespace amla::attention {
 
-/// Options of split-KV decoding.
+/// Options of split-KV decoding: the number of splits and the Base options inside each split.
 struct SplitKvOptions {
   int num_splits = 4;  ///< >= 1; splits beyond the number of KV blocks are empty
   BaseOptions split;   ///< the recurrence inside each split (mode and KV block size)
 };
+
+namespace detail {
+
+/// Checks the split count and the options inside each split (named `<prefix>.num_splits` and
+/// `<prefix>.split.<field>`).
+inline void validate_split_kv_options(const char* fn, std::string_view prefix,
+                                      const SplitKvOptions& o) {
+  validate_recurrence_options(fn, std::string(prefix) + ".split", o.split);
+  if (o.num_splits < 1) {
+    amla::detail::throw_invalid(fn, (std::string(prefix) + ".num_splits").c_str(),
+                                std::to_string(o.num_splits), "must be >= 1");
+  }
+}
+
+}  // namespace detail
 
 /// A half-open range of keys [begin, end).
 struct KeyRange {
@@ -131,14 +148,12 @@ inline HeadGroup restrict_keys(const HeadGroup& g, KeyRange range, std::vector<i
                    g.v.middleRows(range.begin, range.size()), visible_out, g.scale};
 }
 
-/// Every split's partial result for one head group (Base inside each split).
-inline std::vector<SplitPartial<float>> split_kv_partials(const HeadGroup& g,
-                                                          const SplitKvOptions& options) {
-  validate_head_group("split_kv_partials", g, g.rows(), g.d_v(),
-                      static_cast<std::size_t>(g.rows()));
-  AMLA_REQUIRE(options.split.block_size >= 1, "options.split.block_size", options.split.block_size,
-               "must be >= 1");
-  AMLA_REQUIRE(options.num_splits >= 1, "options.num_splits", options.num_splits, "must be >= 1");
+namespace detail {
+
+/// Every split's partial result on validated arguments whose operands are as the matrix unit sees
+/// them (detail/recurrence.hpp).
+inline std::vector<SplitPartial<float>> split_kv_partials_core(const HeadGroup& g,
+                                                               const SplitKvOptions& options) {
   const auto ranges = split_key_ranges(g.n_keys(), options.split.block_size, options.num_splits);
   std::vector<SplitPartial<float>> parts(ranges.size());
   std::vector<int> visible;
@@ -148,52 +163,59 @@ inline std::vector<SplitPartial<float>> split_kv_partials(const HeadGroup& g,
     p.keys = ranges[s];
     p.out.resize(g.rows(), g.d_v());
     p.lse.resize(g.rows());
-    base_attention(sub, options.split, p.out,
-                   std::span<float>(p.lse.data(), static_cast<std::size_t>(g.rows())));
+    base_core(sub, options.split, p.out,
+              std::span<float>(p.lse.data(), static_cast<std::size_t>(g.rows())));
   }
   return parts;
+}
+
+/// Split-KV attention on validated arguments whose operands are as the matrix unit sees them.
+inline void split_kv_core(const HeadGroup& g, const SplitKvOptions& options,
+                          Eigen::Ref<MatrixF> out, std::span<float> lse) {
+  combine_splits<float>(split_kv_partials_core(g, options), out, lse);
+}
+
+/// Split-KV as the decode entry point sees it (detail/recurrence.hpp).
+struct SplitKvRecurrence : Recurrence<SplitKvOptions, split_kv_core> {
+  static constexpr const char* decode_name = "split_kv_decode";
+  static constexpr const char* options_name = "split";
+  static void validate(const char* fn, std::string_view prefix, const SplitKvOptions& o) {
+    validate_split_kv_options(fn, prefix, o);
+  }
+  static operand_gather gather(const SplitKvOptions& o) { return gather_for(o.split.mode); }
+};
+
+}  // namespace detail
+
+/// Every split's partial result for one head group (Base inside each split; in bf16 mode the
+/// operands are rounded to BF16 first).
+inline std::vector<SplitPartial<float>> split_kv_partials(const HeadGroup& g,
+                                                          const SplitKvOptions& options) {
+  return detail::run_dense<detail::SplitKvRecurrence>(
+      "split_kv_partials", g, options, g.rows(), g.d_v(), static_cast<std::size_t>(g.rows()),
+      [&](const HeadGroup& operands) { return detail::split_kv_partials_core(operands, options); });
 }
 
 /// Split-KV attention of one head group into out [rows, d_v] and lse [rows].
 inline void split_kv_attention(const HeadGroup& g, const SplitKvOptions& options,
                                Eigen::Ref<MatrixF> out, std::span<float> lse) {
-  validate_head_group("split_kv_attention", g, out.rows(), out.cols(), lse.size());
-  const auto parts = split_kv_partials(g, options);
-  combine_splits<float>(parts, out, lse);
+  detail::run_dense<detail::SplitKvRecurrence>(
+      "split_kv_attention", g, options, out.rows(), out.cols(), lse.size(),
+      [&](const HeadGroup& operands) { detail::split_kv_core(operands, options, out, lse); });
 }
 
-/// Split-KV attention of one head group.
+/// Split-KV attention of one head group, into owned outputs.
 inline BaseResult split_kv_attention(const HeadGroup& g, const SplitKvOptions& options = {}) {
-  BaseResult r{MatrixF(g.rows(), g.d_v()), Eigen::VectorXf(g.rows())};
-  split_kv_attention(g, options, r.out,
-                     std::span<float>(r.lse.data(), static_cast<std::size_t>(g.rows())));
-  return r;
+  return detail::owned_result<float>(g, [&](Eigen::Ref<MatrixF> out, std::span<float> lse) {
+    split_kv_attention(g, options, out, lse);
+  });
 }
 
-/// Split-KV attention over a paged decode problem into caller buffers. Every sequence is cut into
-/// options.num_splits ranges of its own length.
-template <decode_element T, class OutT, class LseT>
-void split_kv_decode(const DecodeInputs<T>& in, const DecodeOptions& options,
-                     const DecodeOutputs<OutT, LseT>& outputs, const SplitKvOptions& split = {}) {
-  AMLA_REQUIRE(split.split.block_size >= 1, "split.split.block_size", split.split.block_size,
-               "must be >= 1");
-  AMLA_REQUIRE(split.num_splits >= 1, "split.num_splits", split.num_splits, "must be >= 1");
-  SplitKvOptions core = split;
-  core.split.operands_prerounded = true;  // rounded while gathering (or a bf16 cache)
-  run_decode<float>("split_kv_decode", in, options, outputs, gather_for(split.split.mode),
-                    [&core](const HeadGroup& g, const GroupLocation&, Eigen::Ref<MatrixF> out,
-                            std::span<float> lse) { split_kv_attention(g, core, out, lse); });
-}
-
-/// Split-KV attention over a paged decode problem, into owned float buffers.
-template <decode_element T>
-DecodeResult<float, float> split_kv_decode(const DecodeInputs<T>& in,
-                                           const DecodeOptions& options = {},
-                                           const SplitKvOptions& split = {}) {
-  validate_decode("split_kv_decode", in, options);
-  DecodeResult<float, float> result(in.shape);
-  split_kv_decode(in, options, result.view(), split);
-  return result;
-}
+/// Split-KV attention over a paged decode problem: split_kv_decode(inputs, options, outputs,
+/// split = {}) into caller buffers, or split_kv_decode(inputs, options = {}, split = {}) into an
+/// owned ReportedDecodeResult<float>. Every sequence is cut into split.num_splits ranges of its
+/// own length. In bf16 mode a float cache is rounded to BF16 once, while gathering. Validates
+/// everything before writing.
+inline constexpr detail::DecodeEntry<detail::SplitKvRecurrence> split_kv_decode{};
 
 }  // namespace amla::attention

@@ -43,10 +43,11 @@
 #include <limits>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "amla/attention/detail/recurrence.hpp"
 #include "amla/attention/driver.hpp"
-#include "amla/attention/detail/variants.hpp"
 #include "amla/attention/head_group.hpp"
 #include "amla/config.hpp"
 #include "amla/numeric/bf16.hpp"
@@ -60,47 +61,40 @@ enum class kv_block_order : std::uint8_t {
   reverse,  ///< last block to first (ETAP's and FlashMLA v1's code)
 };
 
-/// Options of the transposed (ETAP) recurrence (BaseOptions' fields, then the block order).
-struct TransposedOptions {
-  /// precision::bf16: BF16 operands and a BF16 cast of P^T before V^T P^T;
-  /// precision::float32: everything in FP32.
-  precision mode = precision::bf16;
-  /// Keys per KV block (the M dimension of S^T; ETAP uses 64); >= 1.
-  int block_size = 64;
-  /// Dense core only: q, k and v are already BF16 values (transposed_decode sets it).
-  bool operands_prerounded = false;
+/// Options of the transposed (ETAP) recurrence: the shared precision mode (bf16: BF16 operands
+/// and a BF16 cast of P^T before V^T P^T; float32: everything in FP32) and block size (the M
+/// dimension of S^T; ETAP uses 64), then the block order.
+struct TransposedOptions : RecurrenceOptions<64> {
   kv_block_order order = kv_block_order::forward;
 };
 
 namespace detail {
-inline void validate_transposed_options(const char* fn, const std::string& prefix,
+
+/// Checks the shared options and the block order.
+inline void validate_transposed_options(const char* fn, std::string_view prefix,
                                         const TransposedOptions& o) {
-  validate_variant_options(fn, prefix, o.mode, o.block_size);
+  validate_recurrence_options(fn, prefix, o);
   if (o.order != kv_block_order::forward && o.order != kv_block_order::reverse) {
-    amla::detail::throw_invalid(fn, (prefix + ".order").c_str(),
+    amla::detail::throw_invalid(fn, (std::string(prefix) + ".order").c_str(),
                                 std::to_string(static_cast<int>(o.order)),
                                 "must be kv_block_order::forward or kv_block_order::reverse");
   }
 }
-}  // namespace detail
 
-/// Runs the transposed recurrence on one head group into caller buffers: out [rows, d_v] and
-/// lse [rows] (natural log). Throws amla::invalid_argument on inconsistent shapes, a bad visible
-/// count or scale, an unknown mode, or block_size < 1.
-inline void transposed_attention(const HeadGroup& g, const TransposedOptions& options,
-                                 Eigen::Ref<MatrixF> out, std::span<float> lse) {
-  constexpr const char* fn = "transposed_attention";
-  validate_head_group(fn, g, out.rows(), out.cols(), lse.size());
-  detail::validate_transposed_options(fn, "options", options);
+/// The transposed recurrence on validated arguments whose operands are as the matrix unit sees
+/// them (detail/recurrence.hpp).
+inline void transposed_core(const HeadGroup& g, const TransposedOptions& options,
+                            Eigen::Ref<MatrixF> out, std::span<float> lse) {
   const bool bf = options.mode == precision::bf16;
   const Eigen::Index rows = g.rows();
   const Eigen::Index n_read = max_visible_keys(g);  // keys past every row's window: never read
   const Eigen::Index bs = options.block_size;
   const Eigen::Index blocks = (n_read + bs - 1) / bs;
-  const float c = detail::scale_log2(g.scale);
+  const float c = scale_log2(g.scale);
   constexpr float neg_inf = -std::numeric_limits<float>::infinity();
 
-  const detail::VariantOperands ops(g, n_read, bf && !options.operands_prerounded);
+  const Eigen::Ref<const MatrixF> k = g.k.topRows(n_read);
+  const Eigen::Ref<const MatrixF> v = g.v.topRows(n_read);
   std::vector<float> m(static_cast<std::size_t>(rows), neg_inf);
   std::vector<float> l(static_cast<std::size_t>(rows), 0.0f);
   MatrixF o_t = MatrixF::Zero(g.d_v(), rows);  // O^T
@@ -111,7 +105,7 @@ inline void transposed_attention(const HeadGroup& g, const TransposedOptions& op
     const Eigen::Index begin = j * bs;
     const Eigen::Index n = std::min(bs, n_read - begin);
     s_t.resize(n, rows);
-    s_t.noalias() = ops.k.middleRows(begin, n) * ops.q.transpose();  // S^T = K_j Q^T
+    s_t.noalias() = k.middleRows(begin, n) * g.q.transpose();  // S^T = K_j Q^T
     for (Eigen::Index r = 0; r < rows; ++r) {
       const auto ri = static_cast<std::size_t>(r);
       const Eigen::Index first_masked = std::clamp<Eigen::Index>(g.visible_keys(r) - begin, 0, n);
@@ -135,7 +129,7 @@ inline void transposed_attention(const HeadGroup& g, const TransposedOptions& op
       o_t.col(r) *= scale;
     }
     if (bf) round_bf16_inplace(s_t);  // P^T to BF16: the B operand of the PV wgmma
-    o_t.noalias() += ops.v.middleRows(begin, n).transpose() * s_t;  // O^T += V_j^T P^T
+    o_t.noalias() += v.middleRows(begin, n).transpose() * s_t;  // O^T += V_j^T P^T
   }
 
   for (Eigen::Index r = 0; r < rows; ++r) {
@@ -151,45 +145,43 @@ inline void transposed_attention(const HeadGroup& g, const TransposedOptions& op
   }
 }
 
-/// Owned outputs of one head group.
-struct TransposedResult {
-  MatrixF out;          ///< [rows, d_v]
-  Eigen::VectorXf lse;  ///< [rows], natural log; -inf for rows that see no key
+/// The transposed recurrence as the decode entry point sees it (detail/recurrence.hpp).
+struct TransposedRecurrence : Recurrence<TransposedOptions, transposed_core> {
+  static constexpr const char* decode_name = "transposed_decode";
+  static constexpr const char* options_name = "transposed";
+  static void validate(const char* fn, std::string_view prefix, const TransposedOptions& o) {
+    validate_transposed_options(fn, prefix, o);
+  }
 };
+
+}  // namespace detail
+
+/// Runs the transposed recurrence on one head group into caller buffers: out [rows, d_v] and
+/// lse [rows] (natural log). In bf16 mode the operands are rounded to BF16 first. Throws
+/// amla::invalid_argument on inconsistent shapes, a bad visible count or scale, an unknown mode
+/// or block order, or block_size < 1.
+inline void transposed_attention(const HeadGroup& g, const TransposedOptions& options,
+                                 Eigen::Ref<MatrixF> out, std::span<float> lse) {
+  detail::run_dense<detail::TransposedRecurrence>(
+      "transposed_attention", g, options, out.rows(), out.cols(), lse.size(),
+      [&](const HeadGroup& operands) { detail::transposed_core(operands, options, out, lse); });
+}
+
+/// Owned outputs of one head group.
+using TransposedResult = AttentionResult<float>;
 
 /// The transposed recurrence over one head group, into owned outputs.
 inline TransposedResult transposed_attention(const HeadGroup& g,
                                              const TransposedOptions& options = {}) {
-  TransposedResult r{MatrixF(g.rows(), g.d_v()), Eigen::VectorXf(g.rows())};
-  transposed_attention(g, options, r.out,
-                       std::span<float>(r.lse.data(), static_cast<std::size_t>(g.rows())));
-  return r;
+  return detail::owned_result<float>(g, [&](Eigen::Ref<MatrixF> out, std::span<float> lse) {
+    transposed_attention(g, options, out, lse);
+  });
 }
 
-/// The transposed recurrence over a paged decode problem into caller buffers. In bf16 mode a
-/// float cache is rounded to BF16 once, while gathering. Validates everything before writing.
-template <decode_element T, class OutT, class LseT>
-void transposed_decode(const DecodeInputs<T>& in, const DecodeOptions& options,
-                       const DecodeOutputs<OutT, LseT>& outputs,
-                       const TransposedOptions& transposed = {}) {
-  detail::validate_transposed_options("transposed_decode", "transposed", transposed);
-  TransposedOptions core = transposed;
-  core.operands_prerounded = true;  // the gather rounds (or the cache is bf16)
-  run_decode<float>("transposed_decode", in, options, outputs, gather_for(transposed.mode),
-                    [&core](const HeadGroup& g, const GroupLocation&, Eigen::Ref<MatrixF> out,
-                            std::span<float> lse) { transposed_attention(g, core, out, lse); });
-}
-
-/// The transposed recurrence over a paged decode problem, into owned float buffers.
-template <decode_element T>
-DecodeResult<float, float> transposed_decode(const DecodeInputs<T>& in,
-                                             const DecodeOptions& options = {},
-                                             const TransposedOptions& transposed = {}) {
-  validate_decode("transposed_decode", in, options);
-  detail::validate_transposed_options("transposed_decode", "transposed", transposed);
-  DecodeResult<float, float> result(in.shape);
-  transposed_decode(in, options, result.view(), transposed);
-  return result;
-}
+/// The transposed recurrence over a paged decode problem: transposed_decode(inputs, options,
+/// outputs, transposed = {}) into caller buffers, or transposed_decode(inputs, options = {},
+/// transposed = {}) into an owned ReportedDecodeResult<float>. In bf16 mode a float cache is
+/// rounded to BF16 once, while gathering. Validates everything before writing.
+inline constexpr detail::DecodeEntry<detail::TransposedRecurrence> transposed_decode{};
 
 }  // namespace amla::attention

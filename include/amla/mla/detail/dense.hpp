@@ -40,12 +40,11 @@ inline DenseResult<float> base_f32(const MatrixF& q, Eigen::Ref<const MatrixF> k
   attention::BaseOptions options;
   options.mode = attention::precision::bf16;
   options.block_size = kv_block;
-  options.operands_prerounded = true;
   DenseResult<float> r;
   r.out.resize(q.rows(), v.cols());
   r.lse.resize(q.rows());
-  attention::base_attention(g, options, r.out,
-                            std::span<float>(r.lse.data(), static_cast<std::size_t>(q.rows())));
+  attention::detail::base_attention_prerounded(
+      g, options, r.out, std::span<float>(r.lse.data(), static_cast<std::size_t>(q.rows())));
   return r;
 }
 

@@ -1,0 +1,169 @@
+// amla/attention/detail/recurrence.hpp: the pieces every recurrence header shares (operands as the
+// matrix unit sees them, owned dense results, the one decode entry point, FlashMLA's base-2
+// softmax scale). Not for direct inclusion.
+//
+// A recurrence is described to the decode entry point by a descriptor R:
+//   R::Options, R::Scalar (float, or double for golden), R::Report (NoReport when none)
+//   R::decode_name, R::options_name     "seesaw_decode" and "seesaw": how errors name them
+//   R::validate(fn, prefix, options)    throws amla::invalid_argument naming `<prefix>.<field>`
+//   R::gather(options)                  the operand_gather the driver performs
+//   R::core(group, options, out, lse[, report])
+//                                       the dense recurrence on validated arguments whose
+//                                       operands already are as the matrix unit sees them (the
+//                                       driver rounded them while gathering, or the cache is bf16)
+//   with a report: R::place(report, location) (a chunk's report located in the problem),
+//   R::merge(total, part) and R::finish(total) (an order that does not depend on the threads).
+#pragma once
+
+#include <Eigen/Core>
+#include <cstddef>
+#include <mutex>
+#include <numbers>
+#include <span>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+#include "amla/attention/driver.hpp"
+#include "amla/attention/head_group.hpp"
+#include "amla/config.hpp"
+#include "amla/numeric/gemm.hpp"
+
+namespace amla::attention::detail {
+
+/// scale * log2(e) rounded once to float, as FlashMLA's host code computes scale_softmax_log2.
+inline float scale_log2(float scale) {
+  return static_cast<float>(static_cast<double>(scale) * std::numbers::log2e);
+}
+
+/// The operands of a head group as the matrix unit sees them: with operand_gather::round_bf16
+/// rounded copies of Q and of the keys and values some row sees, otherwise the caller's memory.
+/// Keys past every row's window are left out either way (they are never read and need not be
+/// finite). group() is the head group a recurrence's core runs on.
+class MatrixUnitOperands {
+ public:
+  MatrixUnitOperands(const HeadGroup& g, operand_gather gather)
+      : round_(gather == operand_gather::round_bf16),
+        n_(max_visible_keys(g)),
+        q_own_(round_ ? rounded_bf16(g.q) : MatrixF()),
+        k_own_(round_ ? rounded_bf16(g.k.topRows(n_)) : MatrixF()),
+        v_own_(round_ ? rounded_bf16(g.v.topRows(n_)) : MatrixF()),
+        group_{round_ ? Eigen::Ref<const MatrixF>(q_own_) : g.q,
+               round_ ? Eigen::Ref<const MatrixF>(k_own_) : g.k.topRows(n_),
+               round_ ? Eigen::Ref<const MatrixF>(v_own_) : g.v.topRows(n_), g.visible, g.scale} {}
+  MatrixUnitOperands(const MatrixUnitOperands&) = delete;
+  MatrixUnitOperands& operator=(const MatrixUnitOperands&) = delete;
+
+  const HeadGroup& group() const { return group_; }
+
+ private:
+  bool round_;
+  Eigen::Index n_;
+  MatrixF q_own_, k_own_, v_own_;
+  HeadGroup group_;
+};
+
+/// The dense entry point of recurrence R (named `fn`): validates the head group, the shapes of
+/// the outputs and the options (named "options"), then runs `core` on the group's operands as the
+/// matrix unit sees them and returns what it returns.
+template <class R, class Core>
+decltype(auto) run_dense(const char* fn, const HeadGroup& g, const typename R::Options& options,
+                         Eigen::Index out_rows, Eigen::Index out_cols, std::size_t lse_size,
+                         Core&& core) {
+  validate_head_group(fn, g, out_rows, out_cols, lse_size);
+  R::validate(fn, "options", options);
+  const MatrixUnitOperands ops(g, R::gather(options));
+  return core(ops.group());
+}
+
+/// A recurrence's owned result over one head group: `fill(out, lse)` writes the outputs (and
+/// returns the report when there is one).
+template <class Scalar, class Report = NoReport, class Fill>
+AttentionResult<Scalar, Report> owned_result(const HeadGroup& g, Fill&& fill) {
+  using Matrix = Eigen::Matrix<Scalar, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  AttentionResult<Scalar, Report> r{
+      Matrix(g.rows(), g.d_v()), Eigen::Matrix<Scalar, Eigen::Dynamic, 1>(g.rows()), {}};
+  const std::span<Scalar> lse(r.lse.data(), static_cast<std::size_t>(g.rows()));
+  if constexpr (std::is_same_v<Report, NoReport>) {
+    fill(Eigen::Ref<Matrix>(r.out), lse);
+  } else {
+    r.report = fill(Eigen::Ref<Matrix>(r.out), lse);
+  }
+  return r;
+}
+
+/// The descriptor of a recurrence (see the file comment) with its options, output scalar and
+/// report; `Core(group, options, out, lse)` is the recurrence on prepared operands. The defaults
+/// fit options that are a RecurrenceOptions; a descriptor hides what differs and adds its names.
+template <class OptionsT, auto Core = nullptr, class ScalarT = float, class ReportT = NoReport>
+struct Recurrence {
+  using Options = OptionsT;
+  using Scalar = ScalarT;
+  using Report = ReportT;
+  static void validate(const char* fn, std::string_view prefix, const Options& o) {
+    validate_recurrence_options(fn, prefix, o);
+  }
+  static operand_gather gather(const Options& o) { return gather_for(o.mode); }
+  static void core(
+      const HeadGroup& g, const Options& o,
+      Eigen::Ref<Eigen::Matrix<Scalar, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> out,
+      std::span<Scalar> lse) {
+    Core(g, o, out, lse);
+  }
+};
+
+/// The paged decode entry point of recurrence R (see the file comment), as one callable object:
+///   xxx_decode(inputs, options, outputs, recurrence_options = {})   into caller buffers; returns
+///                                                                    R's report, if it has one
+///   xxx_decode(inputs, options = {}, recurrence_options = {})        into a ReportedDecodeResult
+/// Both validate everything before writing or allocating.
+template <class R>
+struct DecodeEntry {
+  using Options = typename R::Options;
+  using Scalar = typename R::Scalar;
+  using Report = typename R::Report;
+  static constexpr bool reports = !std::is_same_v<Report, NoReport>;
+
+  template <decode_element T, class OutT, class LseT>
+  auto operator()(const DecodeInputs<T>& in, const DecodeOptions& options,
+                  const DecodeOutputs<OutT, LseT>& outputs, const Options& recurrence = {}) const {
+    using Matrix = Eigen::Matrix<Scalar, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    R::validate(R::decode_name, R::options_name, recurrence);
+    Report report{};
+    std::mutex report_mutex;
+    run_decode<Scalar>(R::decode_name, in, options, outputs, R::gather(recurrence),
+                       [&](const HeadGroup& g, const GroupLocation& at, Eigen::Ref<Matrix> out,
+                           std::span<Scalar> lse) {
+                         if constexpr (reports) {
+                           Report part{};
+                           R::core(g, recurrence, out, lse, part);
+                           R::place(part, at);
+                           const std::lock_guard<std::mutex> lock(report_mutex);
+                           R::merge(report, std::move(part));
+                         } else {
+                           R::core(g, recurrence, out, lse);
+                         }
+                       });
+    if constexpr (reports) {
+      R::finish(report);
+      return report;
+    }
+  }
+
+  template <decode_element T>
+  ReportedDecodeResult<Scalar, Report> operator()(const DecodeInputs<T>& in,
+                                                  const DecodeOptions& options = {},
+                                                  const Options& recurrence = {}) const {
+    validate_decode(R::decode_name, in, options);
+    R::validate(R::decode_name, R::options_name, recurrence);
+    ReportedDecodeResult<Scalar, Report> result(in.shape);
+    if constexpr (reports) {
+      result.report = (*this)(in, options, result.view(), recurrence);
+    } else {
+      (*this)(in, options, result.view(), recurrence);
+    }
+    return result;
+  }
+};
+
+}  // namespace amla::attention::detail
