@@ -173,10 +173,12 @@ constexpr const char* kLayoutTitles[kNumLayouts] = {
 
 struct SampleResult {
   LayoutErrors layout[kNumLayouts];
+  /// With --locate: every add that broke Lemma 3.1, per layout and reading.
+  std::vector<amla::attention::AmlaViolation> located[kNumLayouts][kNumReadings];
 };
 
 SampleResult run_sample(const Shape& s, const Distribution& d, std::uint64_t seed,
-                        const bool (&layouts)[kNumLayouts], bool diagnostics) {
+                        const bool (&layouts)[kNumLayouts], bool diagnostics, bool locate) {
   namespace at = amla::attention;
   const Sample in = draw_sample(s, d, seed, layouts[kIndependent]);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.d_qk)));
@@ -196,21 +198,25 @@ SampleResult run_sample(const Shape& s, const Distribution& d, std::uint64_t see
     // safe add; the other two readings with the safe add, so that a broken add (see the
     // violations) does not hide the difference the compensation makes. Every mode counts the
     // violations of its own run.
-    const auto run_amla = [&](at::amla_compensation comp, amla::pow2_mode mode, int method) {
+    // With --locate the raw add runs in checked mode: the same values as the hardware add, and
+    // every broken add located.
+    const auto run_amla = [&](int reading, amla::pow2_mode mode, int method) {
       at::AmlaOptions o;
       o.block_size = s.block;
-      o.compensation = comp;
+      o.compensation = kReadings[reading];
       o.rescale = mode;
       at::AmlaResult a = at::amla_attention(g, o);
       amla::round_bf16_inplace(a.out);
       e[method] = paper_error(a.out, gold.out);
       r.layout[lay].rescaled = a.report.rescaled_elements;
+      if (locate && method != kAmlaSafe) r.located[lay][reading] = std::move(a.report.located);
       return a.report.violations;
     };
-    r.layout[lay].violations[0] = run_amla(kReadings[0], amla::pow2_mode::hardware, kAmla);
-    run_amla(kReadings[0], amla::pow2_mode::safe, kAmlaSafe);
-    r.layout[lay].violations[1] = run_amla(kReadings[1], amla::pow2_mode::safe, kAmlaPrinted);
-    r.layout[lay].violations[2] = run_amla(kReadings[2], amla::pow2_mode::safe, kAmlaNone);
+    const amla::pow2_mode raw = locate ? amla::pow2_mode::checked : amla::pow2_mode::hardware;
+    r.layout[lay].violations[0] = run_amla(0, raw, kAmla);
+    run_amla(0, amla::pow2_mode::safe, kAmlaSafe);
+    r.layout[lay].violations[1] = run_amla(1, amla::pow2_mode::safe, kAmlaPrinted);
+    r.layout[lay].violations[2] = run_amla(2, amla::pow2_mode::safe, kAmlaNone);
     if (!diagnostics) continue;
     e[kBaseF32] =
         paper_error(at::base_attention(g, {at::precision::float32, s.block}).out, gold.out);
@@ -236,6 +242,7 @@ struct Config {
   std::vector<int> distributions;  // indices into kDistributions
   bool demo = false;
   bool diagnostics = true;
+  bool locate = false;
 };
 
 void print_help() {
@@ -250,6 +257,8 @@ void print_help() {
       "  --layout L     mla | independent | both (default both): where V comes from\n"
       "  --dist LIST    comma-separated subset of N1,N2,N3,N4,N5,N10,U1,U3,U5,U10,U20,U60\n"
       "  --no-diagnostics  only the main table (Base and AMLA): about half the time\n"
+      "  --locate       list every add that broke Lemma 3.1 (sample, block, row, column, the\n"
+      "                 add, the value before, the raw result and the intended value)\n"
       "  --demo         a quick run: 2 samples, 3 distributions, context 2048\n"
       "  --help         this text\n"
       "\n"
@@ -284,6 +293,8 @@ bool parse(int argc, char** argv, Config& c) {
       return false;
     } else if (a == "--no-diagnostics") {
       c.diagnostics = false;
+    } else if (a == "--locate") {
+      c.locate = true;
     } else if (a == "--demo") {
       c.demo = true;
     } else if (a == "--samples") {
@@ -364,6 +375,40 @@ Stat stat(const std::vector<SampleResult>& samples, int lay, int method, int min
   return {mean, std::sqrt(var / n)};
 }
 
+void print_located(const Config& c, const std::vector<std::vector<SampleResult>>& results,
+                   int lay) {
+  constexpr const char* kReadingNames[kNumReadings] = {"default", "printed", "no comp"};
+  std::printf(
+      "\nAdds that broke Lemma 3.1, located (default reading: the raw add; printed and no comp:\n"
+      "the safe add, which keeps the intended value). add = the integer added to the FP32\n"
+      "pattern; after = the raw result AS_FP32(AS_INT32(before) + add).\n");
+  std::printf("%-13s %-8s %6s %5s %4s %6s %11s %11s %12s %12s\n", "distribution", "reading",
+              "sample", "block", "row", "column", "add", "before", "after", "intended");
+  std::size_t listed = 0;
+  for (std::size_t di = 0; di < c.distributions.size(); ++di) {
+    const Distribution& d = kDistributions[c.distributions[di]];
+    for (int rd = 0; rd < kNumReadings; ++rd) {
+      for (std::size_t si = 0; si < results[di].size(); ++si) {
+        for (const auto& v : results[di][si].located[lay][rd]) {
+          const std::uint32_t after_bits = amla::as_uint32(v.after);
+          char after[32];
+          if (std::isnan(v.after)) {
+            std::snprintf(after, sizeof after, "NaN %08X", after_bits);
+          } else {
+            std::snprintf(after, sizeof after, "%.3g", static_cast<double>(v.after));
+          }
+          std::printf("%-13s %-8s %6zu %5ld %4ld %6ld %11d %11.3g %12s %12.3g\n",
+                      d.name().c_str(), kReadingNames[rd], si, static_cast<long>(v.block),
+                      static_cast<long>(v.row), static_cast<long>(v.col), v.add,
+                      static_cast<double>(v.before), after, static_cast<double>(v.intended));
+          ++listed;
+        }
+      }
+    }
+  }
+  if (listed == 0) std::printf("(none)\n");
+}
+
 void print_layout(const Config& c, const std::vector<std::vector<SampleResult>>& results, int lay) {
   std::printf("\n== %s\n", kLayoutTitles[lay]);
   std::printf(
@@ -398,6 +443,7 @@ void print_layout(const Config& c, const std::vector<std::vector<SampleResult>>&
         stat(results[di], lay, kAmlaPrinted).mean, stat(results[di], lay, kAmlaNone).mean, viol[0],
         viol[1], viol[2], adds, wrecked);
   }
+  if (c.locate) print_located(c, results, lay);
   if (!c.diagnostics) return;
   std::printf(
       "\nWhere the error comes from (same samples): Base without its output cast, Base in float32\n"
@@ -449,7 +495,8 @@ int main(int argc, char** argv) {
       const std::size_t si = t % static_cast<std::size_t>(c.samples);
       const int d = c.distributions[di];
       const std::uint64_t seed = mix(mix(c.seed ^ mix(static_cast<std::uint64_t>(d))) + si);
-      results[di][si] = run_sample(c.shape, kDistributions[d], seed, c.layouts, c.diagnostics);
+      results[di][si] = run_sample(c.shape, kDistributions[d], seed, c.layouts, c.diagnostics,
+                                   c.locate);
     }
   };
   std::vector<std::thread> pool;

@@ -15,12 +15,12 @@ doc=examples/ACCURACY_RESULTS.md
 out=$(mktemp)
 # The program's last line is its own wall time, which is not a result: it is left out.
 run() { "$ex" "$@" | grep -v ' sample(s) in ' >"$out"; }
-run --samples "$samples" --layout mla --no-diagnostics
+run --samples "$samples" --layout mla --no-diagnostics --locate
 splice_block "$doc" accuracy-mla results-accuracy.sh \
-  "example_02_accuracy --samples $samples --layout mla --no-diagnostics" "$out"
-run --samples "$samples" --layout independent --no-diagnostics
+  "example_02_accuracy --samples $samples --layout mla --no-diagnostics --locate" "$out"
+run --samples "$samples" --layout independent --no-diagnostics --locate
 splice_block "$doc" accuracy-independent results-accuracy.sh \
-  "example_02_accuracy --samples $samples --layout independent --no-diagnostics" "$out"
+  "example_02_accuracy --samples $samples --layout independent --no-diagnostics --locate" "$out"
 run --samples 20
 splice_block "$doc" accuracy-diagnostics results-accuracy.sh "example_02_accuracy --samples 20" \
   "$out"
