@@ -343,6 +343,7 @@ struct Variant {
 
 constexpr double tol_out = 3e-3;
 constexpr double tol_lse = 1e-3;
+constexpr double tol_simple_vs_cpu_amla = 5e-4;
 
 std::vector<int> mixed_lengths(int batch, std::mt19937_64& rng, int long_len) {
   const int specials[] = {0, 1, 63, 64, 65, long_len};
@@ -477,6 +478,14 @@ void run_case(const Case& c, std::uint64_t seed, cudaStream_t stream) {
            m.rel_fro, tol_out);
     EXPECT(m.lse_max_err < tol_lse, "%s %s: lse error %.3e >= %.1e", c.name.c_str(), v.name,
            m.lse_max_err, tol_lse);
+    if (v.kernel == ac::kernel_kind::simple && v.mode == ac::rescale_mode::amla) {
+      // The simple kernel runs the CPU AMLA recurrence block for block (64 keys, the same
+      // numeric/ step and add, P rounded to BF16): it stays within last-bit differences of P's
+      // exp and of the summation order (up to 2e-4 seen on an H100), ten times closer than either
+      // is to the golden.
+      EXPECT(vs_cpu < tol_simple_vs_cpu_amla, "%s %s: %.3e from the CPU AMLA recurrence (>= %.0e)",
+             c.name.c_str(), v.name, vs_cpu, tol_simple_vs_cpu_amla);
+    }
   }
 }
 
@@ -584,9 +593,10 @@ int run_gpu(bool quick) {
     return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
   };
   const double d_std = mean(g_vs_cpu_std), d_amla = mean(g_vs_cpu_amla);
-  std::printf("gpu: mean distance hopper/standard to CPU Base %.3e, hopper/amla to CPU AMLA %.3e\n",
-              d_std, d_amla);
   if (!g_simple_only) {
+    std::printf(
+        "gpu: mean distance hopper/standard to CPU Base %.3e, hopper/amla to CPU AMLA %.3e\n",
+        d_std, d_amla);
     // On a compute capability 9.0 device the Hopper kernel must have run (an sm_90a build).
     const bool hopper_device = prop.major == 9 && prop.minor == 0;
     EXPECT(!hopper_device || !g_vs_cpu_amla.empty(),
