@@ -111,7 +111,8 @@ AMLA_HOST_DEVICE constexpr float div_rn(float a, float b) noexcept {
 }  // namespace detail
 
 /// S16 and c from n and S32, whatever unit produced them (the file comment). S16 is S32 rounded
-/// to BF16 with numeric/bf16.hpp's nearest-even add; c follows the compensation reading.
+/// to BF16 with numeric/bf16.hpp's nearest-even add (round_bf16_finite); c follows the
+/// compensation reading.
 /// Example: S32 = 1.35914087f (e / 2) gives S16 = 1.359375f (pattern 0x3FAE0000) and, with
 /// appendix_a, c = S16 / S32 = 1.00017226f (pattern 0x3F8005A5).
 AMLA_HOST_DEVICE constexpr amla_scalars amla_scalars_of(float n, float s32,
@@ -119,7 +120,9 @@ AMLA_HOST_DEVICE constexpr amla_scalars amla_scalars_of(float n, float s32,
   amla_scalars a;
   a.n = n;
   a.s32 = s32;
-  a.s16 = o.round_s16 ? round_bf16(s32) : s32;
+  // S32 is finite for a finite max (and a NaN from an infinite score is the default NaN, which the
+  // finite-only add keeps a NaN), so the NaN select of round_bf16 is not needed.
+  a.s16 = o.round_s16 ? round_bf16_finite(s32) : s32;
   if (o.compensation == amla_compensation::appendix_a) a.c = detail::div_rn(a.s16, a.s32);
   if (o.compensation == amla_compensation::as_printed) a.c = detail::div_rn(a.s32, a.s16);
   return a;

@@ -50,6 +50,13 @@ template <class T>
 AMLA_HOST_DEVICE inline std::int32_t round_to_int32(T x, eps_rounding mode) noexcept {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "float or double");
 #if defined(__CUDA_ARCH__)
+  if constexpr (std::is_same_v<T, float>) {
+    // One cvt instruction: x rounds into the int32 range exactly when -2^31 <= x < 2^31 (the
+    // floats next to -2^31 and 2^31 are integers), and NaN fails both compares.
+    const bool in_range = x >= -2147483648.0f && x < 2147483648.0f;
+    const int r = mode == eps_rounding::toward_zero ? __float2int_rz(x) : __float2int_rn(x);
+    return in_range ? r : static_cast<std::int32_t>(-2147483647 - 1);
+  }
   const T r = mode == eps_rounding::toward_zero ? trunc(x) : rint(x);
 #else
   const T r = mode == eps_rounding::toward_zero ? std::trunc(x) : std::nearbyint(x);
