@@ -522,6 +522,24 @@ void table_validation(cudaStream_t stream) {
   in.seqlens = reinterpret_cast<const std::int32_t*>(std::uintptr_t{16});  // not device memory
   expect_throw<ac::cuda_error>("bad seqlens pointer", "cudaMemcpyAsync", run);
   cudaGetLastError();  // clear the (non-sticky) error
+
+  // kernel_kind::automatic: the Hopper kernel on a compute capability 9.0 device running an
+  // sm_90a build, else the simple kernel with the reason (the fallback off Hopper).
+  in.seqlens = lens.ptr;
+  ac::CudaDecodeOptions automatic;
+  const ac::DecodeLaunch launch = ac::decode(in, outs, automatic, stream);
+  AMLA_CUDA_CHECK(cudaStreamSynchronize(stream));
+  int dev = 0, major = 0, minor = 0;
+  AMLA_CUDA_CHECK(cudaGetDevice(&dev));
+  AMLA_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  AMLA_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  const bool hopper = major == 9 && minor == 0 && ac::detail::hopper_kernel_built(dev);
+  std::printf("  automatic kernel: %s%s%s\n", ac::to_string(launch.kernel),
+              launch.fallback_reason.empty() ? "" : ", because ", launch.fallback_reason.c_str());
+  EXPECT(launch.kernel == (hopper ? ac::kernel_kind::hopper : ac::kernel_kind::simple),
+         "automatic chose %s", ac::to_string(launch.kernel));
+  EXPECT(hopper == launch.fallback_reason.empty(), "fallback reason '%s'",
+         launch.fallback_reason.c_str());
 }
 
 int run_gpu(bool quick) {
