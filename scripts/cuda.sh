@@ -2,8 +2,11 @@
 # Builds, tests and benchmarks amla's CUDA backend on a GPU machine in one run; the benchmark's
 # table comes last.
 #
-#   scripts/cuda.sh            full tests (the issue's grid) and the full benchmark grid
-#   scripts/cuda.sh --quick    small test cases and s_k = 4096 only
+#   scripts/cuda.sh                  full tests (the issue's grid) and the full benchmark grid
+#   scripts/cuda.sh --quick          small test cases and s_k = 4096 only
+#   scripts/cuda.sh --simple-only    the tests on the simple kernel alone (the fallback off Hopper;
+#                                    combines with --quick)
+#   AMLA_CUDA_ARCHITECTURES="80;90a" scripts/cuda.sh    another architecture list (default 90a)
 #
 # Needs nvcc, CMake and Eigen 3.4 (not Catch2 or Google Benchmark: the CUDA test and timing
 # programs are plain executables). AMLA_DEPS_PREFIX names a prefix holding Eigen
@@ -12,7 +15,14 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 quick=0
-[ "${1:-}" = "--quick" ] && quick=1
+simple_only=()
+for arg in "$@"; do
+  case "$arg" in
+    --quick) quick=1 ;;
+    --simple-only) simple_only=(--simple-only) ;;
+    *) echo "usage: scripts/cuda.sh [--quick] [--simple-only]" >&2; exit 2 ;;
+  esac
+done
 build=${AMLA_CUDA_BUILD_DIR:-build-cuda}
 logs=${AMLA_CUDA_LOG_DIR:-$build/logs}
 mkdir -p "$logs"
@@ -31,14 +41,25 @@ prefix=()
 cmake -S . -B "$build" "${gen[@]}" "${prefix[@]}" -DCMAKE_BUILD_TYPE=Release \
   -DAMLA_ENABLE_CUDA=ON -DAMLA_BUILD_TESTS=OFF -DAMLA_BUILD_BENCH=OFF -DAMLA_BUILD_EXAMPLES=OFF \
   -DAMLA_BUILD_CUDA_TESTS=ON -DAMLA_BUILD_CUDA_BENCH=ON -DAMLA_INSTALL=OFF \
-  -DAMLA_CUDA_VERBOSE=ON >"$logs/configure.log" 2>&1 || { cat "$logs/configure.log"; exit 1; }
+  -DAMLA_CUDA_VERBOSE=ON "-DAMLA_CUDA_ARCHITECTURES=${AMLA_CUDA_ARCHITECTURES:-90a}" \
+  >"$logs/configure.log" 2>&1 || { cat "$logs/configure.log"; exit 1; }
 t0=$(date +%s)
 if ! cmake --build "$build" -j "$jobs" >"$logs/build.log" 2>&1; then
   cat "$logs/build.log"
   exit 1
 fi
-echo "built in $(( $(date +%s) - t0 )) s; ptxas (hopper kernels):"
-grep -A2 "Compiling entry function '.*hopper" "$logs/build.log" | grep -E "Used|spill" | sort -u
+echo "built in $(( $(date +%s) - t0 )) s; ptxas, every kernel (registers, spills):"
+# ptxas -v prints "Compiling entry function 'NAME' for 'sm_XX'" and, some lines later (nvcc 13
+# puts other lines between), "N bytes spill stores, ..." and "Used N registers, ...". Each such
+# line is printed after the entry it belongs to, demangled when c++filt is there.
+demangle=cat
+command -v c++filt >/dev/null && demangle=c++filt
+awk '
+  /Compiling entry function/ { entry = $0; sub(/.*Compiling entry function /, "", entry); next }
+  entry != "" && /spill stores|Used [0-9]+ registers/ {
+    line = $0; sub(/^ptxas[^:]*: */, "", line); sub(/^ +/, "", line); print entry ": " line
+  }
+' "$logs/build.log" | $demangle | sort -u
 grep -E "C75[0-9][0-9]" "$logs/build.log" | sort -u || true
 
 echo "== tests"
@@ -47,7 +68,7 @@ status=0
 tail -n 1 "$logs/validate.log"
 test_mode=gpu
 [ $quick = 1 ] && test_mode=gpu-quick
-timeout 900 "$build/cuda_decode" "$test_mode" 2>&1 | tee "$logs/test.log"
+timeout 900 "$build/cuda_decode" "$test_mode" "${simple_only[@]}" 2>&1 | tee "$logs/test.log"
 rc=${PIPESTATUS[0]}
 [ "$rc" -ne 0 ] && status=1
 

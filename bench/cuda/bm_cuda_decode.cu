@@ -214,8 +214,14 @@ int main(int argc, char** argv) {
     AMLA_CUDA_CHECK(cudaFree(gb));
     AMLA_CUDA_CHECK(cudaFree(gc));
 
+    // The Hopper kernel (and the wgmma rates) need an sm_90a build on a compute capability 9.0
+    // device; elsewhere only the simple kernel's configurations run.
+    const bool hopper =
+        prop.major == 9 && prop.minor == 0 && amla::cuda::detail::hopper_kernel_built(0);
+    if (!hopper) std::printf("no Hopper kernel here (device or build): simple kernel only\n");
+
     // ---- wgmma rates (one CTA per SM, nothing but the tensor cores and shared memory) ----
-    if (!profile) {
+    if (!profile && hopper) {
       float* sink = nullptr;
       AMLA_CUDA_CHECK(cudaMalloc(&sink, 256 * sizeof(float)));
       const int smem = 2 * (8192 + 32768) + 1024;
@@ -247,7 +253,7 @@ int main(int argc, char** argv) {
       ac::rescale_mode mode;
       int reps;
       ac::l2_hint hint = ac::l2_hint::none;
-      amla::pow2_mode add = amla::pow2_mode::hardware;
+      amla::pow2_mode rescale = amla::pow2_mode::hardware;
       bool stagger = true;
     };
     std::vector<Config> configs;
@@ -280,6 +286,9 @@ int main(int argc, char** argv) {
     configs.push_back({128, 1, 1024, ac::kernel_kind::simple, ac::rescale_mode::standard, 3});
 
     if (profile) configs.resize(1);
+    if (!hopper) {
+      std::erase_if(configs, [](const Config& c) { return c.kernel == ac::kernel_kind::hopper; });
+    }
     struct Row {
       std::string name;
       int batch, s_q, s_k, splits;
@@ -301,18 +310,19 @@ int main(int argc, char** argv) {
         }
         const int pages_per_seq = c.s_k / page;
         const int num_pages = c.batch * pages_per_seq;
-        const std::size_t kv_elems = static_cast<std::size_t>(num_pages) * page * 576;
-        const std::size_t q_elems = static_cast<std::size_t>(c.batch) * c.s_q * h_q * 576;
+        const amla::DecodeShape shape{c.batch,   c.s_q, h_q,          1, 576, 512,
+                                      num_pages, page,  pages_per_seq};
+        const std::size_t kv_elems = shape.kv_elems();
+        const std::size_t q_elems = shape.q_elems();
         void *q, *kv, *out;
         float* lse;
         std::int32_t *table, *lens;
-        AMLA_CUDA_CHECK(cudaMalloc(&q, q_elems * 2));
-        AMLA_CUDA_CHECK(cudaMalloc(&kv, kv_elems * 2));
-        AMLA_CUDA_CHECK(
-            cudaMalloc(&out, static_cast<std::size_t>(c.batch) * c.s_q * h_q * 512 * 2));
-        AMLA_CUDA_CHECK(cudaMalloc(&lse, static_cast<std::size_t>(c.batch) * c.s_q * h_q * 4));
-        AMLA_CUDA_CHECK(cudaMalloc(&table, static_cast<std::size_t>(num_pages) * 4));
-        AMLA_CUDA_CHECK(cudaMalloc(&lens, static_cast<std::size_t>(c.batch) * 4));
+        AMLA_CUDA_CHECK(cudaMalloc(&q, q_elems * sizeof(amla::bf16)));
+        AMLA_CUDA_CHECK(cudaMalloc(&kv, kv_elems * sizeof(amla::bf16)));
+        AMLA_CUDA_CHECK(cudaMalloc(&out, shape.out_elems() * sizeof(amla::bf16)));
+        AMLA_CUDA_CHECK(cudaMalloc(&lse, shape.lse_elems() * sizeof(float)));
+        AMLA_CUDA_CHECK(cudaMalloc(&table, shape.block_table_elems() * sizeof(std::int32_t)));
+        AMLA_CUDA_CHECK(cudaMalloc(&lens, shape.seqlens_elems() * sizeof(std::int32_t)));
         fill(q, q_elems, 3 + pass, 1.0f);
         fill(kv, kv_elems, 4 + pass, 1.0f);
         std::vector<std::int32_t> t(static_cast<std::size_t>(num_pages));
@@ -323,8 +333,7 @@ int main(int argc, char** argv) {
         AMLA_CUDA_CHECK(cudaMemcpy(lens, l.data(), l.size() * 4, cudaMemcpyHostToDevice));
 
         ac::DeviceDecodeInputs in;
-        in.shape =
-            ac::DecodeShape{c.batch, c.s_q, h_q, 1, 576, 512, num_pages, page, pages_per_seq};
+        in.shape = shape;
         in.q = static_cast<const amla::bf16*>(q);
         in.kv = static_cast<const amla::bf16*>(kv);
         in.block_table = table;
@@ -334,7 +343,7 @@ int main(int argc, char** argv) {
         opt.mode = c.mode;
         opt.kernel = c.kernel;
         opt.kv_l2_hint = c.hint;
-        opt.amla_add = c.add;
+        opt.rescale = c.rescale;
         opt.stagger_qk = c.stagger;
         opt.check_tables = true;
         const ac::DecodeLaunch launch = ac::decode(in, outs, opt);  // validates the tables once
@@ -348,7 +357,7 @@ int main(int argc, char** argv) {
         const double tflops = flop / (ms * 1e-3) / 1e12;
         std::string name = std::string(ac::to_string(launch.kernel)) + "/" +
                            (c.mode == ac::rescale_mode::amla ? "amla" : "standard");
-        if (c.mode == ac::rescale_mode::amla && c.add == amla::pow2_mode::safe) name += "-safe";
+        if (c.mode == ac::rescale_mode::amla && c.rescale == amla::pow2_mode::safe) name += "-safe";
         if (c.hint == ac::l2_hint::evict_first) name += "/evict-first";
         if (!c.stagger && c.kernel == ac::kernel_kind::hopper) name += "/no-stagger";
         Row& r = rows[ci];

@@ -1,46 +1,67 @@
-// tests/cuda/cpu_reference.hpp: host-side problems and references for the CUDA tests. Compiled
-// by the host compiler (cpu_reference.cpp), so the CPU library's Eigen-based headers stay away
-// from nvcc; the .cu side sees only this plain interface.
+// tests/cuda/cpu_reference.hpp: the CPU side of the CUDA tests: problems built by the library's
+// amla::attention::ProblemBuilder and the library's references (golden_decode, base_decode,
+// amla_decode) run on them. Compiled by the host compiler (cpu_reference.cpp), so the CPU
+// library's Eigen-based headers stay away from nvcc; this interface uses only the Eigen-free
+// problem layer (amla::DecodeShape, DecodeInputs, DecodeOptions, DecodeResult).
 #pragma once
 
 #include <cstdint>
-#include <string>
+#include <memory>
 #include <vector>
+
+#include "amla/numeric/bf16.hpp"
+#include "amla/problem/inputs.hpp"
+#include "amla/problem/options.hpp"
+#include "amla/problem/outputs.hpp"
 
 namespace amla_cuda_test {
 
-/// A decode problem in host memory, BF16 values stored as their bit patterns.
-struct HostProblem {
-  int batch = 1, s_q = 1, h_q = 128, h_kv = 1, d_qk = 576, d_v = 512;
-  int num_pages = 1, page_size = 64, max_pages = 1;
-  bool causal = false;
-  float scale = 0.0f;             ///< the resolved softmax scale
-  std::vector<std::uint16_t> q;   ///< [batch, s_q, h_q, d_qk]
-  std::vector<std::uint16_t> kv;  ///< [num_pages, page_size, h_kv, d_qk]
-  std::vector<std::int32_t> block_table;
-  std::vector<std::int32_t> seqlens;
-
-  std::size_t out_elems() const { return static_cast<std::size_t>(batch) * s_q * h_q * d_v; }
-  std::size_t lse_elems() const { return static_cast<std::size_t>(batch) * h_q * s_q; }
-  int visible(int b, int t) const;
-  /// Element offset in kv of key `key` of sequence b (KV head 0).
-  std::size_t kv_offset(int b, int key) const;
+/// The ProblemBuilder settings the CUDA tests vary. Every problem has the DeepSeek head dims
+/// (d_qk 576, d_v 512, V in the K cache, h_kv 1), BF16 values from N(0, spread^2), shuffled
+/// pages, and poison (NaN, out-of-range table entries) everywhere a kernel must not read.
+struct ProblemSpec {
+  int s_q = 1;
+  int h_q = 128;
+  std::vector<int> seqlens{1};
+  int page_size = 64;
+  double spread = 1.0;
+  std::uint64_t seed = 1;
 };
 
-/// Builds a random problem: N(0, spread^2) values rounded to BF16, pages shuffled, every page and
-/// slot that no sequence uses filled with NaN, unused block_table entries set to out-of-range
-/// values (they must never be read).
-HostProblem make_problem(int batch, int s_q, int h_q, const std::vector<int>& seqlens,
-                         int page_size, bool causal, float spread, std::uint64_t seed);
+/// A problem built by amla::attention::ProblemBuilder::build<amla::bf16>(), owned by the
+/// host-compiled side; inputs() views its tensors.
+class Problem {
+ public:
+  explicit Problem(const ProblemSpec& spec);
+  ~Problem();
+  Problem(const Problem&) = delete;
+  Problem& operator=(const Problem&) = delete;
 
-/// Float64 golden: exact softmax attention over the BF16 inputs, accumulated in double.
-/// out [batch, s_q, h_q, d_v], lse [batch, h_q, s_q] (natural log, -inf for empty rows).
-void golden_f64(const HostProblem& p, std::vector<double>& out, std::vector<double>& lse);
+  const amla::DecodeInputs<amla::bf16>& inputs() const { return inputs_; }
+  const amla::DecodeShape& shape() const { return inputs_.shape; }
 
-/// The CPU library's recurrence of a mode, as the CUDA kernels compute it: "base"
-/// (attention/online_softmax.hpp) or "amla" (attention/amla.hpp, safe add), BF16 operands,
-/// 64-key blocks, BF16 output. out holds BF16 bit patterns [batch, s_q, h_q, d_v].
-void cpu_recurrence(const HostProblem& p, const std::string& mode, std::vector<std::uint16_t>& out,
-                    std::vector<float>& lse);
+  /// The Lemma 3.1 trap: V column `col` is +0 over the first 64 keys of every sequence (so that
+  /// column of O is exactly 0 after the first block) and keys 64..127 are 4x larger (the max
+  /// jumps, so the AMLA add is a large negative exponent step).
+  void set_trap(int col);
+
+ private:
+  struct owner;
+  std::unique_ptr<owner> owner_;
+  amla::DecodeInputs<amla::bf16> inputs_;
+};
+
+/// amla::attention::golden_decode: float64 attention over the BF16 inputs.
+amla::DecodeResult<double, double> golden(const Problem& p, const amla::DecodeOptions& options);
+
+/// amla::attention::base_decode with 64-key blocks and a BF16 output: the recurrence the kernels'
+/// standard mode mirrors.
+amla::DecodeResult<amla::bf16, float> cpu_base(const Problem& p,
+                                               const amla::DecodeOptions& options);
+
+/// amla::attention::amla_decode with 64-key blocks, the safe add and a BF16 output: the
+/// recurrence the kernels' AMLA mode mirrors.
+amla::DecodeResult<amla::bf16, float> cpu_amla(const Problem& p,
+                                               const amla::DecodeOptions& options);
 
 }  // namespace amla_cuda_test

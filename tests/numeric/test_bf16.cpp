@@ -149,3 +149,44 @@ TEST_CASE("round_bf16 is idempotent and monotone", "[bf16]") {
     CHECK(std::fabs(r - x) <= std::ldexp(std::fabs(x), -8));
   }
 }
+
+TEST_CASE("the array and finite-only forms round as the reference does", "[bf16]") {
+  // Named patterns: ties to even both ways, the carry into the exponent, FLT_MAX to Inf, a
+  // subnormal, -0; the NaN-preserving array form also on NaNs whose add would carry into the sign.
+  const std::uint32_t named[] = {0x3F808000u, 0x3F818000u, 0x3F80FFFFu, 0x3FFFFFFFu, 0x7F7FFFFFu,
+                                 0x00008001u, 0x80000000u, 0xC0A08000u, 0x7F800000u};
+  for (const std::uint32_t u : named) {
+    CAPTURE(u);
+    const std::uint32_t want = static_cast<std::uint32_t>(reference_rne(u)) << 16;
+    CHECK(amla::as_uint32(amla::round_bf16_finite(amla::as_fp32(u))) == want);
+    float x[2] = {amla::as_fp32(u), amla::as_fp32(u)};
+    amla::round_bf16_inplace(x, 1);
+    amla::round_bf16_finite_inplace(x + 1, 1);
+    CHECK(amla::as_uint32(x[0]) == want);
+    CHECK(amla::as_uint32(x[1]) == want);
+  }
+  for (const std::uint32_t nan : {0x7FFFFFFFu, 0xFFFF8000u, 0x7F800001u}) {
+    float x = amla::as_fp32(nan);
+    amla::round_bf16_inplace(&x, 1);
+    CHECK(amla::as_uint32(x) == static_cast<std::uint32_t>(reference_rne(nan)) << 16);
+    CHECK(std::isnan(x));
+  }
+  // A strided sweep over all patterns, through the array forms (runs of 64 elements).
+  std::vector<float> a(64), b(64);
+  std::uint64_t bad = 0;
+  for (std::uint64_t base = 0; base < (std::uint64_t{1} << 32); base += 64 * 65537) {
+    for (std::size_t j = 0; j < 64; ++j) {
+      a[j] = amla::as_fp32(static_cast<std::uint32_t>(base + j * 1021));
+      b[j] = std::isnan(a[j]) ? 0.0f : a[j];
+    }
+    amla::round_bf16_inplace(a.data(), 64);
+    amla::round_bf16_finite_inplace(b.data(), 64);
+    for (std::size_t j = 0; j < 64; ++j) {
+      const auto u = static_cast<std::uint32_t>(base + j * 1021);
+      const std::uint32_t want = static_cast<std::uint32_t>(reference_rne(u)) << 16;
+      bad += amla::as_uint32(a[j]) != want;
+      if (!std::isnan(amla::as_fp32(u))) bad += amla::as_uint32(b[j]) != want;
+    }
+  }
+  CHECK(bad == 0);
+}

@@ -113,3 +113,113 @@ TEST_CASE("mul_pow2 dispatches on the mode", "[pow2]") {
   CHECK(amla::mul_pow2(0.75f, 3, amla::pow2_mode::hardware) == 6.0f);
   STATIC_REQUIRE(amla::mul_pow2_hardware(0.5f, 3) == 4.0f);  // usable in constant expressions
 }
+
+// ---- the combined add of any k (AMLA's rescale k = Cast(N * 2^23)) -----------------------------
+
+namespace {
+/// The value the pattern add is meant to have, from float64: write |f| as (2^23 + M) 2^(E - 150)
+/// (a subnormal normalised to E <= 0), take (E', M') = floor-divmod(E 2^23 + M + k, 2^23) with
+/// integer division, and convert (2^23 + M') 2^(E' - 150) from double, which holds it exactly, to
+/// float: one rounding, by the compiler's conversion instead of the header's integer rounding.
+float intended_f64(float f, std::int32_t k) {
+  if (f == 0.0f || !std::isfinite(f)) return f;
+  const std::uint32_t u = amla::as_uint32(f);
+  std::int64_t e = (u >> 23) & 0xFFu;
+  std::int64_t m = u & 0x7FFFFFu;
+  if (e == 0) {  // subnormal m 2^-149
+    e = 1;
+    while (m < 8388608) {
+      m *= 2;
+      --e;
+    }
+    m -= 8388608;
+  }
+  const std::int64_t r = e * 8388608 + m + k;
+  const std::int64_t e2 = r >= 0 ? r / 8388608 : -((-r + 8388607) / 8388608);
+  const std::int64_t m2 = r - e2 * 8388608;
+  const double v = std::ldexp(8388608.0 + static_cast<double>(m2), static_cast<int>(e2) - 150);
+  const float out = static_cast<float>(v);
+  return (u >> 31) != 0u ? -out : out;
+}
+}  // namespace
+
+TEST_CASE("the combined add: window, raw add and intended value", "[pow2][pattern_add]") {
+  // The window of k = -2^24 (n = -2): sources with exponent field >= 3.
+  const auto w = amla::pattern_add_window_of(-(1 << 24));
+  CHECK(w.lo == 0x01800000u);
+  CHECK(w.span == 0x7F800000u - 0x01800000u);
+  CHECK_FALSE(amla::pattern_add_is_exact(amla::as_fp32(0x017FFFFFu), -(1 << 24)));
+  CHECK(amla::pattern_add_is_exact(amla::as_fp32(0x01800000u), -(1 << 24)));
+  // A positive k closes the top: FLT_MAX plus one unit is the Inf pattern, not exact.
+  CHECK(amla::pattern_add_is_exact(amla::as_fp32(0x7F7FFFFEu), 1));
+  CHECK_FALSE(amla::pattern_add_is_exact(amla::as_fp32(0x7F7FFFFFu), 1));
+  CHECK(amla::pattern_add_window_of(std::numeric_limits<std::int32_t>::min()).span == 0u);
+  // k = 0 is exact exactly for normal sources (zeros and subnormals are reported).
+  CHECK_FALSE(amla::pattern_add_is_exact(0.0f, 0));
+  CHECK_FALSE(amla::pattern_add_is_exact(std::numeric_limits<float>::denorm_min(), 0));
+  CHECK(amla::pattern_add_is_exact(FLT_MIN, 0));
+  // AMLA's typical garbage: +0 with k = -2^24 + 8 (a step of -2 and the nudge's 8).
+  CHECK(amla::as_uint32(amla::pattern_add_hardware(0.0f, -(1 << 24) + 8)) == 0xFF000008u);
+  CHECK(amla::as_uint32(amla::pattern_add_intended(0.0f, -(1 << 24) + 8)) == 0u);
+  CHECK(amla::as_uint32(amla::pattern_add_intended(-0.0f, -(1 << 24) + 8)) == 0x80000000u);
+  // FLT_MIN with k = -2^23 is 2^-127, the subnormal 0x00400000; with k = -2^23 + 1 it is
+  // (2^23 + 1) 2^-150, which rounds to even: 0x00400000 as well; + 3 rounds up to 0x00400002.
+  CHECK(amla::as_uint32(amla::pattern_add_intended(FLT_MIN, -(1 << 23))) == 0x00400000u);
+  CHECK(amla::as_uint32(amla::pattern_add_intended(FLT_MIN, -(1 << 23) + 1)) == 0x00400000u);
+  CHECK(amla::as_uint32(amla::pattern_add_intended(FLT_MIN, -(1 << 23) + 3)) == 0x00400002u);
+  // A subnormal source moves as the value it is: 2^-149 times 2^3 is 2^-146 (pattern 8).
+  CHECK(amla::as_uint32(amla::pattern_add_intended(amla::as_fp32(1u), 3 << 23)) == 8u);
+  // Overflow is Inf, Inf and NaN pass through.
+  CHECK(amla::pattern_add_intended(FLT_MAX, 1 << 23) == std::numeric_limits<float>::infinity());
+  CHECK(std::isnan(amla::pattern_add_intended(std::numeric_limits<float>::quiet_NaN(), 5)));
+  CHECK(amla::pattern_add(0.0f, -(1 << 24), amla::pow2_mode::safe) == 0.0f);
+  CHECK(amla::as_uint32(amla::pattern_add(0.0f, -(1 << 24), amla::pow2_mode::hardware)) ==
+        0xFF000000u);
+  STATIC_REQUIRE(amla::pattern_add_intended(0.75f, 3 << 23) == 6.0f);
+}
+
+TEST_CASE(
+    "the combined add over random patterns: k = n * 2^23 is the pow2 form, any k is the "
+    "float64 truth",
+    "[pow2][pattern_add]") {
+  std::mt19937 gen(31);
+  std::uniform_int_distribution<std::uint32_t> pattern(0u, 0xFFFFFFFFu);
+  std::uniform_int_distribution<int> shift(-40, 5);
+  std::uniform_int_distribution<int> small(-60000, 60000);
+#ifdef AMLA_TEST_REDUCED
+  const int trials = 20000;
+#else
+  const int trials = 200000;
+#endif
+  for (int i = 0; i < trials; ++i) {
+    float f = amla::as_fp32(pattern(gen));
+    if (std::isnan(f)) continue;
+    if (i % 4 == 0) f = amla::as_fp32(pattern(gen) & 0x80FFFFFFu);  // zeros, subnormals, tiny
+    const int n = shift(gen);
+    const std::int32_t k_pow2 = n * (1 << 23);
+    CAPTURE(amla::as_uint32(f), n);
+    // The array form adds and reports exactly as the scalar forms.
+    float o = f;
+    const bool flagged = amla::pattern_add_inplace(&o, 1, k_pow2);
+    REQUIRE(amla::as_uint32(o) == amla::as_uint32(amla::mul_pow2_hardware(f, n)));
+    REQUIRE(flagged == !amla::pow2_add_is_exact(f, n));
+    REQUIRE(flagged == !amla::pattern_add_is_exact(f, k_pow2));
+    // The intended value of a power-of-two add is the exact multiply, rounded once.
+    REQUIRE(amla::as_uint32(amla::pattern_add_intended(f, k_pow2)) ==
+            amla::as_uint32(static_cast<float>(std::ldexp(static_cast<double>(f), n))));
+    // Any k: the intended value is the float64 truth, and where the add is exact it is the raw
+    // add itself; the exactness test is "source and result normal".
+    const std::int32_t k = k_pow2 + small(gen);
+    const float raw = amla::pattern_add_hardware(f, k);
+    REQUIRE(amla::as_uint32(amla::pattern_add_intended(f, k)) ==
+            amla::as_uint32(intended_f64(f, k)));
+    const auto mag = [](float x) { return amla::as_uint32(x) & 0x7FFFFFFFu; };
+    const std::int64_t sum = static_cast<std::int64_t>(mag(f)) + k;
+    const bool normal_src = std::isnormal(f);
+    const bool normal_res = sum >= 0x00800000 && sum < 0x7F800000;
+    REQUIRE(amla::pattern_add_is_exact(f, k) == (normal_src && normal_res));
+    if (amla::pattern_add_is_exact(f, k)) {
+      REQUIRE(amla::as_uint32(amla::pattern_add_intended(f, k)) == amla::as_uint32(raw));
+    }
+  }
+}

@@ -106,6 +106,7 @@
 #include "amla/attention/driver.hpp"
 #include "amla/attention/head_group.hpp"
 #include "amla/config.hpp"
+#include "amla/numeric/amla_step.hpp"
 #include "amla/numeric/bf16.hpp"
 #include "amla/numeric/bits.hpp"
 #include "amla/numeric/gemm.hpp"
@@ -114,12 +115,9 @@
 
 namespace amla::attention {
 
-/// Which c_i the (1 + eps) compensation uses (see the file comment for the derivation).
-enum class amla_compensation : std::uint8_t {
-  appendix_a,  ///< c_i = S16 / S32 = r_i / r'_i: cancels the BF16 rounding of S16 (default)
-  as_printed,  ///< c_i = S32 / S16, Algorithm 2 line 11 as printed: doubles that error
-  none,        ///< eps = 0: no compensation
-};
+/// Which c_i the (1 + eps) compensation uses (see the file comment for the derivation; defined
+/// with the step's arithmetic in numeric/amla_step.hpp).
+using amla::amla_compensation;
 
 /// Options of the AMLA recurrence. The defaults are the paper's kernel. The shared precision mode
 /// and block size come first, with Base's type (RecurrenceOptions<512>, attention/driver.hpp), so
@@ -171,79 +169,16 @@ using AmlaResult = AttentionResult<float, AmlaReport>;
 
 namespace detail {
 
-/// Cast_to_int32 of an FP32 value with the given rounding; NaN and values outside the int32 range
-/// give INT32_MIN, as x86's cvttss2si does (the recurrence never produces them from finite input).
-inline std::int32_t amla_cast_int32(float x, eps_rounding mode) noexcept {
-  const float r = mode == eps_rounding::toward_zero ? std::trunc(x) : std::nearbyint(x);
-  if (!(r >= -2147483648.0f && r < 2147483648.0f)) return std::numeric_limits<std::int32_t>::min();
-  return static_cast<std::int32_t>(r);
-}
-
-/// The value AS_FP32(AS_INT32(f) + k) is meant to have: the same add on (sign, exponent, mantissa)
-/// with an unbounded exponent, rounded once to FP32. Equals the raw add bit for bit whenever f and
-/// the result are normal. Zeros stay zeros (the multiply of 0), Inf and NaN pass through.
-inline float amla_intended_add(float f, std::int32_t k) noexcept {
-  if (f == 0.0f || !std::isfinite(f)) return f;
-  const std::uint32_t u = as_uint32(f);
-  const std::uint32_t sign = u & fp32::sign_mask;
-  std::int64_t e = static_cast<std::int64_t>((u & fp32::exponent_mask) >> fp32::mantissa_bits);
-  std::int64_t m = static_cast<std::int64_t>(u & fp32::mantissa_mask);
-  if (e == 0) {  // subnormal: normalise so that the implicit leading bit is explicit
-    e = 1;
-    while (m < (std::int64_t{1} << fp32::mantissa_bits)) {
-      m <<= 1;
-      --e;
-    }
-    m -= std::int64_t{1} << fp32::mantissa_bits;
-  }
-  const std::int64_t one = std::int64_t{1} << fp32::mantissa_bits;
-  const std::int64_t r = e * one + m + k;
-  // Floor division by 2^23 (r may be negative).
-  const std::int64_t e2 = r >= 0 ? r / one : -((-r + one - 1) / one);
-  const std::int64_t m2 = r - e2 * one;
-  // (1 + m2 / 2^23) 2^(e2 - 127) is exact in double for every e2 reachable here; the conversion
-  // to float rounds once (to a subnormal, or to Inf on overflow).
-  const double mag = std::ldexp(static_cast<double>(one + m2),
-                                static_cast<int>(e2) - fp32::exponent_bias - fp32::mantissa_bits);
-  const float v = static_cast<float>(mag);
-  return sign != 0u ? -v : v;
-}
-
-/// Round every element of [p, p + n) to BF16 (nearest even), in place; NaN stays a quiet NaN.
-/// Written on the bit patterns so that it vectorises.
-inline void amla_round_bf16_inplace(float* p, Eigen::Index n) noexcept {
-  for (Eigen::Index j = 0; j < n; ++j) {
-    const std::uint32_t u = as_uint32(p[j]);
-    const std::uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
-    const std::uint32_t nan = (u | 0x00400000u) & 0xFFFF0000u;
-    p[j] = as_fp32((u & 0x7FFFFFFFu) > 0x7F800000u ? nan : rounded);
-  }
-}
-
-/// Adds k to the pattern of every element of o[0, n). Returns whether some element broke Lemma
-/// 3.1's preconditions (the source or the result outside the normal range). Branch-free.
-inline bool amla_add_bits(float* o, Eigen::Index n, std::int32_t k) noexcept {
-  const auto ku = static_cast<std::uint32_t>(k);
-  constexpr std::uint32_t lo = 0x00800000u;         // smallest normal magnitude pattern
-  constexpr std::uint32_t span = 0x7F800000u - lo;  // normal magnitudes: [lo, lo + span)
-  std::uint32_t bad = 0;
-  for (Eigen::Index j = 0; j < n; ++j) {
-    const std::uint32_t u = as_uint32(o[j]);
-    const std::uint32_t mag = u & 0x7FFFFFFFu;
-    // With |k| < 2^31 the unsigned sum lands in the normal window only if the true sum does.
-    const std::uint32_t res = mag + ku;
-    bad |=
-        static_cast<std::uint32_t>(mag - lo >= span) | static_cast<std::uint32_t>(res - lo >= span);
-    o[j] = as_fp32(u + ku);
-  }
-  return bad != 0u;
-}
-
-/// Whether the add of k to the (pre-add) value `before` breaks Lemma 3.1's preconditions.
-inline bool amla_add_violates(float before, std::int32_t k) noexcept {
-  const std::uint32_t mag = as_uint32(before) & 0x7FFFFFFFu;
-  const std::uint32_t res = mag + static_cast<std::uint32_t>(k);
-  return mag - 0x00800000u >= 0x7F000000u || res - 0x00800000u >= 0x7F000000u;
+/// The step's arithmetic knobs (numeric/amla_step.hpp) of validated options.
+inline amla_step_options amla_step_options_of(const AmlaOptions& o) noexcept {
+  const bool bf16 = o.mode == precision::bf16;
+  amla_step_options s;
+  s.compensation = o.compensation;
+  s.round_s16 = bf16;
+  s.exponent_clamp = static_cast<float>(o.exponent_clamp);
+  s.nudge = o.nudge.value_or(bf16 ? 1e-6f : 0.0f);
+  s.n_cast = o.n_cast;
+  return s;
 }
 
 /// Validates the options (the head group itself is validated by the entry points).
@@ -285,8 +220,7 @@ inline void amla_core(const HeadGroup& g, Eigen::Ref<MatrixF> o, std::span<float
   const Eigen::Index dv = g.d_v();
   const bool bf16 = opt.mode == precision::bf16;
   const bool locate = opt.rescale != pow2_mode::hardware;
-  const float nudge = opt.nudge.value_or(bf16 ? 1e-6f : 0.0f);
-  constexpr float ln2 = 0.693147180559945309f;
+  const amla_step_options step = amla_step_options_of(opt);
   constexpr float neg_inf = -std::numeric_limits<float>::infinity();
 
   o.setZero();  // the accumulator O, normalised at the end
@@ -296,10 +230,11 @@ inline void amla_core(const HeadGroup& g, Eigen::Ref<MatrixF> o, std::span<float
   for (Eigen::Index r = 0; r < rows; ++r) keys_used = std::max(keys_used, g.visible_keys(r));
   if (rows == 0 || keys_used == 0) return;
 
-  // Per-row state: m, l as in Base; n (integer-valued), c_{i-1} and the last S16 for AMLA.
+  // Per-row state: m, l as in Base; AMLA's scalars (n, S32, S16, c) of the row's last block
+  // (numeric/amla_step.hpp; a row that has not started holds n = 0, S16 = c = 1).
   const auto urows = static_cast<std::size_t>(rows);
-  std::vector<float> m(urows, neg_inf), l(urows, 0.0f), n(urows, 0.0f), c_prev(urows, 1.0f),
-      s16_last(urows, 1.0f);
+  std::vector<float> m(urows, neg_inf), l(urows, 0.0f);
+  std::vector<amla_scalars> last(urows);
 
   const Eigen::Index bk = std::min<Eigen::Index>(opt.block_size, keys_used);
   MatrixF s(rows, bk);   // scores, then P
@@ -328,33 +263,26 @@ inline void amla_core(const HeadGroup& g, Eigen::Ref<MatrixF> o, std::span<float
       const float up = started ? std::exp(m_old - m_new) : 0.0f;
       l[ru] = l[ru] * up + srow.head(vis).sum();
       m[ru] = m_new;
-      // AMLA's scalars (lines 8-11).
-      const float n_new = std::nearbyint(-m_new / ln2);
-      const float s32 = std::exp(ln2 * (n_new + m_new / ln2));
-      const float s16 = bf16 ? round_bf16(s32) : s32;
-      float c = 1.0f;
-      if (opt.compensation == amla_compensation::appendix_a) c = s16 / s32;
-      if (opt.compensation == amla_compensation::as_printed) c = s32 / s16;
-      const float eps = 1.5f * (c / c_prev[ru] - 1.0f);
-      // Line 12: P scaled by S16, then cast to BF16.
-      srow *= s16;
-      if (bf16) amla_round_bf16_inplace(srow.data(), nb);
+      // AMLA's scalars (lines 8-11): n, S32, S16, c at the new max.
+      const amla_scalars now = amla_scalars_ln(m_new, step);
+      // Line 12: P scaled by S16, then cast to BF16 (NaN-preserving: P is NaN only when an input
+      // is, and then it stays NaN).
+      srow *= now.s16;
+      if (bf16) round_bf16_inplace(srow.data(), nb);
       // Lines 13-17: one integer add of k on the pattern of every O element of the row.
       if (started) {
-        const float dn = std::max(n_new - n[ru], static_cast<float>(opt.exponent_clamp));
-        const float big_n = dn + eps + nudge;
-        const std::int32_t k = amla_cast_int32(big_n * 0x1p23f, opt.n_cast);
+        const std::int32_t k = amla_step_between(last[ru], now, step).k;
         float* orow = o.row(r).data();
         report.rescaled_elements += static_cast<std::size_t>(dv);
-        if (amla_add_bits(orow, dv, k)) {
+        if (pattern_add_inplace(orow, dv, k)) {
           // Rare path: the pattern before the add is the one after it minus k (mod 2^32).
           for (Eigen::Index j = 0; j < dv; ++j) {
             const float after = orow[j];
             const float before = as_fp32(as_uint32(after) - static_cast<std::uint32_t>(k));
-            if (!amla_add_violates(before, k)) continue;
+            if (pattern_add_is_exact(before, k)) continue;
             ++report.violations;
             if (!locate) continue;
-            const float intended = amla_intended_add(before, k);
+            const float intended = pattern_add_intended(before, k);
             AmlaViolation v;
             v.block = blk;
             v.row = r;
@@ -368,9 +296,7 @@ inline void amla_core(const HeadGroup& g, Eigen::Ref<MatrixF> o, std::span<float
           }
         }
       }
-      n[ru] = n_new;
-      c_prev[ru] = c;
-      s16_last[ru] = s16;
+      last[ru] = now;
     }
 
     // Lines 19-20: O += P_i V_i (FP32 accumulation).
@@ -385,7 +311,7 @@ inline void amla_core(const HeadGroup& g, Eigen::Ref<MatrixF> o, std::span<float
       o.row(r).setZero();
       continue;
     }
-    const float denom = l[ru] * s16_last[ru];
+    const float denom = l[ru] * last[ru].s16;
     o.row(r) /= denom;
     lse[ru] = m[ru] + std::log(l[ru]);
   }

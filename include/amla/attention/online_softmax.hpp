@@ -31,7 +31,6 @@
 
 #include <Eigen/Core>
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -54,16 +53,6 @@ namespace amla::attention {
 using BaseOptions = RecurrenceOptions<512>;
 
 namespace detail {
-
-/// Rounds n finite floats to BF16 in place, round to nearest even: the integer form of
-/// bf16::from_float without its NaN branch, so the loop vectorises (P is finite by
-/// construction: exp of a non-positive number).
-inline void round_bf16_finite_inplace(float* x, Eigen::Index n) noexcept {
-  for (Eigen::Index i = 0; i < n; ++i) {
-    const std::uint32_t u = std::bit_cast<std::uint32_t>(x[i]);
-    x[i] = std::bit_cast<float>((u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u);
-  }
-}
 
 /// Keys per [C1] panel: a multiple of the block size near 4096 keys, so a panel of S stays a few
 /// MB while each product is large enough to run at full speed.
@@ -118,7 +107,8 @@ inline void base_core(const HeadGroup& g, const BaseOptions& options, Eigen::Ref
         xr = (xr - m_new).exp();
         l[ri] = l[ri] * alpha(r) + xr.sum();
         m[ri] = m_new;
-        if (bf16_mode) detail::round_bf16_finite_inplace(x, vb);
+        // P is finite by construction (exp of a non-positive number): the NaN-free rounding.
+        if (bf16_mode) round_bf16_finite_inplace(x, vb);
       }
       // [C2] and [V2].
       t.noalias() = s.middleCols(j0 - p0, nb) * v.middleRows(j0, nb);

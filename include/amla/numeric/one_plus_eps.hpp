@@ -29,6 +29,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "amla/config.hpp"
 #include "amla/numeric/bits.hpp"
@@ -41,16 +42,36 @@ enum class eps_rounding : std::uint8_t {
   toward_zero,   ///< truncation (an FP -> INT cast that truncates)
 };
 
+/// Cast_to_int32 of x (float or double): x rounded to an integer in the given mode (nearest even
+/// is std::nearbyint under the default FP environment), converted to int32. NaN and values whose
+/// rounding falls outside the int32 range give INT32_MIN, the "integer indefinite" x86's
+/// cvttss2si returns (no caller in amla produces them from finite input).
+template <class T>
+AMLA_HOST_DEVICE inline std::int32_t round_to_int32(T x, eps_rounding mode) noexcept {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "float or double");
+#if defined(__CUDA_ARCH__)
+  if constexpr (std::is_same_v<T, float>) {
+    // One cvt instruction: x rounds into the int32 range exactly when -2^31 <= x < 2^31 (the
+    // floats next to -2^31 and 2^31 are integers), and NaN fails both compares.
+    const bool in_range = x >= -2147483648.0f && x < 2147483648.0f;
+    const int r = mode == eps_rounding::toward_zero ? __float2int_rz(x) : __float2int_rn(x);
+    return in_range ? r : static_cast<std::int32_t>(-2147483647 - 1);
+  }
+  const T r = mode == eps_rounding::toward_zero ? trunc(x) : rint(x);
+#else
+  const T r = mode == eps_rounding::toward_zero ? std::trunc(x) : std::nearbyint(x);
+#endif
+  // -2^31 and 2^31 are exact in float and double.
+  if (!(r >= static_cast<T>(-2147483648.0) && r < static_cast<T>(2147483648.0))) {
+    return static_cast<std::int32_t>(-2147483647 - 1);
+  }
+  return static_cast<std::int32_t>(r);
+}
+
 /// The integer added to the FP32 pattern to multiply by (1 + eps): 1.5 * 2^23 * eps, rounded.
 AMLA_HOST_DEVICE inline std::int32_t one_plus_eps_increment(
     double eps, eps_rounding mode = eps_rounding::nearest_even) noexcept {
-  const double k = 1.5 * 8388608.0 * eps;  // 8388608 = 2^23
-#if defined(__CUDA_ARCH__)
-  return static_cast<std::int32_t>(mode == eps_rounding::nearest_even ? rint(k) : trunc(k));
-#else
-  return static_cast<std::int32_t>(mode == eps_rounding::nearest_even ? std::nearbyint(k)
-                                                                      : std::trunc(k));
-#endif
+  return round_to_int32(1.5 * 8388608.0 * eps, mode);  // 8388608 = 2^23
 }
 
 /// f * (1 + eps) approximated by AS_FP32(AS_INT32(f) + one_plus_eps_increment(eps)).

@@ -2,7 +2,9 @@
 // the device mirror of attention/amla.hpp (its defaults: appendix_a compensation, hardware
 // integer add, clamp -30, nudge 1e-6, truncating cast of N * 2^23, n = round to nearest even).
 //
-// Per query row and 64-key block (rescale.cuh, step_frame<rescale_mode::amla>):
+// Per query row and 64-key block (rescale.cuh, step_frame<rescale_mode::amla>), with the same
+// numeric/ functions attention/amla.hpp calls (numeric/amla_step.hpp for the scalars and k,
+// numeric/pow2.hpp for the add), only the unit of m at the edge (base 2 on the GPU):
 //   n = rint(-m / ln2), S32 = exp(ln2 (n + m / ln2)), S16 = BF16(S32), c = S16 / S32,
 //   eps = 1.5 (c / c_prev - 1), k = trunc((max(n - n_prev, -30) + eps + 1e-6) * 2^23),
 //   O <- AS_FP32(AS_INT32(O) + k) (not for a row's first block with keys),
@@ -12,15 +14,15 @@
 // AMLA cannot (the +1e-6 nudge alone makes k = 8): the mode exists so that kernel engineers can
 // run and check the Ascend formulation on the hardware at hand, not to be faster here.
 //
-// The form of the add is CudaDecodeOptions::amla_add (amla::pow2_mode), as the CPU header's
+// The form of the add is CudaDecodeOptions::rescale (amla::pow2_mode), as the CPU header's
 // AmlaOptions::rescale:
 //   hardware (default, the paper's kernel): the raw add. An O element that is exactly 0 (an exact
 //     cancellation in P V, or a zero column of V) or tiny when a negative exponent step reaches it
 //     turns into garbage (e.g. +0 becomes -1.7e38), exactly as attention/amla.hpp's hardware mode
 //     documents. On random N(0,1) inputs the GPU tests see this in a handful of the ~10^9
 //     output elements of a full run, and deterministically in a constructed trap.
-//   safe: the intended value there. The simple kernel computes it exactly as the CPU header does
-//     (the add with an unbounded exponent, rounded once); the Hopper kernel flushes values below
+//   safe: the intended value there. The simple kernel computes it with the CPU header's function
+//     (numeric/pow2.hpp's pattern_add_intended); the Hopper kernel flushes values below
 //     the normal range to signed zero (they differ by less than 2^-126) and is slower (255
 //     registers: bench/CUDA_RESULTS.md).
 //   checked: rejected (the CPU reference counts and locates violations; the GPU does not).

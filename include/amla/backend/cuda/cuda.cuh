@@ -1,7 +1,8 @@
 // amla/backend/cuda/cuda.cuh: the CUDA backend in one include (nvcc only; amla/amla.hpp never
-// includes it). decode.cuh is the driver, base.cuh and amla.cuh the two rescaling modes.
+// includes it). Files mirror attention/: decode.cuh is the driver (attention/driver.hpp),
+// online_softmax.cuh and amla.cuh the two recurrences (attention/online_softmax.hpp, amla.hpp).
 #pragma once
 
 #include "amla/backend/cuda/amla.cuh"
-#include "amla/backend/cuda/base.cuh"
 #include "amla/backend/cuda/decode.cuh"
+#include "amla/backend/cuda/online_softmax.cuh"

@@ -19,14 +19,18 @@
 //   hopper  the DeepSeek shape (d_qk 576, d_v 512, V inside kv, h_kv 1, page size a multiple of
 //           64 or 8/16/32) on compute capability 9.0: wgmma + TMA, two warpgroups, split-KV with
 //           an LSE combine (detail/hopper_kernel.cuh documents its schedule).
-//   automatic picks hopper when the problem and device allow it, else simple.
-// Rescaling (rescale.cuh): standard (Base, base.cuh) or AMLA's integer add (amla.cuh).
+//   automatic picks hopper when the problem, the device (compute capability 9.0) and the build
+//           (an sm_90a target: AMLA_CUDA_ARCHITECTURES holding 90a) allow it, else simple. The
+//           simple kernel builds and runs on sm_80 and later: it is the fallback off Hopper.
+// Rescaling (rescale.cuh): standard (Base, online_softmax.cuh) or AMLA's integer add (amla.cuh).
 //
 // Validation. Everything that needs no device is checked first and throws amla::invalid_argument
-// naming the argument, its value and the rule (shapes, null pointers, scale, options, a kernel
-// that cannot run the problem). With check_tables (the default) seqlens and block_table are then
-// copied to the host and checked like the CPU reference checks them; this synchronises the
-// stream, so timing loops turn it off. CUDA failures throw amla::cuda::cuda_error naming the call.
+// naming the argument, its value and the rule: the shape, scale and page tables by the problem
+// layer's one validator (problem/validate.hpp: validate_shape, validate_options, validate_tables),
+// then what is the GPU's own (null device pointers, the kernel's limits, the CUDA options). With
+// check_tables (the default) seqlens and block_table are copied to the host and checked by
+// amla::validate_tables; this synchronises the stream, so timing loops turn it off. CUDA failures
+// throw amla::cuda::cuda_error naming the call.
 #pragma once
 
 #include "amla/backend/cuda/detail/check.cuh"
@@ -42,52 +46,23 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "amla/config.hpp"
 #include "amla/numeric/bf16.hpp"
+#include "amla/numeric/pow2.hpp"
+#include "amla/problem/options.hpp"
+#include "amla/problem/shape.hpp"
+#include "amla/problem/validate.hpp"
 
 namespace amla::cuda {
 
-/// The sizes of a decode problem; the same fields and rules as amla::attention::DecodeShape
-/// (every field >= 1, h_kv divides h_q, a sequence holds at most max_pages_per_seq * page_size
-/// keys).
-struct DecodeShape {
-  int batch = 1;
-  int s_q = 1;
-  int h_q = 128;
-  int h_kv = 1;
-  int d_qk = 576;
-  int d_v = 512;
-  int num_pages = 1;
-  int page_size = 64;
-  int max_pages_per_seq = 1;
-
-  std::int64_t max_seqlen() const {
-    return static_cast<std::int64_t>(max_pages_per_seq) * page_size;
-  }
-  std::size_t q_elems() const { return prod(batch, s_q, h_q) * static_cast<std::size_t>(d_qk); }
-  std::size_t kv_elems() const {
-    return prod(num_pages, page_size, h_kv) * static_cast<std::size_t>(d_qk);
-  }
-  std::size_t v_elems() const {
-    return prod(num_pages, page_size, h_kv) * static_cast<std::size_t>(d_v);
-  }
-  std::size_t block_table_elems() const { return prod(batch, max_pages_per_seq, 1); }
-  std::size_t out_elems() const { return prod(batch, s_q, h_q) * static_cast<std::size_t>(d_v); }
-  std::size_t lse_elems() const { return prod(batch, h_q, s_q); }
-
- private:
-  static std::size_t prod(int a, int b, int c) {
-    return static_cast<std::size_t>(a) * static_cast<std::size_t>(b) * static_cast<std::size_t>(c);
-  }
-};
-
-/// Device pointers of the inputs (layouts in the file comment).
+/// Device pointers of the inputs (layouts in the file comment and problem/shape.hpp).
 struct DeviceDecodeInputs {
-  DecodeShape shape;
+  DecodeShape shape;  ///< amla::DecodeShape
   const bf16* q = nullptr;
   const bf16* kv = nullptr;
   const bf16* v = nullptr;  ///< nullptr: V is the first d_v columns of kv
@@ -135,11 +110,11 @@ struct CudaDecodeOptions {
   /// Hopper kernel: the second warpgroup issues its Q K^T only after the first has issued its
   /// own, so that the first one's softmax overlaps it (a tuning knob; results do not change).
   bool stagger_qk = true;
-  /// The form of AMLA's integer add (amla::pow2_mode, as attention/amla.hpp's amla_options::
-  /// rescale): hardware is the raw add, garbage where Lemma 3.1 fails (an O element that is 0 or
-  /// tiny when a negative exponent add reaches it); safe keeps the intended value there. checked
-  /// needs the CPU reference's reporting and is rejected here.
-  pow2_mode amla_add = pow2_mode::hardware;
+  /// The form of AMLA's integer-add rescale, as attention::AmlaOptions::rescale: hardware is the
+  /// raw add, garbage where Lemma 3.1 fails (an O element that is 0 or tiny when a negative
+  /// exponent add reaches it); safe keeps the intended value there (numeric/pow2.hpp). checked
+  /// needs the CPU recurrence's report and is rejected here. Ignored by the standard mode.
+  pow2_mode rescale = pow2_mode::hardware;
 };
 
 /// What decode() launched.
@@ -173,32 +148,13 @@ inline std::string hopper_unsupported(const DeviceDecodeInputs& in) {
   return {};
 }
 
-/// Host-only validation (no CUDA call): throws amla::invalid_argument.
+/// Host-only validation (no CUDA call): throws amla::invalid_argument. Returns the softmax scale.
 inline float validate_host(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& out,
                            const CudaDecodeOptions& opt) {
   const DecodeShape& s = in.shape;
   const char* fn = "amla::cuda::decode";
-  auto dim = [&](const char* name, int value) {
-    if (value < 1) amla::detail::throw_invalid(fn, name, std::to_string(value), "must be >= 1");
-  };
-  dim("shape.batch", s.batch);
-  dim("shape.s_q", s.s_q);
-  dim("shape.h_q", s.h_q);
-  dim("shape.h_kv", s.h_kv);
-  dim("shape.d_qk", s.d_qk);
-  dim("shape.d_v", s.d_v);
-  dim("shape.num_pages", s.num_pages);
-  dim("shape.page_size", s.page_size);
-  dim("shape.max_pages_per_seq", s.max_pages_per_seq);
-  if (s.h_q % s.h_kv != 0) {
-    amla::detail::throw_invalid(fn, "shape.h_kv", std::to_string(s.h_kv),
-                                "must divide shape.h_q = " + std::to_string(s.h_q));
-  }
-  if (in.v == nullptr && s.d_v > s.d_qk) {
-    amla::detail::throw_invalid(fn, "shape.d_v", std::to_string(s.d_v),
-                                "must be <= shape.d_qk = " + std::to_string(s.d_qk) +
-                                    " when V is read from the kv cache (v = nullptr)");
-  }
+  validate_shape(fn, s, in.v == nullptr);
+  // The kernels index cache rows (page, slot, head) with int.
   if (static_cast<std::int64_t>(s.num_pages) * s.page_size * s.h_kv > INT32_MAX) {
     amla::detail::throw_invalid(fn, "shape.num_pages", std::to_string(s.num_pages),
                                 "num_pages * page_size * h_kv must stay below 2^31 (cache rows)");
@@ -215,13 +171,13 @@ inline float validate_host(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
   nonnull("seqlens", in.seqlens, "[batch] int32");
   nonnull("out", out.out, "[batch, s_q, h_q, d_v] BF16");
   nonnull("lse", out.lse, "[batch, h_q, s_q] float");
+  DecodeOptions problem;
+  problem.causal = opt.causal;
+  problem.softmax_scale = opt.softmax_scale;
+  const float scale = validate_options(fn, problem, s);
   auto require = [&](bool ok, const char* name, const auto& value, const char* rule) {
     if (!ok) amla::detail::throw_invalid(fn, name, amla::detail::to_text(value), rule);
   };
-  if (opt.softmax_scale) {
-    const float sc = *opt.softmax_scale;
-    require(std::isfinite(sc) && sc > 0.0f, "options.softmax_scale", sc, "must be finite and > 0");
-  }
   require(opt.mode == rescale_mode::standard || opt.mode == rescale_mode::amla, "options.mode",
           static_cast<int>(opt.mode), "must be standard or amla");
   require(opt.kernel == kernel_kind::automatic || opt.kernel == kernel_kind::simple ||
@@ -229,6 +185,9 @@ inline float validate_host(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
           "options.kernel", static_cast<int>(opt.kernel), "must be automatic, simple or hopper");
   require(opt.num_splits >= 0 && opt.num_splits <= max_splits, "options.num_splits", opt.num_splits,
           "must lie in [0, 64] (0 = automatic)");
+  require(opt.rescale == pow2_mode::hardware || opt.rescale == pow2_mode::safe, "options.rescale",
+          static_cast<int>(opt.rescale),
+          "must be pow2_mode::hardware or safe (checked needs the CPU recurrence's report)");
   if (opt.kernel == kernel_kind::hopper) {
     const std::string why = hopper_unsupported(in);
     if (!why.empty()) {
@@ -236,48 +195,22 @@ inline float validate_host(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
                                   "the Hopper kernel " + why + "; use automatic or simple");
     }
   }
-  return opt.softmax_scale ? *opt.softmax_scale
-                           : static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.d_qk)));
+  return scale;
 }
 
-/// Copies seqlens and block_table to the host and checks them as the CPU reference does.
-/// Returns the largest seqlen.
-inline int validate_tables(const DeviceDecodeInputs& in, cudaStream_t stream) {
+/// Copies seqlens and block_table to the host and checks them with amla::validate_tables (the
+/// CPU recurrences' check). Returns the largest seqlen.
+inline int validate_tables_on_host(const DeviceDecodeInputs& in, cudaStream_t stream) {
   const DecodeShape& s = in.shape;
-  const char* fn = "amla::cuda::decode";
-  std::vector<std::int32_t> lens(static_cast<std::size_t>(s.batch));
+  std::vector<std::int32_t> lens(s.seqlens_elems());
   std::vector<std::int32_t> table(s.block_table_elems());
   AMLA_CUDA_CHECK(cudaMemcpyAsync(lens.data(), in.seqlens, lens.size() * sizeof(std::int32_t),
                                   cudaMemcpyDeviceToHost, stream));
   AMLA_CUDA_CHECK(cudaMemcpyAsync(table.data(), in.block_table, table.size() * sizeof(std::int32_t),
                                   cudaMemcpyDeviceToHost, stream));
   AMLA_CUDA_CHECK(cudaStreamSynchronize(stream));
-  int max_len = 0;
-  for (int b = 0; b < s.batch; ++b) {
-    const std::int32_t len = lens[static_cast<std::size_t>(b)];
-    if (len < 0 || len > s.max_seqlen()) {
-      amla::detail::throw_invalid(
-          fn, "seqlens", "seqlens[" + std::to_string(b) + "] = " + std::to_string(len),
-          "must lie in [0, max_pages_per_seq * page_size = " + std::to_string(s.max_seqlen()) +
-              "]");
-    }
-    max_len = std::max(max_len, static_cast<int>(len));
-    const int pages = (len + s.page_size - 1) / s.page_size;
-    for (int i = 0; i < pages; ++i) {
-      const std::int32_t page =
-          table[static_cast<std::size_t>(b) * s.max_pages_per_seq + static_cast<std::size_t>(i)];
-      if (page < 0 || page >= s.num_pages) {
-        amla::detail::throw_invalid(
-            fn, "block_table",
-            "block_table[" + std::to_string(b) + "][" + std::to_string(i) +
-                "] = " + std::to_string(page),
-            "a page holding keys of sequence " + std::to_string(b) + " (seqlen " +
-                std::to_string(len) +
-                ") must lie in [0, num_pages = " + std::to_string(s.num_pages) + ")");
-      }
-    }
-  }
-  return max_len;
+  validate_tables("amla::cuda::decode", s, table, lens);
+  return lens.empty() ? 0 : *std::max_element(lens.begin(), lens.end());
 }
 
 /// cuTensorMapEncodeTiled through the runtime's driver entry point (no -lcuda needed).
@@ -320,6 +253,7 @@ inline CUtensorMap make_tensor_map(const void* base, std::uint64_t cols, std::ui
 }
 
 struct device_facts {
+  int ordinal = 0;
   int sms = 0;
   int major = 0;
   int minor = 0;
@@ -329,6 +263,7 @@ inline device_facts current_device() {
   int dev = 0;
   AMLA_CUDA_CHECK(cudaGetDevice(&dev));
   device_facts f;
+  f.ordinal = dev;
   AMLA_CUDA_CHECK(cudaDeviceGetAttribute(&f.sms, cudaDevAttrMultiProcessorCount, dev));
   AMLA_CUDA_CHECK(cudaDeviceGetAttribute(&f.major, cudaDevAttrComputeCapabilityMajor, dev));
   AMLA_CUDA_CHECK(cudaDeviceGetAttribute(&f.minor, cudaDevAttrComputeCapabilityMinor, dev));
@@ -351,21 +286,13 @@ void launch_simple(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& out,
   const bool causal = opt.causal;
   const DecodeShape& s = in.shape;
   simple::params p{};
-  p.batch = s.batch;
-  p.s_q = s.s_q;
-  p.h_q = s.h_q;
-  p.h_kv = s.h_kv;
-  p.d_qk = s.d_qk;
-  p.d_v = s.d_v;
-  p.page_size = s.page_size;
-  p.max_pages = s.max_pages_per_seq;
-  p.causal = causal ? 1 : 0;
-  p.amla_safe = opt.amla_add == pow2_mode::safe ? 1 : 0;
+  p.shape = s;
+  p.causal = causal;
+  p.rescale = opt.rescale;
   p.scale_log2 = static_cast<float>(static_cast<double>(scale) * 1.4426950408889634);
   p.q = reinterpret_cast<const __nv_bfloat16*>(in.q);
   p.k = reinterpret_cast<const __nv_bfloat16*>(in.kv);
   p.v = reinterpret_cast<const __nv_bfloat16*>(in.v != nullptr ? in.v : in.kv);
-  p.k_row = s.d_qk;
   p.v_row = in.v != nullptr ? s.d_v : s.d_qk;
   p.block_table = in.block_table;
   p.seqlens = in.seqlens;
@@ -391,14 +318,10 @@ int launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& out, 
   const int requested_splits = opt.num_splits;
   const DecodeShape& s = in.shape;
   hopper::params p{};
-  p.batch = s.batch;
-  p.s_q = s.s_q;
-  p.h_q = s.h_q;
-  p.page_size = s.page_size;
-  p.max_pages = s.max_pages_per_seq;
-  p.rows = s.s_q * s.h_q;
+  p.shape = s;
+  p.rows = s.rows_per_group();
   p.row_blocks = (p.rows + hopper::rows_per_cta - 1) / hopper::rows_per_cta;
-  p.causal = causal ? 1 : 0;
+  p.causal = causal;
   p.kv_l2_hint = static_cast<int>(opt.kv_l2_hint);
   p.stagger_qk = opt.stagger_qk ? 1 : 0;
   p.scale_log2 = static_cast<float>(static_cast<double>(scale) * 1.4426950408889634);
@@ -429,7 +352,7 @@ int launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& out, 
   using kernel_t = void (*)(CUtensorMap, CUtensorMap, hopper::params);
   kernel_t kernel = hopper::decode_kernel<Mode, false>;
   if constexpr (Mode == rescale_mode::amla) {
-    if (opt.amla_add == pow2_mode::safe) kernel = hopper::decode_kernel<Mode, true>;
+    if (opt.rescale == pow2_mode::safe) kernel = hopper::decode_kernel<Mode, true>;
   }
   AMLA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(hopper::smem_bytes)));
@@ -439,10 +362,7 @@ int launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& out, 
   AMLA_CUDA_CHECK_LAUNCH("amla::cuda::detail::hopper::decode_kernel");
   if (p.num_splits > 1) {
     combine::params c{};
-    c.batch = s.batch;
-    c.s_q = s.s_q;
-    c.h_q = s.h_q;
-    c.d_v = hopper::d_v;
+    c.shape = s;
     c.num_splits = p.num_splits;
     c.out_part = p.out_part;
     c.lse_part = p.lse_part;
@@ -456,6 +376,32 @@ int launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& out, 
   return p.num_splits;
 }
 
+/// Whether the code loaded for the current device holds the Hopper kernel's real body, i.e. this
+/// program was built for sm_90a and runs on a compute capability 9.0 device (elsewhere the body
+/// is a trap, detail/ptx.cuh). Asked once per device with a one-thread probe kernel.
+inline bool hopper_kernel_built(int device) {
+  static std::mutex mutex;
+  static std::vector<int> known;  // per device: -1 not asked yet, 0 no, 1 yes
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (device >= static_cast<int>(known.size()))
+    known.resize(static_cast<std::size_t>(device) + 1, -1);
+  int& k = known[static_cast<std::size_t>(device)];
+  if (k < 0) {
+    int* flag = nullptr;
+    AMLA_CUDA_CHECK(cudaMalloc(&flag, sizeof(int)));
+    hopper::sm90a_probe<<<1, 1>>>(flag);
+    const cudaError_t launched = cudaGetLastError();
+    int host = 0;
+    const cudaError_t copied = launched == cudaSuccess
+                                   ? cudaMemcpy(&host, flag, sizeof(int), cudaMemcpyDeviceToHost)
+                                   : launched;
+    cudaFree(flag);
+    if (copied != cudaSuccess) throw_cuda("hopper::sm90a_probe", copied, __FILE__, __LINE__);
+    k = host == 1 ? 1 : 0;
+  }
+  return k == 1;
+}
+
 template <rescale_mode Mode>
 DecodeLaunch dispatch(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& out, float scale,
                       const CudaDecodeOptions& opt, int max_len, cudaStream_t stream) {
@@ -465,10 +411,12 @@ DecodeLaunch dispatch(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& o
   if (why.empty() && !(dev.major == 9 && dev.minor == 0)) {
     why = "needs compute capability 9.0 (this device is " + std::to_string(dev.major) + "." +
           std::to_string(dev.minor) + ")";
-    if (opt.kernel == kernel_kind::hopper) {
-      amla::detail::throw_invalid("amla::cuda::decode", "options.kernel", "hopper",
-                                  "the Hopper kernel " + why);
-    }
+  } else if (why.empty() && !hopper_kernel_built(dev.ordinal)) {
+    why = "needs a build for sm_90a (wgmma, TMA): add 90a to AMLA_CUDA_ARCHITECTURES";
+  }
+  if (!why.empty() && opt.kernel == kernel_kind::hopper) {
+    amla::detail::throw_invalid("amla::cuda::decode", "options.kernel", "hopper",
+                                "the Hopper kernel " + why);
   }
   const bool hopper_ok = why.empty() && opt.kernel != kernel_kind::simple;
   if (hopper_ok) {
@@ -493,7 +441,7 @@ inline DecodeLaunch decode(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
   const float scale = detail::validate_host(in, out, options);
   const int max_len =
       options.check_tables
-          ? detail::validate_tables(in, stream)
+          ? detail::validate_tables_on_host(in, stream)
           : static_cast<int>(std::min<std::int64_t>(in.shape.max_seqlen(), INT32_MAX));
   if (options.mode == rescale_mode::amla) {
     return detail::dispatch<rescale_mode::amla>(in, out, scale, options, max_len, stream);

@@ -13,13 +13,16 @@
 
 #include <cstdint>
 
+#include "amla/problem/shape.hpp"
+
 namespace amla::cuda::detail::combine {
 
 inline constexpr int threads = 128;
 inline constexpr int max_splits = 64;
 
 struct params {
-  int batch, s_q, h_q, d_v, num_splits;
+  DecodeShape shape;
+  int num_splits;
   const float* out_part;  ///< [num_splits, batch, s_q * h_q, d_v]
   const float* lse_part;  ///< [num_splits, batch, s_q * h_q]
   __nv_bfloat16* out;     ///< [batch, s_q, h_q, d_v]
@@ -31,9 +34,9 @@ __global__ void __launch_bounds__(threads) combine_kernel(const params p) {
   __shared__ float weight[max_splits];
   __shared__ float lse_row;
   const int r = blockIdx.x, b = blockIdx.y;
-  const int rows = p.s_q * p.h_q;
+  const int rows = p.shape.s_q * p.shape.h_q;
   const std::int64_t row_index = static_cast<std::int64_t>(b) * rows + r;
-  const std::int64_t split_stride = static_cast<std::int64_t>(p.batch) * rows;
+  const std::int64_t split_stride = static_cast<std::int64_t>(p.shape.batch) * rows;
   if (threadIdx.x == 0) {
     float mx = neg_inf_f;
     for (int s = 0; s < p.num_splits; ++s) mx = fmaxf(mx, p.lse_part[s * split_stride + row_index]);
@@ -49,17 +52,18 @@ __global__ void __launch_bounds__(threads) combine_kernel(const params p) {
     lse_row = mx == neg_inf_f ? neg_inf_f : mx + logf(sum);
   }
   __syncthreads();
-  const int t = r / p.h_q, h = r % p.h_q;
-  __nv_bfloat16* out_row = p.out + row_index * p.d_v;  // [b, t, h] is row b * rows + r
-  for (int d = threadIdx.x; d < p.d_v; d += threads) {
+  const int d_v = p.shape.d_v;
+  const int t = r / p.shape.h_q, h = r % p.shape.h_q;
+  __nv_bfloat16* out_row = p.out + p.shape.out_offset(b, t, h);
+  for (int d = threadIdx.x; d < d_v; d += threads) {
     float acc = 0.0f;
     for (int s = 0; s < p.num_splits; ++s) {
       const float w = weight[s];
-      if (w != 0.0f) acc = fmaf(w, p.out_part[(s * split_stride + row_index) * p.d_v + d], acc);
+      if (w != 0.0f) acc = fmaf(w, p.out_part[(s * split_stride + row_index) * d_v + d], acc);
     }
     out_row[d] = __float2bfloat16_rn(acc);
   }
-  if (threadIdx.x == 0) p.lse[(static_cast<std::int64_t>(b) * p.h_q + h) * p.s_q + t] = lse_row;
+  if (threadIdx.x == 0) p.lse[p.shape.lse_offset(b, t, h)] = lse_row;
 }
 
 }  // namespace amla::cuda::detail::combine

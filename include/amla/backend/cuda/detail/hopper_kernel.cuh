@@ -1,4 +1,5 @@
-// amla/backend/cuda/detail/hopper_kernel.cuh: the fast MLA decode kernel for Hopper (sm_90a).
+// amla/backend/cuda/detail/hopper_kernel.cuh: the fast MLA decode kernel for Hopper (sm_90a). In a
+// compilation for any other architecture the kernel is declared and its body traps (ptx.cuh).
 //
 // Shape it serves: d_qk = 576, d_v = 512 (values are the first 512 columns of the K cache),
 // h_kv = 1, BF16 q and cache, page_size a multiple of 64 or one of 8, 16, 32. Any batch, s_q, h_q,
@@ -73,6 +74,8 @@
 
 #include <cstdint>
 
+#include "amla/problem/shape.hpp"
+
 namespace amla::cuda::detail::hopper {
 
 inline constexpr int rows_per_cta = 64;
@@ -117,11 +120,11 @@ inline constexpr std::size_t smem_bytes = sizeof(shared_storage) + 1024;
 static_assert(smem_bytes <= 227 * 1024, "the Hopper kernel's shared memory exceeds 227 KB");
 
 struct params {
-  int batch, s_q, h_q, page_size, max_pages;
-  int rows;        ///< s_q * h_q
-  int row_blocks;  ///< ceil(rows / 64)
+  DecodeShape shape;  ///< offsets and the mask come from problem/shape.hpp (h_kv = 1)
+  int rows;           ///< s_q * h_q
+  int row_blocks;     ///< ceil(rows / 64)
   int num_splits;
-  int causal;
+  bool causal;
   int kv_l2_hint;  ///< 0 none, 1 evict first, 2 evict last (TMA loads of the KV cache)
   int stagger_qk;  ///< 1: WG1 issues S_B only after WG0 has issued S_A
   float scale_log2;
@@ -135,9 +138,7 @@ struct params {
 
 /// Visible keys of request row r (token t = r / h_q).
 __device__ __forceinline__ int row_visible(const params& p, int seqlen, int r) {
-  if (!p.causal) return seqlen;
-  const int t = r / p.h_q;
-  return max(0, min(seqlen, seqlen - p.s_q + t + 1));
+  return visible_keys(seqlen, p.shape.s_q, r / p.shape.h_q, p.causal);
 }
 
 /// Issues the TMA loads of chunks [c_lo, c_hi) of KV block kb into buffer `buf` (one thread).
@@ -147,21 +148,22 @@ __device__ __forceinline__ void load_kv(shared_storage& sm, const CUtensorMap* m
                                         const std::int32_t* table, int seqlen, int buf, int kb,
                                         int c_lo, int c_hi) {
   const int key0 = kb * block_keys;
-  if (p.page_size >= block_keys) {
-    const int row = table[key0 / p.page_size] * p.page_size + key0 % p.page_size;
+  if (p.shape.page_size >= block_keys) {
+    const int row = table[key0 / p.shape.page_size] * p.shape.page_size + key0 % p.shape.page_size;
     for (int c = c_lo; c < c_hi; ++c) {
       ptx::mbar_arrive_expect_tx(&sm.bar_kv[buf][c], chunk_bytes);
       ptx::tma_load_2d(sm.kv[buf] + c * chunk_bytes, map, c * 64, row, &sm.bar_kv[buf][c]);
     }
   } else {
-    const int subs = block_keys / p.page_size;
+    const int subs = block_keys / p.shape.page_size;
     for (int c = c_lo; c < c_hi; ++c) {
       ptx::mbar_arrive_expect_tx(&sm.bar_kv[buf][c], chunk_bytes);
       for (int s = 0; s < subs; ++s) {
-        const int key = key0 + s * p.page_size;
-        const int row = key < seqlen ? table[key / p.page_size] * p.page_size : -p.page_size;
-        ptx::tma_load_2d(sm.kv[buf] + c * chunk_bytes + s * p.page_size * 128, map, c * 64, row,
-                         &sm.bar_kv[buf][c]);
+        const int key = key0 + s * p.shape.page_size;
+        const int row =
+            key < seqlen ? table[key / p.shape.page_size] * p.shape.page_size : -p.shape.page_size;
+        ptx::tma_load_2d(sm.kv[buf] + c * chunk_bytes + s * p.shape.page_size * 128, map, c * 64,
+                         row, &sm.bar_kv[buf][c]);
       }
     }
   }
@@ -335,7 +337,7 @@ __device__ __forceinline__ void rescale_rows(float (&o)[N], const frame_step& st
     } else {
       // Safe form in one pass (rescale.cuh, amla_add_flush): a second, fix-up pass over the 128
       // accumulators makes the kernel spill.
-      const std::uint32_t lo0 = exact_window(st0.o_add).lo, lo1 = exact_window(st1.o_add).lo;
+      const std::uint32_t lo0 = kept_window(st0.o_add).lo, lo1 = kept_window(st1.o_add).lo;
 #pragma unroll
       for (int i = 0; i < N; ++i) {
         o[i] = amla_add_flush(o[i], (i & 2) ? k1 : k0, (i & 2) ? lo1 : lo0);
@@ -344,11 +346,26 @@ __device__ __forceinline__ void rescale_rows(float (&o)[N], const frame_step& st
   }
 }
 
-/// SafeAdd: AMLA's add in the safe form (rescale.cuh); false is the raw hardware add.
+/// Writes 1 to *flag when the code running it was compiled for sm_90a (the Hopper kernel's real
+/// body is there), 0 otherwise. The host asks once per device (decode.cuh, hopper_kernel_built).
+__global__ void sm90a_probe(int* flag) {
+#if defined(AMLA_CUDA_SM90A_ENABLED)
+  *flag = 1;
+#else
+  *flag = 0;
+#endif
+}
+
+/// SafeAdd: AMLA's add in the safe form (rescale.cuh); false is the raw hardware add. Declared for
+/// every architecture; its body exists only in an sm_90a compilation (detail/ptx.cuh), elsewhere
+/// it traps with a message (the host never launches it there).
 template <rescale_mode Mode, bool SafeAdd>
 __global__ void __launch_bounds__(threads, 1)
     decode_kernel(const __grid_constant__ CUtensorMap tm_q,
                   const __grid_constant__ CUtensorMap tm_kv, const params p) {
+#if defined(__CUDA_ARCH__) && !defined(AMLA_CUDA_SM90A_ENABLED)
+  AMLA_CUDA_ARCH_UNSUPPORTED("the Hopper decode kernel (wgmma, TMA)");
+#else
   extern __shared__ std::uint8_t smem_raw[];
   shared_storage& sm = *reinterpret_cast<shared_storage*>(
       (reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) & ~static_cast<std::uintptr_t>(1023));
@@ -376,7 +393,7 @@ __global__ void __launch_bounds__(threads, 1)
   const int kb_end = min(n_blocks, kb_begin + per_split);
   const int tail_block = vis_max % block_keys != 0 ? n_blocks - 1 : -1;
   const int tail_first = vis_max % block_keys;
-  const std::int32_t* table = p.block_table + static_cast<std::int64_t>(b) * p.max_pages;
+  const std::int32_t* table = p.block_table + p.shape.table_offset(b, 0);
 
   if (threadIdx.x == 0) {
     ptx::mbar_init(&sm.bar_q, 1);
@@ -605,21 +622,26 @@ __global__ void __launch_bounds__(threads, 1)
   const bool write0 = row_first + r0 < p.rows, write1 = row_first + r1 < p.rows;
   const std::int64_t grow0 = static_cast<std::int64_t>(b) * p.rows + row_first + r0;
   const std::int64_t grow1 = grow0 + 8;
+  // Output rows (b, t, h) of request rows r = t * h_q + h.
+  const int h_q = p.shape.h_q;
+  const int rr0 = row_first + r0, rr1 = row_first + r1;
+  const std::size_t out0 = p.shape.out_offset(b, rr0 / h_q, rr0 % h_q);
+  const std::size_t out1 = p.shape.out_offset(b, rr1 / h_q, rr1 % h_q);
   if (p.num_splits == 1) {
 #pragma unroll
     for (int jj = 0; jj < 32; ++jj) {
       const int col = col0 + 8 * jj;
       if (write0) {
-        *reinterpret_cast<__nv_bfloat162*>(p.out + grow0 * d_v + col) =
+        *reinterpret_cast<__nv_bfloat162*>(p.out + out0 + col) =
             __floats2bfloat162_rn(o[4 * jj + 0] * inv0, o[4 * jj + 1] * inv0);
       }
       if (write1) {
-        *reinterpret_cast<__nv_bfloat162*>(p.out + grow1 * d_v + col) =
+        *reinterpret_cast<__nv_bfloat162*>(p.out + out1 + col) =
             __floats2bfloat162_rn(o[4 * jj + 2] * inv1, o[4 * jj + 3] * inv1);
       }
     }
   } else {
-    float* part = p.out_part + static_cast<std::int64_t>(split) * p.batch * p.rows * d_v;
+    float* part = p.out_part + static_cast<std::int64_t>(split) * p.shape.batch * p.rows * d_v;
 #pragma unroll
     for (int jj = 0; jj < 32; ++jj) {
       const int col = col0 + 8 * jj;
@@ -638,19 +660,15 @@ __global__ void __launch_bounds__(threads, 1)
     const float lse0 = empty0 ? neg_inf_f : (f0.m + log2f(lt0)) * ln2;
     const float lse1 = empty1 ? neg_inf_f : (f1.m + log2f(lt1)) * ln2;
     if (p.num_splits == 1) {
-      const int rr0 = row_first + r0, rr1 = row_first + r1;
-      if (write0) {
-        p.lse[(static_cast<std::int64_t>(b) * p.h_q + rr0 % p.h_q) * p.s_q + rr0 / p.h_q] = lse0;
-      }
-      if (write1) {
-        p.lse[(static_cast<std::int64_t>(b) * p.h_q + rr1 % p.h_q) * p.s_q + rr1 / p.h_q] = lse1;
-      }
+      if (write0) p.lse[p.shape.lse_offset(b, rr0 / h_q, rr0 % h_q)] = lse0;
+      if (write1) p.lse[p.shape.lse_offset(b, rr1 / h_q, rr1 % h_q)] = lse1;
     } else {
-      float* lp = p.lse_part + static_cast<std::int64_t>(split) * p.batch * p.rows;
+      float* lp = p.lse_part + static_cast<std::int64_t>(split) * p.shape.batch * p.rows;
       if (write0) lp[grow0] = lse0;
       if (write1) lp[grow1] = lse1;
     }
   }
+#endif  // the Hopper body
 }
 
 }  // namespace amla::cuda::detail::hopper

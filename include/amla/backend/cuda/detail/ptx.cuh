@@ -1,12 +1,44 @@
 // amla/backend/cuda/detail/ptx.cuh: thin wrappers over the Hopper PTX the fast kernel uses:
 // mbarriers, the bulk tensor copy (TMA), named barriers, proxy fences, and wgmma with shared
 // memory matrix descriptors. Nothing here knows about attention.
+//
+// Architecture gating, as CuTe does it (CUTE_ARCH_MMA_SM90A_ENABLED): every wrapper is declared
+// and compiles for every architecture; only its Hopper body is under AMLA_CUDA_SM90A_ENABLED,
+// which is defined in a device compilation for sm_90a (__CUDA_ARCH_FEAT_SM90_ALL). wgmma exists
+// only in that arch-specific target; the TMA, mbarrier transaction and proxy-fence instructions
+// need sm_90 and serve only the Hopper kernel, so the one gate covers them all. Elsewhere the
+// body is AMLA_CUDA_ARCH_UNSUPPORTED: a message naming the instruction, then __trap(), so a
+// misuse fails loudly at run time instead of silently doing nothing. Code that must not even try
+// (the Hopper kernel's body) tests AMLA_CUDA_SM90A_ENABLED itself, and the host asks whether the
+// loaded code has it (decode.cuh, hopper_kernel_built) before choosing that kernel.
+// Named barriers, the shared-memory address conversion and the register fences are plain
+// sm_70+ PTX and are not gated.
 #pragma once
 
 #include "amla/backend/cuda/detail/check.cuh"
 
 #include <cuda.h>
+
 #include <cstdint>
+#include <cstdio>
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define AMLA_CUDA_SM90A_ENABLED 1
+#endif
+
+#if defined(__CUDA_ARCH__)
+/// Device code reached on an architecture that lacks the instruction `what`: says so, and traps.
+#define AMLA_CUDA_ARCH_UNSUPPORTED(what)                                                  \
+  do {                                                                                    \
+    printf("%s:%d: amla: %s needs sm_90a (this code was compiled for sm_%d)\n", __FILE__, \
+           __LINE__, what, __CUDA_ARCH__ / 10);                                           \
+    __trap();                                                                             \
+  } while (0)
+#else
+#define AMLA_CUDA_ARCH_UNSUPPORTED(what) \
+  do {                                   \
+  } while (0)
+#endif
 
 namespace amla::cuda::detail::ptx {
 
@@ -17,23 +49,36 @@ __device__ __forceinline__ std::uint32_t smem_u32(const void* p) {
 // ---- mbarriers (shared::cta, 64-bit) ----------------------------------------------------------
 
 __device__ __forceinline__ void mbar_init(std::uint64_t* bar, std::uint32_t count) {
+#if defined(AMLA_CUDA_SM90A_ENABLED)
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count)
                : "memory");
+#else
+  AMLA_CUDA_ARCH_UNSUPPORTED("mbarrier.init");
+#endif
 }
 /// Makes mbarrier initialisation visible to the async proxy (the TMA unit).
 __device__ __forceinline__ void fence_mbar_init() {
+#if defined(AMLA_CUDA_SM90A_ENABLED)
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#else
+  AMLA_CUDA_ARCH_UNSUPPORTED("fence.mbarrier_init");
+#endif
 }
 /// One arrival that also announces `bytes` of transactions the TMA will complete.
 __device__ __forceinline__ void mbar_arrive_expect_tx(std::uint64_t* bar, std::uint32_t bytes) {
+#if defined(AMLA_CUDA_SM90A_ENABLED)
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)),
                "r"(bytes)
                : "memory");
+#else
+  AMLA_CUDA_ARCH_UNSUPPORTED("mbarrier.arrive.expect_tx");
+#endif
 }
 /// Blocks until the phase with the given parity has completed. The retry loop lives inside the
 /// asm block: a C++ loop here would put a branch between wgmma instructions in flight, and ptxas
 /// then serialises them (warning C7520).
 __device__ __forceinline__ void mbar_wait(std::uint64_t* bar, std::uint32_t parity) {
+#if defined(AMLA_CUDA_SM90A_ENABLED)
   asm volatile(
       "{\n.reg .pred p;\n"
       "AMLA_MBAR_WAIT:\n"
@@ -41,6 +86,9 @@ __device__ __forceinline__ void mbar_wait(std::uint64_t* bar, std::uint32_t pari
       "@!p bra AMLA_MBAR_WAIT;\n}\n" ::"r"(smem_u32(bar)),
       "r"(parity)
       : "memory");
+#else
+  AMLA_CUDA_ARCH_UNSUPPORTED("mbarrier.try_wait");
+#endif
 }
 
 // ---- bulk tensor copy (TMA), global -> shared, completing on an mbarrier ------------------------
@@ -49,20 +97,28 @@ __device__ __forceinline__ void mbar_wait(std::uint64_t* bar, std::uint32_t pari
 /// Out-of-bounds elements are filled with zeros and still count towards the transaction bytes.
 __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int c0, int c1,
                                             std::uint64_t* bar) {
+#if defined(AMLA_CUDA_SM90A_ENABLED)
   asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
       " [%0], [%1, {%2, %3}], [%4];" ::"r"(smem_u32(dst)),
       "l"(reinterpret_cast<std::uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_u32(bar))
       : "memory");
+#else
+  AMLA_CUDA_ARCH_UNSUPPORTED("cp.async.bulk.tensor (TMA)");
+#endif
 }
 /// The same copy with an L2 cache policy (from make_l2_policy) for the data it brings in.
 __device__ __forceinline__ void tma_load_2d_hint(void* dst, const CUtensorMap* map, int c0, int c1,
                                                  std::uint64_t* bar, std::uint64_t policy) {
+#if defined(AMLA_CUDA_SM90A_ENABLED)
   asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
       " [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(smem_u32(dst)),
       "l"(reinterpret_cast<std::uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_u32(bar)), "l"(policy)
       : "memory");
+#else
+  AMLA_CUDA_ARCH_UNSUPPORTED("cp.async.bulk.tensor (TMA)");
+#endif
 }
 /// An L2 cache policy: 1 = evict first, 2 = evict last (anything else: evict normal).
 __device__ __forceinline__ std::uint64_t make_l2_policy(int kind) {
@@ -77,7 +133,11 @@ __device__ __forceinline__ std::uint64_t make_l2_policy(int kind) {
   return policy;
 }
 __device__ __forceinline__ void prefetch_tensor_map(const CUtensorMap* map) {
+#if defined(AMLA_CUDA_SM90A_ENABLED)
   asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<std::uint64_t>(map)) : "memory");
+#else
+  AMLA_CUDA_ARCH_UNSUPPORTED("prefetch.tensormap");
+#endif
 }
 
 // ---- named barriers and fences ------------------------------------------------------------------
@@ -93,7 +153,11 @@ __device__ __forceinline__ void bar_arrive(int id, int count) {
 /// Orders this thread's earlier generic-proxy shared memory writes before later async-proxy
 /// accesses (wgmma operand reads, TMA writes) of any thread that synchronises with it.
 __device__ __forceinline__ void fence_proxy_async_smem() {
+#if defined(AMLA_CUDA_SM90A_ENABLED)
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#else
+  AMLA_CUDA_ARCH_UNSUPPORTED("fence.proxy.async");
+#endif
 }
 
 // ---- wgmma
@@ -118,14 +182,26 @@ __device__ __forceinline__ std::uint64_t smem_desc_sw128(std::uint32_t smem_addr
 }
 
 __device__ __forceinline__ void wgmma_fence() {
+#if defined(AMLA_CUDA_SM90A_ENABLED)
   asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#else
+  AMLA_CUDA_ARCH_UNSUPPORTED("wgmma.fence");
+#endif
 }
 __device__ __forceinline__ void wgmma_commit() {
+#if defined(AMLA_CUDA_SM90A_ENABLED)
   asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+#else
+  AMLA_CUDA_ARCH_UNSUPPORTED("wgmma.commit_group");
+#endif
 }
 template <int N>
 __device__ __forceinline__ void wgmma_wait() {
+#if defined(AMLA_CUDA_SM90A_ENABLED)
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+#else
+  AMLA_CUDA_ARCH_UNSUPPORTED("wgmma.wait_group");
+#endif
 }
 /// Pins registers to this point of the program: the compiler may neither move their reads and
 /// writes across it nor reuse them before it. Used around wgmma, whose accumulators and A operands
@@ -151,6 +227,7 @@ __device__ __forceinline__ void fence_regs(std::uint32_t (&r)[M][N]) {
 /// B K-major. scale_d = 0 overwrites D.
 __device__ __forceinline__ void wgmma_m64n64k16_ss_kmajor(float (&d)[32], std::uint64_t desc_a,
                                         std::uint64_t desc_b, int scale_d) {
+#if defined(AMLA_CUDA_SM90A_ENABLED)
   asm volatile(
       "{\n.reg .pred p;\n"
       "setp.ne.b32 p, %34, 0;\n"
@@ -163,12 +240,16 @@ __device__ __forceinline__ void wgmma_m64n64k16_ss_kmajor(float (&d)[32], std::u
         "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
         "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
       : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+#else
+  AMLA_CUDA_ARCH_UNSUPPORTED("wgmma.mma_async m64n64k16");
+#endif
 }
 
 /// D[64 x 256] (+)= A[64 x 16] B[16 x 256]; A and B from shared memory (descriptors),
 /// B MN-major (transposed). scale_d = 0 overwrites D.
 __device__ __forceinline__ void wgmma_m64n256k16_ss_btrans(float (&d)[128], std::uint64_t desc_a,
                                         std::uint64_t desc_b, int scale_d) {
+#if defined(AMLA_CUDA_SM90A_ENABLED)
   asm volatile(
       "{\n.reg .pred p;\n"
       "setp.ne.b32 p, %130, 0;\n"
@@ -199,12 +280,16 @@ __device__ __forceinline__ void wgmma_m64n256k16_ss_btrans(float (&d)[128], std:
         "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
         "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
       : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+#else
+  AMLA_CUDA_ARCH_UNSUPPORTED("wgmma.mma_async m64n256k16");
+#endif
 }
 
 /// D[64 x 256] (+)= A[64 x 16] B[16 x 256]; A and B from shared memory (descriptors),
 /// B K-major. scale_d = 0 overwrites D.
 __device__ __forceinline__ void wgmma_m64n256k16_ss_kmajor(float (&d)[128], std::uint64_t desc_a,
                                         std::uint64_t desc_b, int scale_d) {
+#if defined(AMLA_CUDA_SM90A_ENABLED)
   asm volatile(
       "{\n.reg .pred p;\n"
       "setp.ne.b32 p, %130, 0;\n"
@@ -235,6 +320,9 @@ __device__ __forceinline__ void wgmma_m64n256k16_ss_kmajor(float (&d)[128], std:
         "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
         "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
       : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+#else
+  AMLA_CUDA_ARCH_UNSUPPORTED("wgmma.mma_async m64n256k16");
+#endif
 }
 
 // clang-format on

@@ -1,10 +1,11 @@
 // amla/backend/cuda/detail/simple_kernel.cuh: the simple kernel, obviously correct for any shape.
 //
-// One CTA of 128 threads per query row (b, t, h). The row walks its visible keys in blocks of 64:
-// threads 0..63 each compute one score (an FP32 dot product over d_qk), the block's max updates
-// the row's frame (rescale.cuh), and every thread accumulates its own output columns
-// (j = tid, tid + 128, ...) over the block's keys in FP32, in key order. Only keys below the row's
-// visible count are read, so pages past a sequence's length are never touched.
+// One CTA of 128 threads per query row (b, t, h). Offsets and the mask are problem/shape.hpp's. The
+// row walks its visible keys in blocks of 64: threads 0..63 each compute one score (an FP32 dot
+// product over d_qk), the block's max updates the row's frame (rescale.cuh), and every thread
+// accumulates its own output columns (j = tid, tid + 128, ...) over the block's keys in FP32, in
+// key order. Only keys below the row's visible count are read, so pages past a sequence's length
+// are never touched.
 //
 // Standard mode computes exact softmax attention in FP32 (P is NOT rounded to BF16): the GPU's
 // float reference, used as the oracle of the fast kernel. AMLA mode runs the AMLA recurrence per
@@ -18,21 +19,23 @@
 
 #include <cstdint>
 
+#include "amla/numeric/pow2.hpp"
+#include "amla/problem/shape.hpp"
+
 namespace amla::cuda::detail::simple {
 
 inline constexpr int threads = 128;
 inline constexpr int block_keys = 64;
 
 struct params {
-  int batch, s_q, h_q, h_kv, d_qk, d_v, page_size, max_pages;
-  int causal;
-  int amla_safe;     ///< AMLA add: 0 hardware (raw), 1 safe
-  float scale_log2;  ///< softmax scale * log2(e)
+  DecodeShape shape;  ///< offsets and the mask come from problem/shape.hpp
+  bool causal;
+  pow2_mode rescale;  ///< AMLA's add: hardware (raw) or safe
+  float scale_log2;   ///< softmax scale * log2(e)
   const __nv_bfloat16* q;
   const __nv_bfloat16* k;  ///< the kv cache
   const __nv_bfloat16* v;  ///< values: kv itself (first d_v columns) or a separate cache
-  std::int64_t k_row;      ///< elements between consecutive (page, slot) rows of k
-  std::int64_t v_row;      ///< same for v
+  int v_row;  ///< elements between consecutive (page, slot, head) rows of v: d_qk or d_v
   const std::int32_t* block_table;
   const std::int32_t* seqlens;
   __nv_bfloat16* out;
@@ -59,21 +62,24 @@ template <rescale_mode Mode>
 __global__ void __launch_bounds__(threads) decode_kernel(const params p) {
   extern __shared__ float smem[];
   float* q_s = smem;
-  float* o_s = q_s + p.d_qk;
-  float* p_s = o_s + p.d_v;
+  float* o_s = q_s + p.shape.d_qk;
+  float* p_s = o_s + p.shape.d_v;
   float* red = p_s + block_keys;
 
+  const DecodeShape& sh = p.shape;
   const int h = blockIdx.x, t = blockIdx.y, b = blockIdx.z;
   const int tid = threadIdx.x;
-  const int g = h / (p.h_q / p.h_kv);
-  const int seqlen = p.seqlens[b];
-  const int visible = p.causal ? max(0, min(seqlen, seqlen - p.s_q + t + 1)) : seqlen;
+  const int g = h / sh.heads_per_group();
+  const int visible = visible_keys(p.seqlens[b], sh.s_q, t, p.causal);
+  // Cache row of key `key` of this sequence (KV head g): the page from the block table.
+  const auto cache_row = [&](int key) {
+    const int page = p.block_table[sh.table_offset(b, key / sh.page_size)];
+    return sh.slot_index(page, key % sh.page_size, g);
+  };
 
-  const __nv_bfloat16* q_row =
-      p.q + ((static_cast<std::int64_t>(b) * p.s_q + t) * p.h_q + h) * p.d_qk;
-  for (int d = tid; d < p.d_qk; d += threads) q_s[d] = __bfloat162float(q_row[d]);
-  for (int d = tid; d < p.d_v; d += threads) o_s[d] = 0.0f;
-  const std::int32_t* table = p.block_table + static_cast<std::int64_t>(b) * p.max_pages;
+  const __nv_bfloat16* q_row = p.q + sh.q_offset(b, t, h);
+  for (int d = tid; d < sh.d_qk; d += threads) q_s[d] = __bfloat162float(q_row[d]);
+  for (int d = tid; d < sh.d_v; d += threads) o_s[d] = 0.0f;
   __syncthreads();
 
   row_frame frame;
@@ -83,14 +89,9 @@ __global__ void __launch_bounds__(threads) decode_kernel(const params p) {
     // Scores of this block (threads 0..63, one key each).
     float s = detail::neg_inf_f;
     if (tid < nk) {
-      const int key = k0 + tid;
-      const std::int64_t row =
-          (static_cast<std::int64_t>(table[key / p.page_size]) * p.page_size + key % p.page_size) *
-              p.h_kv +
-          g;
-      const __nv_bfloat16* k_row = p.k + row * p.k_row;
+      const __nv_bfloat16* k_row = p.k + cache_row(k0 + tid) * sh.d_qk;
       float acc = 0.0f;
-      for (int d = 0; d < p.d_qk; ++d) acc = fmaf(q_s[d], __bfloat162float(k_row[d]), acc);
+      for (int d = 0; d < sh.d_qk; ++d) acc = fmaf(q_s[d], __bfloat162float(k_row[d]), acc);
       s = acc * p.scale_log2;
     }
     // Block max over the 64 candidates (warps 0 and 1).
@@ -116,23 +117,17 @@ __global__ void __launch_bounds__(threads) decode_kernel(const params p) {
     __syncthreads();
     l = l * st.l_scale + (red[2] + red[3]);
     const bool started = frame.m != detail::neg_inf_f;
-    for (int d = tid; d < p.d_v; d += threads) {
+    for (int d = tid; d < sh.d_v; d += threads) {
       float o = o_s[d];
       if (started) {
         if constexpr (Mode == rescale_mode::standard) {
           o *= st.o_scale;
         } else {
-          o = amla_add(o, st.o_add, p.amla_safe ? pow2_mode::safe : pow2_mode::hardware);
+          o = pattern_add(o, st.o_add, p.rescale);
         }
       }
       for (int i = 0; i < nk; ++i) {
-        const int key = k0 + i;
-        const std::int64_t row =
-            (static_cast<std::int64_t>(table[key / p.page_size]) * p.page_size +
-             key % p.page_size) *
-                p.h_kv +
-            g;
-        o = fmaf(p_s[i], __bfloat162float(p.v[row * p.v_row + d]), o);
+        o = fmaf(p_s[i], __bfloat162float(p.v[cache_row(k0 + i) * p.v_row + d]), o);
       }
       o_s[d] = o;
     }
@@ -140,15 +135,15 @@ __global__ void __launch_bounds__(threads) decode_kernel(const params p) {
     __syncthreads();  // p_s and red are rewritten by the next block
   }
 
-  __nv_bfloat16* out_row = p.out + ((static_cast<std::int64_t>(b) * p.s_q + t) * p.h_q + h) * p.d_v;
+  __nv_bfloat16* out_row = p.out + sh.out_offset(b, t, h);
   const bool empty = frame.m == detail::neg_inf_f;
   const float denom = empty ? 1.0f : output_divisor<Mode>(frame, l);
-  for (int d = tid; d < p.d_v; d += threads) {
+  for (int d = tid; d < sh.d_v; d += threads) {
     out_row[d] = __float2bfloat16_rn(empty ? 0.0f : o_s[d] / denom);
   }
   if (tid == 0) {
     const float lse = empty ? detail::neg_inf_f : (frame.m + log2f(l)) * 0.693147180559945309f;
-    p.lse[(static_cast<std::int64_t>(b) * p.h_q + h) * p.s_q + t] = lse;
+    p.lse[sh.lse_offset(b, t, h)] = lse;
   }
 }
 

@@ -1,5 +1,5 @@
-// amla/backend/cuda/base.cuh: the Base recurrence (FlashAttention, AMLA Algorithm 1) on a CUDA
-// GPU, the device mirror of attention/online_softmax.hpp.
+// amla/backend/cuda/online_softmax.cuh: the Base recurrence (FlashAttention, AMLA Algorithm 1) on a
+// CUDA GPU, the device mirror of attention/online_softmax.hpp.
 //
 // What the kernels compute in this mode, per query row and 64-key block (rescale.cuh):
 //   S = scale * Q K^T (BF16 operands, FP32 accumulation), m_new = max(m, rowmax S),

@@ -1,0 +1,162 @@
+// amla/numeric/amla_step.hpp: the per-row scalars of the AMLA recurrence and the integer add k of
+// one step (AMLA Algorithm 2 lines 8-13 with Appendix A), the arithmetic that the CPU recurrence
+// (attention/amla.hpp) and the CUDA kernels (backend/cuda/rescale.cuh) share.
+//
+// A query row at running max m (natural log) carries, in FP32:
+//   n   = round(-m / ln2)                   nearest, ties to even (an integer-valued float)
+//   S32 = exp(ln2 (n + m / ln2))            = 1 / r of the paper's eq. 4, in [2^-1/2, 2^1/2]
+//   S16 = BF16(S32)                         nearest even, widened back (S32 itself in float32 mode)
+//   c   = S16 / S32 (appendix_a), S32 / S16 (as_printed) or 1 (none)
+// and a step from the previous block's scalars (n', c') to the new ones adds to every O element
+//   eps = 1.5 (c / c' - 1)
+//   N   = max(n - n', clamp) + eps + nudge  (FP32, left to right)
+//   k   = Cast_to_int32(N * 2^23)           truncation by default (eps_rounding::toward_zero)
+// attention/amla.hpp derives why c = S16 / S32 cancels the BF16 rounding of S16 and why the cast
+// truncates (the +1e-6 nudge is the guard of a truncating cast, and it adds 8 to k).
+//
+// ---- Units: the one thing the CPU and the GPU compute differently ------------------------------
+// Only n and S32 depend on the unit of m. The CPU holds natural-log maxima (amla_scalars_ln: the
+// formulas above with std::nearbyint and std::exp). The CUDA kernels hold base-2 maxima
+// m2 = m / ln2, so n = rint(-m2) and S32 = exp2(n + m2) (backend/cuda/rescale.cuh, the device
+// edge). Both then hand (n, S32) to amla_scalars_of, and every later quantity (S16, c, eps, N, k)
+// is this header's arithmetic on both sides, bit for bit.
+//
+// ---- How k relates to the other numeric/ headers ------------------------------------------------
+// k's integer part is the exponent step of Lemma 3.1 (numeric/pow2.hpp: the add multiplies by
+// 2^dn); its fractional part eps * 2^23 is Appendix A's (1 + eps) add (numeric/one_plus_eps.hpp
+// derives its error: the constant 1.5 is the mantissa taken at mid-range). The kernel does not
+// round the two parts separately: it sums dn + eps + nudge in FP32 and casts N * 2^23 once, so k is
+// NOT dn * 2^23 + one_plus_eps_increment(eps / 1.5). N * 2^23 is exact (a power-of-two scaling);
+// a float N with |N| >= 1 is a multiple of 2^-23, so the cast rounds only when |N| < 1.
+// The add itself, with its precondition check and its intended value, is numeric/pow2.hpp's
+// pattern_add_*.
+//
+// Every operation is a correctly rounded FP32 operation, written so that nothing can be contracted
+// into an FMA (device code uses the _rn intrinsics; host code has no multiply feeding an add).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "amla/config.hpp"
+#include "amla/numeric/bf16.hpp"
+#include "amla/numeric/one_plus_eps.hpp"
+
+namespace amla {
+
+/// Which c_i the (1 + eps) compensation uses (attention/amla.hpp derives the readings).
+enum class amla_compensation : std::uint8_t {
+  appendix_a,  ///< c_i = S16 / S32 = r_i / r'_i: cancels the BF16 rounding of S16 (default)
+  as_printed,  ///< c_i = S32 / S16, Algorithm 2 line 11 as printed: doubles that error
+  none,        ///< eps = 0: no compensation
+};
+
+/// The arithmetic knobs of the step. The defaults are the paper's kernel (what the CUDA kernels
+/// run); attention::AmlaOptions maps onto them.
+struct amla_step_options {
+  amla_compensation compensation = amla_compensation::appendix_a;
+  bool round_s16 = true;          ///< S16 = BF16(S32); false (float32 mode): S16 = S32
+  float exponent_clamp = -30.0f;  ///< the lower clamp of n - n' (line 13)
+  float nudge = 1e-6f;            ///< the + 1e-6 of line 13
+  eps_rounding n_cast = eps_rounding::toward_zero;  ///< the rounding of Cast_to_int32(N * 2^23)
+};
+
+/// AMLA's scalars of one row at one running max. The defaults are those of a row that has seen
+/// no key yet (n = 0, S32 = S16 = c = 1): the previous frame of a row's first step.
+struct amla_scalars {
+  float n = 0.0f;  ///< round(-m / ln2), integer-valued
+  float s32 = 1.0f;
+  float s16 = 1.0f;
+  float c = 1.0f;
+};
+
+/// One step's quantities (line 13), kept for tests and reports; k is what the kernels add.
+struct amla_step {
+  float eps = 0.0f;    ///< 1.5 (c / c' - 1)
+  float dn = 0.0f;     ///< max(n - n', clamp)
+  float big_n = 0.0f;  ///< dn + eps + nudge
+  std::int32_t k = 0;  ///< Cast_to_int32(N * 2^23)
+};
+
+namespace detail {
+// Correctly rounded FP32 operations that the compiler may not fuse (see the file comment).
+AMLA_HOST_DEVICE constexpr float add_rn(float a, float b) noexcept {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+AMLA_HOST_DEVICE constexpr float sub_rn(float a, float b) noexcept {
+#if defined(__CUDA_ARCH__)
+  return __fsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+AMLA_HOST_DEVICE constexpr float mul_rn(float a, float b) noexcept {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+AMLA_HOST_DEVICE constexpr float div_rn(float a, float b) noexcept {
+#if defined(__CUDA_ARCH__)
+  return __fdiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+}  // namespace detail
+
+/// S16 and c from n and S32, whatever unit produced them (the file comment). S16 is S32 rounded
+/// to BF16 with numeric/bf16.hpp's nearest-even add (round_bf16_finite); c follows the
+/// compensation reading.
+/// Example: S32 = 1.35914087f (e / 2) gives S16 = 1.359375f (pattern 0x3FAE0000) and, with
+/// appendix_a, c = S16 / S32 = 1.00017226f (pattern 0x3F8005A5).
+AMLA_HOST_DEVICE constexpr amla_scalars amla_scalars_of(float n, float s32,
+                                                        const amla_step_options& o) noexcept {
+  amla_scalars a;
+  a.n = n;
+  a.s32 = s32;
+  // S32 is finite for a finite max (and a NaN from an infinite score is the default NaN, which the
+  // finite-only add keeps a NaN), so the NaN select of round_bf16 is not needed.
+  a.s16 = o.round_s16 ? round_bf16_finite(s32) : s32;
+  if (o.compensation == amla_compensation::appendix_a) a.c = detail::div_rn(a.s16, a.s32);
+  if (o.compensation == amla_compensation::as_printed) a.c = detail::div_rn(a.s32, a.s16);
+  return a;
+}
+
+/// The scalars of a row whose running max m is a finite natural-log value (the CPU's unit):
+/// n = round(-m / ln2) (ties to even), S32 = exp(ln2 (n + m / ln2)), in FP32 with ln2 rounded to
+/// FP32 (0x3F317218). Example: m = 1 gives n = -1, S32 = exp(0.30685282f) = 1.35914087f.
+AMLA_HOST_DEVICE inline amla_scalars amla_scalars_ln(float m, const amla_step_options& o) noexcept {
+  constexpr float ln2 = 0.693147180559945309f;
+  const float m_log2 = detail::div_rn(m, ln2);
+#if defined(__CUDA_ARCH__)
+  const float n = rintf(-m_log2);
+  const float s32 = expf(detail::mul_rn(ln2, detail::add_rn(n, m_log2)));
+#else
+  const float n = std::nearbyint(-m_log2);
+  const float s32 = std::exp(ln2 * (n + m_log2));
+#endif
+  return amla_scalars_of(n, s32, o);
+}
+
+/// The step from a row's previous scalars `prev` to its new ones `next` (line 13): eps, dn, N and
+/// the integer k to add to the pattern of every O element of the row. Example (defaults): equal
+/// scalars give eps = 0, dn = 0, N = 1e-6f and k = trunc(8.388608) = 8, the nudge's drift.
+AMLA_HOST_DEVICE inline amla_step amla_step_between(const amla_scalars& prev,
+                                                    const amla_scalars& next,
+                                                    const amla_step_options& o) noexcept {
+  amla_step s;
+  s.eps = detail::mul_rn(1.5f, detail::sub_rn(detail::div_rn(next.c, prev.c), 1.0f));
+  const float dn = detail::sub_rn(next.n, prev.n);
+  s.dn = dn < o.exponent_clamp ? o.exponent_clamp : dn;  // std::max(dn, clamp)
+  s.big_n = detail::add_rn(detail::add_rn(s.dn, s.eps), o.nudge);
+  s.k = round_to_int32(detail::mul_rn(s.big_n, 0x1p23f), o.n_cast);
+  return s;
+}
+
+}  // namespace amla
