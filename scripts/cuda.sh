@@ -6,6 +6,8 @@
 #   scripts/cuda.sh --quick          small test cases and s_k = 4096 only
 #   scripts/cuda.sh --simple-only    the tests on the simple kernel alone (the fallback off Hopper;
 #                                    combines with --quick)
+#   scripts/cuda.sh --record         also write the device, ptxas, test and benchmark blocks of
+#                                    bench/CUDA_RESULTS.md (copied to $OUT when that is set)
 #   AMLA_CUDA_ARCHITECTURES="80;90a" scripts/cuda.sh    another architecture list (default 90a)
 #
 # Needs nvcc, CMake and Eigen 3.4 (not Catch2 or Google Benchmark: the CUDA test and timing
@@ -15,12 +17,14 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 quick=0
+record=0
 simple_only=()
 for arg in "$@"; do
   case "$arg" in
     --quick) quick=1 ;;
     --simple-only) simple_only=(--simple-only) ;;
-    *) echo "usage: scripts/cuda.sh [--quick] [--simple-only]" >&2; exit 2 ;;
+    --record) record=1 ;;
+    *) echo "usage: scripts/cuda.sh [--quick] [--simple-only] [--record]" >&2; exit 2 ;;
   esac
 done
 build=${AMLA_CUDA_BUILD_DIR:-build-cuda}
@@ -29,9 +33,11 @@ mkdir -p "$logs"
 jobs=$(nproc 2>/dev/null || echo 4)
 
 echo "== device"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw \
-  --format=csv 2>/dev/null || echo "(nvidia-smi unavailable)"
-nvcc --version | tail -n 2
+{
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw \
+    --format=csv 2>/dev/null || echo "(nvidia-smi unavailable)"
+  nvcc --version | tail -n 2
+} | tee "$logs/device.log"
 
 echo "== configure and build"
 gen=()
@@ -59,8 +65,8 @@ awk '
   entry != "" && /spill stores|Used [0-9]+ registers/ {
     line = $0; sub(/^ptxas[^:]*: */, "", line); sub(/^ +/, "", line); print entry ": " line
   }
-' "$logs/build.log" | $demangle | sort -u
-grep -E "C75[0-9][0-9]" "$logs/build.log" | sort -u || true
+' "$logs/build.log" | $demangle | sort -u | tee "$logs/ptxas.log"
+grep -E "C75[0-9][0-9]" "$logs/build.log" | sort -u | tee -a "$logs/ptxas.log" || true
 
 echo "== tests"
 status=0
@@ -88,4 +94,20 @@ echo "== summary"
 grep -E "^(validate|gpu):" "$logs/validate.log" "$logs/test.log" | sed 's/^.*\.log://'
 grep -E "^cuBLAS" "$logs/bench.log" || true
 sed -n '/^| kernel/,$p' "$logs/bench.log"
+
+if [ $record = 1 ]; then
+  . scripts/lib/results.sh
+  doc=bench/CUDA_RESULTS.md
+  args="${*:-}"
+  cat "$logs/device.log" "$logs/ptxas.log" >"$logs/record-build.txt"
+  splice_block "$doc" cuda-build cuda.sh "scripts/cuda.sh $args (device, nvcc, ptxas per kernel)" \
+    "$logs/record-build.txt"
+  grep -E "^(validate|gpu)" "$logs/validate.log" "$logs/test.log" | sed 's/^.*\.log://' \
+    >"$logs/record-tests.txt"
+  splice_block "$doc" cuda-tests cuda.sh "cuda_decode validate; cuda_decode $test_mode ${simple_only[*]}" \
+    "$logs/record-tests.txt"
+  splice_block "$doc" cuda-bench cuda.sh "bm_cuda_decode ${bench_args[*]}" "$logs/bench.log"
+  [ -n "${OUT:-}" ] && cp "$doc" "$OUT/"
+  echo "recorded into $doc"
+fi
 exit $status
