@@ -12,9 +12,12 @@ results_stamp() {
   local cpu load commit dirty
   cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -n 1)
   load=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)
-  commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+  # AMLA_RESULTS_COMMIT names the commit where the checkout has no usable git metadata (a copy
+  # of the tree sent to a GPU machine).
+  commit=${AMLA_RESULTS_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
   dirty=""
-  [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] && dirty=" (with local changes)"
+  [ -z "${AMLA_RESULTS_COMMIT:-}" ] && [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] &&
+    dirty=" (with local changes)"
   echo "Measured $(date -u '+%Y-%m-%d %H:%M UTC') on ${cpu:-an unknown CPU}, $(nproc) cores, load average ${load:-?}; commit ${commit}${dirty}."
 }
 
