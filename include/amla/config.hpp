@@ -3,9 +3,11 @@
 // Every amla header includes this one first. It has no dependencies beyond the standard library.
 #pragma once
 
+#include <charconv>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #define AMLA_VERSION_MAJOR 0
 #define AMLA_VERSION_MINOR 1
@@ -54,11 +56,30 @@ class invalid_argument : public std::invalid_argument {
 
 namespace detail {
 
+/// The text of a value in an error message. Numbers are formatted with std::to_chars (floating
+/// point as printf's %g, 6 significant digits), so a message never depends on the global
+/// locale, and a host process whose iostreams are in a bad state (a second C++ runtime loaded
+/// beside amla's, as some Python extensions bring) can still report an error.
 template <class T>
 std::string to_text(const T& value) {
-  std::ostringstream os;
-  os << value;
-  return os.str();
+  constexpr bool character = std::is_same_v<T, char> || std::is_same_v<T, signed char> ||
+                            std::is_same_v<T, unsigned char> || std::is_same_v<T, wchar_t> ||
+                            std::is_same_v<T, char8_t> || std::is_same_v<T, char16_t> ||
+                            std::is_same_v<T, char32_t>;
+  if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool> && !character) {
+    char buf[64];
+    std::to_chars_result r;
+    if constexpr (std::is_floating_point_v<T>) {
+      r = std::to_chars(buf, buf + sizeof buf, value, std::chars_format::general, 6);
+    } else {
+      r = std::to_chars(buf, buf + sizeof buf, value);
+    }
+    return std::string(buf, r.ptr);
+  } else {
+    std::ostringstream os;
+    os << value;
+    return os.str();
+  }
 }
 
 [[noreturn]] inline void throw_invalid(const char* function, const char* argument,
