@@ -63,9 +63,9 @@ namespace detail {
 template <class T>
 std::string to_text(const T& value) {
   constexpr bool character = std::is_same_v<T, char> || std::is_same_v<T, signed char> ||
-                            std::is_same_v<T, unsigned char> || std::is_same_v<T, wchar_t> ||
-                            std::is_same_v<T, char8_t> || std::is_same_v<T, char16_t> ||
-                            std::is_same_v<T, char32_t>;
+                             std::is_same_v<T, unsigned char> || std::is_same_v<T, wchar_t> ||
+                             std::is_same_v<T, char8_t> || std::is_same_v<T, char16_t> ||
+                             std::is_same_v<T, char32_t>;
   if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool> && !character) {
     char buf[64];
     std::to_chars_result r;
