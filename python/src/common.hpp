@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "amla/config.hpp"
+#include "amla/detail/enum_name.hpp"
 
 namespace amla::python {
 
@@ -47,18 +48,7 @@ elem elem_of(const A& a) {
 }
 
 inline const char* elem_name(elem e) {
-  switch (e) {
-    case elem::f32:
-      return "float32";
-    case elem::f64:
-      return "float64";
-    case elem::bf16:
-      return "bfloat16";
-    case elem::i32:
-      return "int32";
-    default:
-      return "another dtype";
-  }
+  return amla::detail::enum_name(e, {"float32", "float64", "bfloat16", "int32"}, "another dtype");
 }
 
 /// An owning numpy array that takes over `v` (no copy of the elements).
