@@ -33,6 +33,7 @@
 #include "amla/sim/pipeline.hpp"
 #include "amla/sim/preload_theory.hpp"
 #include "amla/sim/trace.hpp"
+#include "example_cli.hpp"
 
 namespace {
 
@@ -411,13 +412,7 @@ int main(int argc, char** argv) {
   std::string trace_prefix = "decode";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    auto next = [&]() -> const char* {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value (see --help)\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
+    auto next = [&] { return amla_example::option_value(i, argc, argv, " (see --help)"); };
     if (a == "--help" || a == "-h") {
       usage();
       return 0;
