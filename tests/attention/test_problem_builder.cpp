@@ -13,6 +13,7 @@
 
 #include "amla/attention/driver.hpp"
 #include "amla/attention/problem_builder.hpp"
+#include "common/error_message.hpp"
 
 using amla::bf16;
 using namespace amla::attention;
@@ -31,12 +32,7 @@ bool same_problem(const DecodeProblem<T>& a, const DecodeProblem<T>& b) {
 }
 
 std::string build_error(const ProblemBuilder& b) {
-  try {
-    (void)b.build<bf16>();
-  } catch (const amla::invalid_argument& e) {
-    return e.what();
-  }
-  return "";
+  return amla_test::error_of([&] { (void)b.build<bf16>(); });
 }
 
 }  // namespace
