@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "amla/config.hpp"
@@ -64,6 +65,24 @@ nb::ndarray<nb::numpy, T> owned_array(std::vector<T>&& v,
 [[noreturn]] inline void invalid(const char* fn, const char* arg, const std::string& value,
                                  const std::string& rule) {
   amla::detail::throw_invalid(fn, arg, value, rule);
+}
+
+/// The value paired with `text` in `choices`; otherwise throws naming argument `arg` of `fn`, the
+/// text given and the names allowed ("must be 'a', 'b' or 'c'").
+template <class T>
+T parse_choice(const char* fn, const char* arg, const std::string& text,
+               std::initializer_list<std::pair<const char*, T>> choices) {
+  for (const auto& [name, value] : choices) {
+    if (text == name) return value;
+  }
+  std::string rule = "must be ";
+  std::size_t i = 0;
+  for (const auto& c : choices) {
+    if (i > 0) rule += i + 1 == choices.size() ? " or " : ", ";
+    rule += "'" + std::string(c.first) + "'";
+    ++i;
+  }
+  invalid(fn, arg, "'" + text + "'", rule);
 }
 
 void bind_decode(nb::module_& m);
