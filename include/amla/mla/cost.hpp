@@ -290,11 +290,7 @@ struct FormulationTime {
 
 namespace detail {
 inline void validate_options(const char* function, const CostOptions& opts) {
-  if (!(std::isfinite(opts.bytes_per_element) && opts.bytes_per_element > 0)) {
-    amla::detail::throw_invalid(function, "opts.bytes_per_element",
-                                amla::detail::to_text(opts.bytes_per_element),
-                                "must be finite and > 0");
-  }
+  amla::detail::require_finite_positive(function, "opts.bytes_per_element", opts.bytes_per_element);
 }
 inline KernelTime kernel_time(std::string_view name, Work w, const Hardware& hw,
                               const CostOptions& opts) {
