@@ -442,7 +442,6 @@ TEST_CASE("Bad AMLA options throw, naming the argument and the rule", "[amla]") 
 
 namespace {
 
-
 /// Max over the rows of a problem of the per-row relative error against golden, and the max lse
 /// error (relative to max(1, |lse|)); empty rows must be exactly out = 0, lse = -inf.
 template <class T>
