@@ -61,37 +61,36 @@ void set_counters(benchmark::State& state, mla::formulation f) {
       benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-void naive(benchmark::State& state) {
+// One decode of the problem per iteration: decode(model, inputs, options) in formulation f.
+template <class Decode>
+void decode_with(benchmark::State& state, mla::formulation f, Decode decode) {
   const auto& p = problem();
   const auto o = options(state.range(0) == 64);
   for (auto _ : state) {
-    auto r = mla::naive_decode(p.model(), p.inputs(), o);
+    auto r = decode(p.model(), p.inputs(), o);
     benchmark::DoNotOptimize(r.out.data());
   }
-  set_counters(state, mla::formulation::naive);
+  set_counters(state, f);
+}
+
+void naive(benchmark::State& state) {
+  decode_with(state, mla::formulation::naive,
+              [](const auto&... args) { return mla::naive_decode(args...); });
 }
 
 void absorb(benchmark::State& state) {
-  const auto& p = problem();
-  const auto o = options(state.range(0) == 64);
-  for (auto _ : state) {
-    auto r = mla::absorb_decode(p.model(), p.inputs(), o);
-    benchmark::DoNotOptimize(r.out.data());
-  }
-  set_counters(state, mla::formulation::absorb);
+  decode_with(state, mla::formulation::absorb,
+              [](const auto&... args) { return mla::absorb_decode(args...); });
 }
 
 template <class P>
 void typhoon_with(benchmark::State& state, const mla::PrefixKV<P>& prefix) {
-  const auto& p = problem();
-  const auto o = options(state.range(0) == 64);
   mla::TyphoonOptions t;
   t.plan = mla::typhoon_plan::mixed;
-  for (auto _ : state) {
-    auto r = mla::typhoon_decode(p.model(), p.inputs(), prefix, o, t);
-    benchmark::DoNotOptimize(r.out.data());
-  }
-  set_counters(state, mla::formulation::typhoon);
+  decode_with(state, mla::formulation::typhoon,
+              [&](const auto& model, const auto& inputs, const auto& o) {
+                return mla::typhoon_decode(model, inputs, prefix, o, t);
+              });
 }
 
 void typhoon(benchmark::State& state) {

@@ -23,45 +23,42 @@ std::vector<float> random_floats(std::size_t n) {
   return v;
 }
 
-void bf16_round_baseline(benchmark::State& state) {  // copy: same bytes in and out
+// out[i] = f(in[i]) over state.range(0) floats, counted in elements/s.
+template <class F>
+void elementwise(benchmark::State& state, F f) {
   const auto n = static_cast<std::size_t>(state.range(0));
   const auto in = random_floats(n);
   std::vector<float> out(n);
   for (auto _ : state) {
-    for (std::size_t i = 0; i < n; ++i) out[i] = in[i];
+    for (std::size_t i = 0; i < n; ++i) out[i] = f(in[i]);
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * n));
+}
+
+void bf16_round_baseline(benchmark::State& state) {  // copy: same bytes in and out
+  elementwise(state, [](float x) { return x; });
 }
 
 void bf16_round_amla(benchmark::State& state) {
-  const auto n = static_cast<std::size_t>(state.range(0));
-  const auto in = random_floats(n);
-  std::vector<float> out(n);
-  for (auto _ : state) {
-    for (std::size_t i = 0; i < n; ++i) out[i] = amla::round_bf16(in[i]);
-    benchmark::DoNotOptimize(out.data());
-    benchmark::ClobberMemory();
-  }
-  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * n));
+  elementwise(state, [](float x) { return amla::round_bf16(x); });
 }
 
 void bf16_round_eigen(benchmark::State& state) {
-  const auto n = static_cast<std::size_t>(state.range(0));
-  const auto in = random_floats(n);
-  std::vector<float> out(n);
-  for (auto _ : state) {
-    for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<float>(Eigen::bfloat16(in[i]));
-    benchmark::DoNotOptimize(out.data());
-    benchmark::ClobberMemory();
-  }
-  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * n));
+  elementwise(state, [](float x) { return static_cast<float>(Eigen::bfloat16(x)); });
 }
 
+// Operands of the [m x k] x [k x n] product, with m, k, n = state.range(0), (1), (2).
 struct GemmInputs {
+  int m, k, n;
   amla::MatrixF a, b;
-  GemmInputs(int m, int k, int n) : a(m, k), b(k, n) {
+  explicit GemmInputs(const benchmark::State& state)
+      : m(static_cast<int>(state.range(0))),
+        k(static_cast<int>(state.range(1))),
+        n(static_cast<int>(state.range(2))),
+        a(m, k),
+        b(k, n) {
     std::mt19937 rng(1);
     std::normal_distribution<float> d(0.0f, 1.0f);
     for (Eigen::Index i = 0; i < a.size(); ++i) a.data()[i] = d(rng);
@@ -69,45 +66,40 @@ struct GemmInputs {
   }
 };
 
-void set_flops(benchmark::State& state, double m, double k, double n) {
-  state.counters["FLOP/s"] = benchmark::Counter(
-      2.0 * m * k * n * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+void set_flops(benchmark::State& state, const GemmInputs& in) {
+  const double flops = 2.0 * in.m * in.k * in.n;
+  state.counters["FLOP/s"] = benchmark::Counter(flops * static_cast<double>(state.iterations()),
+                                                benchmark::Counter::kIsRate);
 }
 
 void gemm_baseline(benchmark::State& state) {  // Eigen float GEMM, no rounding
-  const int m = static_cast<int>(state.range(0)), k = static_cast<int>(state.range(1)),
-            n = static_cast<int>(state.range(2));
-  GemmInputs in(m, k, n);
-  amla::MatrixF c(m, n);
+  GemmInputs in(state);
+  amla::MatrixF c(in.m, in.n);
   for (auto _ : state) {
     c.noalias() = in.a * in.b;
     benchmark::DoNotOptimize(c.data());
   }
-  set_flops(state, m, k, n);
+  set_flops(state, in);
 }
 
 void gemm_bf16_emulated(benchmark::State& state) {  // rounds both operands every call
-  const int m = static_cast<int>(state.range(0)), k = static_cast<int>(state.range(1)),
-            n = static_cast<int>(state.range(2));
-  GemmInputs in(m, k, n);
+  GemmInputs in(state);
   for (auto _ : state) {
     amla::MatrixF c = amla::matmul_bf16(in.a, in.b);
     benchmark::DoNotOptimize(c.data());
   }
-  set_flops(state, m, k, n);
+  set_flops(state, in);
 }
 
 void gemm_prerounded(benchmark::State& state) {  // operands rounded once, as recurrences do
-  const int m = static_cast<int>(state.range(0)), k = static_cast<int>(state.range(1)),
-            n = static_cast<int>(state.range(2));
-  GemmInputs in(m, k, n);
+  GemmInputs in(state);
   amla::round_bf16_inplace(in.a);
   amla::round_bf16_inplace(in.b);
   for (auto _ : state) {
     amla::MatrixF c = amla::matmul_prerounded(in.a, in.b);
     benchmark::DoNotOptimize(c.data());
   }
-  set_flops(state, m, k, n);
+  set_flops(state, in);
 }
 
 void gemm_shapes(benchmark::internal::Benchmark* b) {

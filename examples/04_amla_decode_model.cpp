@@ -33,6 +33,7 @@
 #include "amla/sim/pipeline.hpp"
 #include "amla/sim/preload_theory.hpp"
 #include "amla/sim/trace.hpp"
+#include "example_cli.hpp"
 
 namespace {
 
@@ -281,11 +282,17 @@ void write_traces(const Chip& chip, Workload w, Variant v, const std::string& pr
               amla::sim::to_string(v));
 }
 
+// A rate or a cycle count times f, for the sensitivity sweep (cycles truncated to whole ones).
+amla::sim::BytesPerCycle scaled(amla::sim::BytesPerCycle x, double f) {
+  return amla::sim::BytesPerCycle{x.count * f};
+}
+amla::sim::Cycles scaled(amla::sim::Cycles x, double f) {
+  return amla::sim::Cycles{static_cast<std::int64_t>(x.count * f)};
+}
+
 // How much each non-public default matters: halve and double it (no refit), then the largest
 // Table 5 FU error and the S_q = 2 predictions at S_k = 4096 and 16384.
 int sensitivity() {
-  using amla::sim::BytesPerCycle;
-  using amla::sim::Cycles;
   const Chip base = amla::sim::ascend910();
   const auto meas = amla::sim::amla_table5_ascend910();
   struct Knob {
@@ -294,37 +301,23 @@ int sensitivity() {
   };
   const Knob knobs[] = {
       {"(defaults)", [](Chip&, double) {}},
-      {"mte2 B/cycle", [](Chip& c, double f) { c.mte2 = BytesPerCycle{c.mte2.count * f}; }},
+      {"mte2 B/cycle", [](Chip& c, double f) { c.mte2 = scaled(c.mte2, f); }},
       {"mte1 B/cycle",
        [](Chip& c, double f) {
-         c.mte1 = BytesPerCycle{c.mte1.count * f};
-         c.mte1_l0b = BytesPerCycle{c.mte1_l0b.count * f};
+         c.mte1 = scaled(c.mte1, f);
+         c.mte1_l0b = scaled(c.mte1_l0b, f);
        }},
-      {"fixp B/cycle", [](Chip& c, double f) { c.fixp = BytesPerCycle{c.fixp.count * f}; }},
-      {"MMAD cost (cal.)",
-       [](Chip& c, double f) {
-         c.mmad_overhead = Cycles{static_cast<std::int64_t>(c.mmad_overhead.count * f)};
-       }},
-      {"hbm latency",
-       [](Chip& c, double f) {
-         c.hbm_latency = Cycles{static_cast<std::int64_t>(c.hbm_latency.count * f)};
-       }},
-      {"l2 latency",
-       [](Chip& c, double f) {
-         c.l2_latency = Cycles{static_cast<std::int64_t>(c.l2_latency.count * f)};
-       }},
+      {"fixp B/cycle", [](Chip& c, double f) { c.fixp = scaled(c.fixp, f); }},
+      {"MMAD cost (cal.)", [](Chip& c, double f) { c.mmad_overhead = scaled(c.mmad_overhead, f); }},
+      {"hbm latency", [](Chip& c, double f) { c.hbm_latency = scaled(c.hbm_latency, f); }},
+      {"l2 latency", [](Chip& c, double f) { c.l2_latency = scaled(c.l2_latency, f); }},
       {"hbm jitter",
-       [](Chip& c, double f) {
-         c.hbm_latency_jitter = Cycles{static_cast<std::int64_t>(c.hbm_latency_jitter.count * f)};
-       }},
+       [](Chip& c, double f) { c.hbm_latency_jitter = scaled(c.hbm_latency_jitter, f); }},
       {"handoff latency",
-       [](Chip& c, double f) {
-         c.handoff_latency = Cycles{static_cast<std::int64_t>(c.handoff_latency.count * f)};
-       }},
+       [](Chip& c, double f) { c.handoff_latency = scaled(c.handoff_latency, f); }},
       {"vector lanes",
        [](Chip& c, double f) { c.vector_fp32_lanes = static_cast<int>(c.vector_fp32_lanes * f); }},
-      {"vector GM B/cycle",
-       [](Chip& c, double f) { c.vector_gm = BytesPerCycle{c.vector_gm.count * f}; }},
+      {"vector GM B/cycle", [](Chip& c, double f) { c.vector_gm = scaled(c.vector_gm, f); }},
       {"V1 ops/element",
        [](Chip& c, double f) {
          c.amla_v1_ops_per_element *= f;
@@ -411,13 +404,7 @@ int main(int argc, char** argv) {
   std::string trace_prefix = "decode";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    auto next = [&]() -> const char* {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value (see --help)\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
+    auto next = [&] { return amla_example::option_value(i, argc, argv, " (see --help)"); };
     if (a == "--help" || a == "-h") {
       usage();
       return 0;

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "amla/amla.hpp"
+#include "example_cli.hpp"
 
 namespace {
 
@@ -385,13 +386,7 @@ int main(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
+    auto value = [&]() -> std::string { return amla_example::option_value(i, argc, argv); };
     if (a == "--help" || a == "-h") {
       usage();
       return 0;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <charconv>
+#include <cmath>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -86,6 +87,14 @@ std::string to_text(const T& value) {
                                        const std::string& value, const std::string& rule) {
   throw amla::invalid_argument(std::string(function) + ": argument '" + argument + "' = " + value +
                                " violates: " + rule);
+}
+
+/// Throws as throw_invalid unless `value` is finite and > 0.
+template <class T>
+void require_finite_positive(const char* function, const char* argument, T value) {
+  if (!(std::isfinite(value) && value > T{0})) {
+    throw_invalid(function, argument, to_text(value), "must be finite and > 0");
+  }
 }
 
 }  // namespace detail

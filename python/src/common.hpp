@@ -13,9 +13,11 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "amla/config.hpp"
+#include "amla/detail/enum_name.hpp"
 
 namespace amla::python {
 
@@ -47,18 +49,7 @@ elem elem_of(const A& a) {
 }
 
 inline const char* elem_name(elem e) {
-  switch (e) {
-    case elem::f32:
-      return "float32";
-    case elem::f64:
-      return "float64";
-    case elem::bf16:
-      return "bfloat16";
-    case elem::i32:
-      return "int32";
-    default:
-      return "another dtype";
-  }
+  return amla::detail::enum_name(e, {"float32", "float64", "bfloat16", "int32"}, "another dtype");
 }
 
 /// An owning numpy array that takes over `v` (no copy of the elements).
@@ -74,6 +65,24 @@ nb::ndarray<nb::numpy, T> owned_array(std::vector<T>&& v,
 [[noreturn]] inline void invalid(const char* fn, const char* arg, const std::string& value,
                                  const std::string& rule) {
   amla::detail::throw_invalid(fn, arg, value, rule);
+}
+
+/// The value paired with `text` in `choices`; otherwise throws naming argument `arg` of `fn`, the
+/// text given and the names allowed ("must be 'a', 'b' or 'c'").
+template <class T>
+T parse_choice(const char* fn, const char* arg, const std::string& text,
+               std::initializer_list<std::pair<const char*, T>> choices) {
+  for (const auto& [name, value] : choices) {
+    if (text == name) return value;
+  }
+  std::string rule = "must be ";
+  std::size_t i = 0;
+  for (const auto& c : choices) {
+    if (i > 0) rule += i + 1 == choices.size() ? " or " : ", ";
+    rule += "'" + std::string(c.first) + "'";
+    ++i;
+  }
+  invalid(fn, arg, "'" + text + "'", rule);
 }
 
 void bind_decode(nb::module_& m);

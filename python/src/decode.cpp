@@ -40,20 +40,9 @@ constexpr RecurrenceName recurrences[] = {
 
 LseConvention parse_convention(const char* fn, const std::string& base, const std::string& empty) {
   LseConvention c;
-  if (base == "e") {
-    c.base = lse_base::e;
-  } else if (base == "2") {
-    c.base = lse_base::two;
-  } else {
-    invalid(fn, "lse_base", "'" + base + "'", "must be 'e' or '2'");
-  }
-  if (empty == "-inf") {
-    c.empty = empty_lse::neg_inf;
-  } else if (empty == "+inf") {
-    c.empty = empty_lse::pos_inf;
-  } else {
-    invalid(fn, "empty_lse", "'" + empty + "'", "must be '-inf' or '+inf'");
-  }
+  c.base = parse_choice<lse_base>(fn, "lse_base", base, {{"e", lse_base::e}, {"2", lse_base::two}});
+  c.empty = parse_choice<empty_lse>(fn, "empty_lse", empty,
+                                    {{"-inf", empty_lse::neg_inf}, {"+inf", empty_lse::pos_inf}});
   return c;
 }
 

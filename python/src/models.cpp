@@ -8,8 +8,8 @@
 #include "amla/mla/cost.hpp"
 #include "amla/mla/presets.hpp"
 #include "amla/mla/roofline.hpp"
-#include "amla/sim/chip.hpp"
 #include "amla/problem/workload.hpp"
+#include "amla/sim/chip.hpp"
 #include "amla/sim/decode.hpp"
 #include "common.hpp"
 
@@ -38,25 +38,13 @@ nb::dict simulate_decode(const std::string& chip, const std::vector<int>& seqlen
   w.causal = causal;
   sim::DecodeOptions o;
   o.kv_block = kv_block;
-  if (variant == "amla") {
-    o.variant = sim::Variant::amla;
-  } else if (variant == "base") {
-    o.variant = sim::Variant::base;
-  } else {
-    invalid(fn, "variant", "'" + variant + "'", "must be 'amla' or 'base'");
-  }
-  if (schedule == "automatic") {
-    o.schedule = sim::DecodeSchedule::automatic;
-  } else if (schedule == "serial") {
-    o.schedule = sim::DecodeSchedule::serial;
-  } else if (schedule == "preload") {
-    o.schedule = sim::DecodeSchedule::preload;
-  } else if (schedule == "theorem_b1") {
-    o.schedule = sim::DecodeSchedule::theorem_b1;
-  } else {
-    invalid(fn, "schedule", "'" + schedule + "'",
-            "must be 'automatic', 'serial', 'preload' or 'theorem_b1'");
-  }
+  o.variant = parse_choice<sim::Variant>(
+      fn, "variant", variant, {{"amla", sim::Variant::amla}, {"base", sim::Variant::base}});
+  o.schedule = parse_choice<sim::DecodeSchedule>(fn, "schedule", schedule,
+                                                 {{"automatic", sim::DecodeSchedule::automatic},
+                                                  {"serial", sim::DecodeSchedule::serial},
+                                                  {"preload", sim::DecodeSchedule::preload},
+                                                  {"theorem_b1", sim::DecodeSchedule::theorem_b1}});
   o.max_rows_per_task = max_rows_per_task;
   sim::DecodeResult r;
   {
@@ -91,19 +79,18 @@ nb::dict simulate_decode(const std::string& chip, const std::vector<int>& seqlen
 }
 
 mla::MlaDims model_preset(const char* fn, const std::string& name) {
-  if (name == "deepseek_v3") return mla::presets::deepseek_v3;
-  if (name == "kimi_k2") return mla::presets::kimi_k2;
-  invalid(fn, "model", "'" + name + "'", "must be 'deepseek_v3' or 'kimi_k2'");
+  return parse_choice<mla::MlaDims>(
+      fn, "model", name,
+      {{"deepseek_v3", mla::presets::deepseek_v3}, {"kimi_k2", mla::presets::kimi_k2}});
 }
 
 mla::Hardware hardware_preset(const char* fn, const std::string& name) {
-  if (name == "ascend910") return mla::hardware::ascend910;
-  if (name == "typhoon_npu") return mla::hardware::typhoon_npu;
-  if (name == "h100_sxm") return mla::hardware::h100_sxm;
-  if (name == "h800_sxm") return mla::hardware::h800_sxm;
-  if (name == "h800_sxm_throttled") return mla::hardware::h800_sxm_throttled;
-  invalid(fn, "hardware", "'" + name + "'",
-          "must be 'ascend910', 'typhoon_npu', 'h100_sxm', 'h800_sxm' or 'h800_sxm_throttled'");
+  return parse_choice<mla::Hardware>(fn, "hardware", name,
+                                     {{"ascend910", mla::hardware::ascend910},
+                                      {"typhoon_npu", mla::hardware::typhoon_npu},
+                                      {"h100_sxm", mla::hardware::h100_sxm},
+                                      {"h800_sxm", mla::hardware::h800_sxm},
+                                      {"h800_sxm_throttled", mla::hardware::h800_sxm_throttled}});
 }
 
 nb::dict mla_cost(const std::string& formulation, const std::string& model,
@@ -111,16 +98,11 @@ nb::dict mla_cost(const std::string& formulation, const std::string& model,
                   std::int64_t prefix_len, std::int64_t suffix_len, double bytes_per_element,
                   bool include_combine) {
   const char* fn = "amla.mla.cost";
-  mla::formulation f = mla::formulation::naive;
-  if (formulation == "naive") {
-    f = mla::formulation::naive;
-  } else if (formulation == "absorb") {
-    f = mla::formulation::absorb;
-  } else if (formulation == "typhoon") {
-    f = mla::formulation::typhoon;
-  } else {
-    invalid(fn, "formulation", "'" + formulation + "'", "must be 'naive', 'absorb' or 'typhoon'");
-  }
+  const mla::formulation f =
+      parse_choice<mla::formulation>(fn, "formulation", formulation,
+                                     {{"naive", mla::formulation::naive},
+                                      {"absorb", mla::formulation::absorb},
+                                      {"typhoon", mla::formulation::typhoon}});
   const mla::MlaDims dims = model_preset(fn, model);
   const mla::Hardware hw = hardware_preset(fn, hardware);
   const mla::DecodeStep step{batch, s_q, prefix_len, suffix_len};

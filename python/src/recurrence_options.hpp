@@ -53,10 +53,9 @@ class RecurrenceArgs {
   }
 
   at::precision mode() const {
-    const std::string p = str("precision", "bf16");
-    if (p == "bf16") return at::precision::bf16;
-    if (p == "float32") return at::precision::float32;
-    invalid(fn_, "precision", "'" + p + "'", "must be 'bf16' or 'float32'");
+    return parse_choice<at::precision>(
+        fn_, "precision", str("precision", "bf16"),
+        {{"bf16", at::precision::bf16}, {"float32", at::precision::float32}});
   }
   int block_size(int fallback) const { return integer("block_size", fallback); }
 
@@ -64,36 +63,20 @@ class RecurrenceArgs {
     at::AmlaOptions o;
     o.mode = mode();
     o.block_size = block_size(o.block_size);
-    const std::string c = str("compensation", "appendix_a");
-    if (c == "appendix_a") {
-      o.compensation = at::amla_compensation::appendix_a;
-    } else if (c == "as_printed") {
-      o.compensation = at::amla_compensation::as_printed;
-    } else if (c == "none") {
-      o.compensation = at::amla_compensation::none;
-    } else {
-      invalid(fn_, "compensation", "'" + c + "'", "must be 'appendix_a', 'as_printed' or 'none'");
-    }
-    const std::string r = str("rescale", "hardware");
-    if (r == "hardware") {
-      o.rescale = pow2_mode::hardware;
-    } else if (r == "checked") {
-      o.rescale = pow2_mode::checked;
-    } else if (r == "safe") {
-      o.rescale = pow2_mode::safe;
-    } else {
-      invalid(fn_, "rescale", "'" + r + "'", "must be 'hardware', 'checked' or 'safe'");
-    }
+    o.compensation =
+        parse_choice<at::amla_compensation>(fn_, "compensation", str("compensation", "appendix_a"),
+                                            {{"appendix_a", at::amla_compensation::appendix_a},
+                                             {"as_printed", at::amla_compensation::as_printed},
+                                             {"none", at::amla_compensation::none}});
+    o.rescale = parse_choice<pow2_mode>(fn_, "rescale", str("rescale", "hardware"),
+                                        {{"hardware", pow2_mode::hardware},
+                                         {"checked", pow2_mode::checked},
+                                         {"safe", pow2_mode::safe}});
     o.exponent_clamp = integer("exponent_clamp", o.exponent_clamp);
     if (has("nudge")) o.nudge = nb::cast<float>(d_["nudge"]);
-    const std::string n = str("n_cast", "toward_zero");
-    if (n == "toward_zero") {
-      o.n_cast = eps_rounding::toward_zero;
-    } else if (n == "nearest_even") {
-      o.n_cast = eps_rounding::nearest_even;
-    } else {
-      invalid(fn_, "n_cast", "'" + n + "'", "must be 'toward_zero' or 'nearest_even'");
-    }
+    o.n_cast = parse_choice<eps_rounding>(
+        fn_, "n_cast", str("n_cast", "toward_zero"),
+        {{"toward_zero", eps_rounding::toward_zero}, {"nearest_even", eps_rounding::nearest_even}});
     return o;
   }
 
@@ -115,14 +98,9 @@ class RecurrenceArgs {
     at::TransposedOptions o;
     o.mode = mode();
     o.block_size = block_size(o.block_size);
-    const std::string r = str("order", "forward");
-    if (r == "forward") {
-      o.order = at::kv_block_order::forward;
-    } else if (r == "reverse") {
-      o.order = at::kv_block_order::reverse;
-    } else {
-      invalid(fn_, "order", "'" + r + "'", "must be 'forward' or 'reverse'");
-    }
+    o.order = parse_choice<at::kv_block_order>(
+        fn_, "order", str("order", "forward"),
+        {{"forward", at::kv_block_order::forward}, {"reverse", at::kv_block_order::reverse}});
     return o;
   }
 

@@ -19,11 +19,7 @@ namespace {
 
 using amla::MatrixD;
 using amla::MatrixF;
-using amla::attention::amla_attention;
-using amla::attention::amla_compensation;
-using amla::attention::AmlaOptions;
-using amla::attention::AmlaResult;
-using amla::attention::HeadGroup;
+using namespace amla::attention;
 
 constexpr float ln2f = 0.693147180559945309f;
 constexpr float inf = std::numeric_limits<float>::infinity();
@@ -445,10 +441,6 @@ TEST_CASE("Bad AMLA options throw, naming the argument and the rule", "[amla]") 
 // ---- The paged entry point ------------------------------------------------------------------
 
 namespace {
-
-using amla::attention::DecodeOptions;
-using amla::attention::DecodeProblem;
-using amla::attention::ProblemBuilder;
 
 /// Max over the rows of a problem of the per-row relative error against golden, and the max lse
 /// error (relative to max(1, |lse|)); empty rows must be exactly out = 0, lse = -inf.

@@ -13,6 +13,7 @@
 #include "amla/attention/driver.hpp"
 #include "amla/attention/golden.hpp"
 #include "amla/attention/problem_builder.hpp"
+#include "common/error_message.hpp"
 
 using amla::bf16;
 using amla::MatrixD;
@@ -29,12 +30,7 @@ std::string error_of(const DecodeInputs<T>& in, const DecodeOptions& opt = {}) {
                                        in.shape.d_v > 0
                                    ? in.shape
                                    : DecodeShape{});
-  try {
-    golden_decode(in, opt, r.view());
-  } catch (const amla::invalid_argument& e) {
-    return e.what();
-  }
-  return "";
+  return amla_test::error_of([&] { golden_decode(in, opt, r.view()); });
 }
 
 // A span whose pointer is null but whose size is not (what a caller's bug looks like).
@@ -43,9 +39,7 @@ std::span<const T> null_span(std::size_t n) {
   return {static_cast<const T*>(nullptr), n};
 }
 
-bool names(const std::string& msg, const std::string& arg) {
-  return msg.find("'" + arg + "'") != std::string::npos;
-}
+using amla_test::names;
 
 DecodeProblem<float> small_problem(bool separate_v = false) {
   return ProblemBuilder()

@@ -20,6 +20,7 @@
 #include "amla/attention/split_kv.hpp"
 #include "amla/attention/transposed.hpp"
 #include "attention/variant_test_util.hpp"
+#include "common/error_message.hpp"
 
 namespace at = amla::attention;
 namespace vt = amla_test::variants;
@@ -149,20 +150,8 @@ bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
-/// The message of the amla::invalid_argument `call` throws ("" when it does not throw).
-template <class Call>
-std::string error_of(Call&& call) {
-  try {
-    call();
-  } catch (const amla::invalid_argument& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool names(const std::string& msg, const std::string& arg) {
-  return msg.find("'" + arg + "'") != std::string::npos;
-}
+using amla_test::error_of;
+using amla_test::names;
 
 }  // namespace
 

@@ -13,13 +13,7 @@
 #include "attention/variant_test_util.hpp"
 
 using amla::MatrixF;
-using amla::attention::golden_attention;
-using amla::attention::GoldenResult;
-using amla::attention::HeadGroup;
-using amla::attention::precision;
-using amla::attention::seesaw_attention;
-using amla::attention::seesaw_step;
-using amla::attention::SeesawState;
+using namespace amla::attention;
 namespace vt = amla_test::variants;
 
 namespace {

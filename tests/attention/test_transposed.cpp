@@ -11,10 +11,7 @@
 #include "attention/variant_test_util.hpp"
 
 using amla::MatrixF;
-using amla::attention::HeadGroup;
-using amla::attention::kv_block_order;
-using amla::attention::precision;
-using amla::attention::transposed_attention;
+using namespace amla::attention;
 namespace vt = amla_test::variants;
 
 namespace {

@@ -198,6 +198,21 @@ struct DeviceBuffer {
   }
 };
 
+/// Device inputs over the buffers (V is the first d_v columns of kv).
+ac::DeviceDecodeInputs device_inputs(const amla::DecodeShape& shape,
+                                     const DeviceBuffer<amla::bf16>& q,
+                                     const DeviceBuffer<amla::bf16>& kv,
+                                     const DeviceBuffer<std::int32_t>& table,
+                                     const DeviceBuffer<std::int32_t>& lens) {
+  ac::DeviceDecodeInputs in;
+  in.shape = shape;
+  in.q = q.ptr;
+  in.kv = kv.ptr;
+  in.block_table = table.ptr;
+  in.seqlens = lens.ptr;
+  return in;
+}
+
 /// Waits for the stream, but gives up (and exits: a hung kernel cannot be recovered) after
 /// `seconds`, naming what hung.
 void sync_or_die(cudaStream_t stream, double seconds, const std::string& what) {
@@ -380,12 +395,7 @@ void run_case(const Case& c, std::uint64_t seed, cudaStream_t stream) {
   table.upload(host.block_table);
   lens.upload(host.seqlens);
 
-  ac::DeviceDecodeInputs in;
-  in.shape = shape;
-  in.q = q.ptr;
-  in.kv = kv.ptr;
-  in.block_table = table.ptr;
-  in.seqlens = lens.ptr;
+  ac::DeviceDecodeInputs in = device_inputs(shape, q, kv, table, lens);
   const ac::DeviceDecodeOutputs outs{out.ptr, lse.ptr};
 
   std::printf("-- %s: b %d s_q %d h_q %d page %d %s spread %g, %zu pages (golden %.1f s)\n",
@@ -499,12 +509,7 @@ void table_validation(cudaStream_t stream) {
   DeviceBuffer<std::int32_t> table(host_table.size()), lens(shape.seqlens_elems());
   DeviceBuffer<float> lse(shape.lse_elems());
   table.upload(host_table);
-  ac::DeviceDecodeInputs in;
-  in.shape = shape;
-  in.q = q.ptr;
-  in.kv = kv.ptr;
-  in.block_table = table.ptr;
-  in.seqlens = lens.ptr;
+  ac::DeviceDecodeInputs in = device_inputs(shape, q, kv, table, lens);
   const ac::DeviceDecodeOutputs outs{out.ptr, lse.ptr};
   using inv = amla::invalid_argument;
   auto run = [&] { ac::decode(in, outs, {}, stream); };

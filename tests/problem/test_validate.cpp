@@ -8,22 +8,16 @@
 #include <vector>
 
 #include "amla/problem/validate.hpp"
+#include "common/error_message.hpp"
 
 using namespace amla;
 
 namespace {
 
-std::string shape_error(const DecodeShape& s, bool v_in_kv = true) {
-  try {
-    validate_shape("probe", s, v_in_kv);
-  } catch (const amla::invalid_argument& e) {
-    return e.what();
-  }
-  return "";
-}
+using amla_test::names;
 
-bool names(const std::string& msg, const std::string& arg) {
-  return msg.find("'" + arg + "'") != std::string::npos;
+std::string shape_error(const DecodeShape& s, bool v_in_kv = true) {
+  return amla_test::error_of([&] { validate_shape("probe", s, v_in_kv); });
 }
 
 }  // namespace

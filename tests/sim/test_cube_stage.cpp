@@ -7,10 +7,7 @@
 #include "amla/sim/cube_stage.hpp"
 #include "amla/sim/tiling.hpp"
 
-using amla::sim::BytesPerCycle;
-using amla::sim::Chip;
-using amla::sim::Cycles;
-using amla::sim::Tiling;
+using namespace amla::sim;
 
 namespace {
 

@@ -13,11 +13,7 @@
 #include "amla/sim/decode.hpp"
 
 using amla::Workload;
-using amla::sim::BytesPerCycle;
-using amla::sim::Chip;
-using amla::sim::Cycles;
-using amla::sim::DecodeOptions;
-using amla::sim::Variant;
+using namespace amla::sim;
 
 namespace {
 

@@ -10,13 +10,7 @@
 
 #include "amla/sim/engine.hpp"
 
-using amla::sim::Bytes;
-using amla::sim::BytesPerCycle;
-using amla::sim::Cycles;
-using amla::sim::Engine;
-using amla::sim::Label;
-using amla::sim::OpId;
-using amla::sim::Work;
+using namespace amla::sim;
 
 namespace {
 Label named(const char* n, const char* cat = "X") {

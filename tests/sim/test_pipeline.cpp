@@ -8,11 +8,7 @@
 
 #include "amla/sim/pipeline.hpp"
 
-using amla::sim::Cycles;
-using amla::sim::Phase;
-using amla::sim::Schedule;
-using amla::sim::StageChain;
-using amla::sim::TaskRef;
+using namespace amla::sim;
 
 namespace {
 constexpr int C1 = 0, V1 = 1, C2 = 2, V2 = 3;

@@ -23,12 +23,7 @@
 
 namespace {
 
-using amla::sim::Cycles;
-using amla::sim::Hertz;
-using amla::sim::Interval;
-using amla::sim::Lane;
-using amla::sim::Phase;
-using amla::sim::Timeline;
+using namespace amla::sim;
 
 // ---- a strict JSON reader ----
 

@@ -169,10 +169,7 @@ void validate_head_group(const char* fn, const BasicHeadGroup<S>& g, Eigen::Inde
       }
     }
   }
-  if (!std::isfinite(g.scale) || !(g.scale > S{0})) {
-    amla::detail::throw_invalid(fn, "group.scale", amla::detail::to_text(g.scale),
-                                "must be finite and > 0");
-  }
+  amla::detail::require_finite_positive(fn, "group.scale", g.scale);
   if (out_rows != g.rows() || out_cols != g.d_v()) {
     amla::detail::throw_invalid(fn, "out", "shape " + shape_text(out_rows, out_cols),
                                 "must be [rows, d_v] = " + shape_text(g.rows(), g.d_v()));

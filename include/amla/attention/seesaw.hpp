@@ -87,6 +87,7 @@
 #include "amla/attention/driver.hpp"
 #include "amla/attention/head_group.hpp"
 #include "amla/config.hpp"
+#include "amla/detail/enum_name.hpp"
 #include "amla/numeric/bf16.hpp"
 #include "amla/numeric/gemm.hpp"
 
@@ -116,33 +117,9 @@ enum class seesaw_step : std::uint8_t {
 
 /// Short name of a step ("qk0", "o_right_p1", ...).
 constexpr const char* to_string(seesaw_step s) noexcept {
-  switch (s) {
-    case seesaw_step::init:
-      return "init";
-    case seesaw_step::qk0:
-      return "qk0";
-    case seesaw_step::qk1:
-      return "qk1";
-    case seesaw_step::max0:
-      return "max0";
-    case seesaw_step::exp0:
-      return "exp0";
-    case seesaw_step::o_left_p0:
-      return "o_left_p0";
-    case seesaw_step::max1:
-      return "max1";
-    case seesaw_step::exp1:
-      return "exp1";
-    case seesaw_step::o_right_p1:
-      return "o_right_p1";
-    case seesaw_step::rescale_p0:
-      return "rescale_p0";
-    case seesaw_step::o_right_p0:
-      return "o_right_p0";
-    case seesaw_step::o_left_p1:
-      return "o_left_p1";
-  }
-  return "?";
+  return amla::detail::enum_name(
+      s, {"init", "qk0", "qk1", "max0", "exp0", "o_left_p0", "max1", "exp1", "o_right_p1",
+          "rescale_p0", "o_right_p0", "o_left_p1"});
 }
 
 /// The whole state of the schedule right after one step, as the observer sees it. Every view is

@@ -49,6 +49,7 @@
 #include <vector>
 
 #include "amla/config.hpp"
+#include "amla/detail/enum_name.hpp"
 #include "amla/mla/presets.hpp"
 #include "amla/mla/roofline.hpp"
 #include "amla/problem/workload.hpp"
@@ -64,15 +65,7 @@ enum class formulation : std::uint8_t {
 
 /// "naive", "absorb" or "typhoon".
 constexpr std::string_view to_string(formulation f) {
-  switch (f) {
-    case formulation::naive:
-      return "naive";
-    case formulation::absorb:
-      return "absorb";
-    case formulation::typhoon:
-      return "typhoon";
-  }
-  return "?";
+  return amla::detail::enum_name(f, {"naive", "absorb", "typhoon"});
 }
 
 /// The decode step the cost model prices: B requests of S_q query tokens; each request attends
@@ -297,11 +290,7 @@ struct FormulationTime {
 
 namespace detail {
 inline void validate_options(const char* function, const CostOptions& opts) {
-  if (!(std::isfinite(opts.bytes_per_element) && opts.bytes_per_element > 0)) {
-    amla::detail::throw_invalid(function, "opts.bytes_per_element",
-                                amla::detail::to_text(opts.bytes_per_element),
-                                "must be finite and > 0");
-  }
+  amla::detail::require_finite_positive(function, "opts.bytes_per_element", opts.bytes_per_element);
 }
 inline KernelTime kernel_time(std::string_view name, Work w, const Hardware& hw,
                               const CostOptions& opts) {

@@ -201,11 +201,7 @@ double validate_decode(const char* fn, const MlaModel<T>& model, const MlaDecode
     }
   }
   if (opt.softmax_scale) {
-    const double sc = *opt.softmax_scale;
-    if (!std::isfinite(sc) || !(sc > 0.0)) {
-      amla::detail::throw_invalid(fn, "options.softmax_scale", amla::detail::to_text(sc),
-                                  "must be finite and > 0");
-    }
+    amla::detail::require_finite_positive(fn, "options.softmax_scale", *opt.softmax_scale);
   }
   if (opt.mode != numerics::float64 && opt.mode != numerics::bf16) {
     amla::detail::throw_invalid(fn, "options.mode", std::to_string(static_cast<int>(opt.mode)),

@@ -122,14 +122,8 @@ class MlaProblemBuilder {
         ad::batch_lengths(fn, "suffix_lens", suffix_lens_, batch_);
     const double wstd =
         weight_std_ ? *weight_std_ : 1.0 / std::sqrt(static_cast<double>(dims_.d_latent));
-    if (!(std::isfinite(value_std_) && value_std_ > 0)) {
-      amla::detail::throw_invalid(fn, "value_std", amla::detail::to_text(value_std_),
-                                  "must be finite and > 0");
-    }
-    if (!(std::isfinite(wstd) && wstd > 0)) {
-      amla::detail::throw_invalid(fn, "weight_std", amla::detail::to_text(wstd),
-                                  "must be finite and > 0");
-    }
+    amla::detail::require_finite_positive(fn, "value_std", value_std_);
+    amla::detail::require_finite_positive(fn, "weight_std", wstd);
 
     // The suffix cache's paging, as the attention builder pages a cache of one KV head: with
     // poison_unused one spare (poisoned) page and one spare block-table column, always shuffled.

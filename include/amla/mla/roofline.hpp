@@ -36,16 +36,8 @@ struct Hardware {
 namespace detail {
 /// Throws amla::invalid_argument, attributed to `function`, unless both rates are finite and > 0.
 inline void validate_hardware(const char* function, const Hardware& hw) {
-  if (!(std::isfinite(hw.peak_flops_per_s) && hw.peak_flops_per_s > 0)) {
-    amla::detail::throw_invalid(function, "hw.peak_flops_per_s",
-                                amla::detail::to_text(hw.peak_flops_per_s),
-                                "must be finite and > 0");
-  }
-  if (!(std::isfinite(hw.hbm_bytes_per_s) && hw.hbm_bytes_per_s > 0)) {
-    amla::detail::throw_invalid(function, "hw.hbm_bytes_per_s",
-                                amla::detail::to_text(hw.hbm_bytes_per_s),
-                                "must be finite and > 0");
-  }
+  amla::detail::require_finite_positive(function, "hw.peak_flops_per_s", hw.peak_flops_per_s);
+  amla::detail::require_finite_positive(function, "hw.hbm_bytes_per_s", hw.hbm_bytes_per_s);
 }
 }  // namespace detail
 

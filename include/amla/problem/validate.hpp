@@ -95,8 +95,8 @@ inline void validate_shape(const char* fn, const DecodeShape& s, bool v_in_kv) {
     detail::checked_product(fn, "shape (v elements)", "v [num_pages, page_size, h_kv, d_v]",
                             s.num_pages, s.page_size, s.h_kv, s.d_v);
   }
-  detail::checked_product(fn, "shape (block_table elements)", "block_table [batch, max_pages_per_seq]",
-                          s.batch, s.max_pages_per_seq);
+  detail::checked_product(fn, "shape (block_table elements)",
+                          "block_table [batch, max_pages_per_seq]", s.batch, s.max_pages_per_seq);
 }
 
 /// Validates the page tables of a paged problem: every seqlens[b] in [0, max_pages_per_seq *
@@ -118,13 +118,12 @@ inline void validate_tables(const char* fn, const DecodeShape& s,
     for (int i = 0; i < pages; ++i) {
       const std::int32_t page = block_table[s.table_offset(b, i)];
       if (page < 0 || page >= s.num_pages) {
-        detail::throw_invalid(
-            fn, "block_table",
-            "block_table[" + std::to_string(b) + "][" + std::to_string(i) +
-                "] = " + std::to_string(page),
-            "a page holding keys of sequence " + std::to_string(b) + " (seqlen " +
-                std::to_string(len) +
-                ") must lie in [0, num_pages = " + std::to_string(s.num_pages) + ")");
+        detail::throw_invalid(fn, "block_table",
+                              "block_table[" + std::to_string(b) + "][" + std::to_string(i) +
+                                  "] = " + std::to_string(page),
+                              "a page holding keys of sequence " + std::to_string(b) + " (seqlen " +
+                                  std::to_string(len) + ") must lie in [0, num_pages = " +
+                                  std::to_string(s.num_pages) + ")");
       }
     }
   }
@@ -133,11 +132,7 @@ inline void validate_tables(const char* fn, const DecodeShape& s,
 /// Validates the options against a shape; returns the softmax scale to use.
 inline float validate_options(const char* fn, const DecodeOptions& options, const DecodeShape& s) {
   if (options.softmax_scale) {
-    const float sc = *options.softmax_scale;
-    if (!std::isfinite(sc) || !(sc > 0.0f)) {
-      detail::throw_invalid(fn, "options.softmax_scale", detail::to_text(sc),
-                            "must be finite and > 0");
-    }
+    detail::require_finite_positive(fn, "options.softmax_scale", *options.softmax_scale);
   }
   if (options.threads < 0) {
     detail::throw_invalid(fn, "options.threads", std::to_string(options.threads),

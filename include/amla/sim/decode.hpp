@@ -51,6 +51,7 @@
 #include <vector>
 
 #include "amla/config.hpp"
+#include "amla/detail/enum_name.hpp"
 #include "amla/problem/workload.hpp"
 #include "amla/sim/chip.hpp"
 #include "amla/sim/cube_stage.hpp"
@@ -75,17 +76,7 @@ inline const char* to_string(Variant v) {
 /// arrangement of Theorem B.1 built from decode_stage_chain's durations.
 enum class DecodeSchedule { automatic, serial, preload, theorem_b1 };
 inline const char* to_string(DecodeSchedule s) {
-  switch (s) {
-    case DecodeSchedule::automatic:
-      return "automatic";
-    case DecodeSchedule::serial:
-      return "serial";
-    case DecodeSchedule::preload:
-      return "preload";
-    case DecodeSchedule::theorem_b1:
-      return "theorem_b1";
-  }
-  return "?";
+  return amla::detail::enum_name(s, {"automatic", "serial", "preload", "theorem_b1"});
 }
 
 struct DecodeOptions {

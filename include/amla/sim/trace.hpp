@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "amla/config.hpp"
+#include "amla/detail/enum_name.hpp"
 #include "amla/sim/timeline.hpp"
 #include "amla/sim/units.hpp"
 
@@ -172,16 +173,7 @@ inline std::string shortest(double v) {
 }
 
 inline const char* phase_name(Phase p) {
-  switch (p) {
-    case Phase::preload:
-      return "preload";
-    case Phase::steady:
-      return "steady";
-    case Phase::drain:
-      return "drain";
-    default:
-      return "none";
-  }
+  return amla::detail::enum_name(p, {"none", "preload", "steady", "drain"}, "none");
 }
 
 /// Throws unless every interval has 0 <= start <= end and the clock is finite and >= 0.

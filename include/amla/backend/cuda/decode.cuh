@@ -52,6 +52,7 @@
 #include <vector>
 
 #include "amla/config.hpp"
+#include "amla/detail/enum_name.hpp"
 #include "amla/numeric/bf16.hpp"
 #include "amla/numeric/pow2.hpp"
 #include "amla/problem/options.hpp"
@@ -82,15 +83,7 @@ enum class kernel_kind : std::uint8_t { automatic, simple, hopper };
 enum class l2_hint : std::uint8_t { none, evict_first, evict_last };
 
 inline const char* to_string(kernel_kind k) {
-  switch (k) {
-    case kernel_kind::automatic:
-      return "automatic";
-    case kernel_kind::simple:
-      return "simple";
-    case kernel_kind::hopper:
-      return "hopper";
-  }
-  return "?";
+  return amla::detail::enum_name(k, {"automatic", "simple", "hopper"});
 }
 
 struct CudaDecodeOptions {
