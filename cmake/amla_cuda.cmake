@@ -1,17 +1,21 @@
 # amla's CUDA backend (included from the root CMakeLists.txt when AMLA_ENABLE_CUDA is on).
 #
-#   amla::cuda      INTERFACE target: include/amla/backend/cuda/*.cuh (header-only, nvcc only)
-#   cuda_decode     tests/cuda: one program, two ctest entries ("validate" runs anywhere, "gpu"
-#                   reports SKIPPED, exit code 77, when no GPU is visible)
-#   bm_cuda_decode  bench/cuda: a plain timing program (CUDA events, cuBLAS ratio)
+#   amla::cuda                    INTERFACE target: include/amla/backend/cuda/*.cuh (header-only,
+#                                 nvcc only); installed in its own export set, amlaCudaTargets
+#   cuda_decode                   tests/cuda: one program, two ctest entries ("validate" runs
+#                                 anywhere, "gpu" reports SKIPPED, exit code 77, when no GPU is
+#                                 visible)
+#   cuda_self_contained_headers   every public .cuh compiled on its own by nvcc (objects only)
+#   bm_cuda_decode                bench/cuda: a plain timing program (CUDA events, cuBLAS ratio)
 #
-# Architectures: AMLA_CUDA_ARCHITECTURES (default 90a: the Hopper kernel needs wgmma and TMA,
-# which only the arch-specific sm_90a target has). CMake turns "90a" into
-# -gencode=arch=compute_90a,code=[compute_90a,sm_90a].
+# Architectures: amla's own CUDA targets are built for AMLA_CUDA_ARCHITECTURES (default 90a: the
+# Hopper kernel needs wgmma and TMA, which only the arch-specific sm_90a target has; CMake turns
+# "90a" into -gencode=arch=compute_90a,code=[compute_90a,sm_90a]). CMAKE_CUDA_ARCHITECTURES
+# belongs to the top-level project: amla gives it a default only when it is that project.
 
 set(AMLA_CUDA_ARCHITECTURES "90a" CACHE STRING
-    "CUDA architectures for amla's CUDA targets (the Hopper kernel needs 90a)")
-if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    "CUDA architectures for amla's own CUDA targets (the Hopper kernel needs 90a)")
+if(AMLA_IS_TOP_LEVEL AND NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
   set(CMAKE_CUDA_ARCHITECTURES ${AMLA_CUDA_ARCHITECTURES})
 endif()
 enable_language(CUDA)
@@ -22,12 +26,19 @@ option(AMLA_BUILD_CUDA_BENCH "Build the CUDA backend's timing program" ${AMLA_BU
 
 add_library(amla_cuda INTERFACE)
 add_library(amla::cuda ALIAS amla_cuda)
+set_target_properties(amla_cuda PROPERTIES EXPORT_NAME cuda)
 target_link_libraries(amla_cuda INTERFACE amla CUDA::cudart)
 # C++20 for CUDA sources: CMake 3.25 does not know nvcc 13's standard levels (compile feature
 # cuda_std_20 fails at generate time), so the flag is given directly.
 target_compile_options(amla_cuda INTERFACE $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20>)
-# Not exported with amla::amla: the package config does not look for the CUDA toolkit, and a
-# consumer of the headers alone should not need it.
+
+if(AMLA_INSTALL)
+  # Its own export set: the package config loads it only where CUDAToolkit is found, so
+  # consumers of the CPU headers never need CUDA.
+  install(TARGETS amla_cuda EXPORT amlaCudaTargets)
+  install(EXPORT amlaCudaTargets NAMESPACE amla:: FILE amlaCudaTargets.cmake
+          DESTINATION ${CMAKE_INSTALL_DATADIR}/cmake/amla)
+endif()
 
 # Options for amla's own CUDA programs: host warnings through -Xcompiler, device resource usage
 # visible with AMLA_CUDA_VERBOSE (registers, spills, wgmma serialisation warnings from ptxas).
@@ -40,19 +51,41 @@ target_compile_options(amla_cuda_dev_options INTERFACE
 
 if(AMLA_BUILD_CUDA_TESTS)
   enable_testing()
-  find_package(Threads REQUIRED)
   # The CPU references (float64 golden, amla's Base and AMLA recurrences) are plain C++ translation
   # units: Eigen stays away from nvcc.
   add_executable(cuda_decode tests/cuda/test_decode.cu tests/cuda/cpu_reference.cpp)
-  target_link_libraries(cuda_decode PRIVATE amla::cuda amla_dev_options amla_cuda_dev_options
-                                            Threads::Threads)
+  target_link_libraries(cuda_decode PRIVATE amla::cuda amla_dev_options amla_cuda_dev_options)
   target_include_directories(cuda_decode PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/tests/cuda)
+  set_target_properties(cuda_decode PROPERTIES CUDA_ARCHITECTURES "${AMLA_CUDA_ARCHITECTURES}")
   add_test(NAME cuda/validate COMMAND cuda_decode validate)
   add_test(NAME cuda/gpu COMMAND cuda_decode gpu)
   set_tests_properties(cuda/gpu PROPERTIES SKIP_RETURN_CODE 77)
+
+  # Every public .cuh compiles on its own under nvcc (detail/ excepted), included twice to prove
+  # its guard, as tests/CMakeLists.txt does for the .hpp headers; building the object library is
+  # the check.
+  if(AMLA_TEST_HEADERS)
+    file(GLOB_RECURSE _amla_cuh CONFIGURE_DEPENDS RELATIVE ${PROJECT_SOURCE_DIR}/include
+         ${PROJECT_SOURCE_DIR}/include/amla/*.cuh)
+    set(_amla_cuh_sources)
+    foreach(h IN LISTS _amla_cuh)
+      if(h MATCHES "/detail/")
+        continue()
+      endif()
+      string(MAKE_C_IDENTIFIER ${h} id)
+      set(out ${PROJECT_BINARY_DIR}/tests/self_contained_cuda/${id}.cu)
+      file(CONFIGURE OUTPUT ${out} CONTENT "#include <${h}>\n#include <${h}>\n")
+      list(APPEND _amla_cuh_sources ${out})
+    endforeach()
+    add_library(cuda_self_contained_headers OBJECT ${_amla_cuh_sources})
+    target_link_libraries(cuda_self_contained_headers PRIVATE amla::cuda amla_cuda_dev_options)
+    set_target_properties(cuda_self_contained_headers PROPERTIES
+                          CUDA_ARCHITECTURES "${AMLA_CUDA_ARCHITECTURES}")
+  endif()
 endif()
 
 if(AMLA_BUILD_CUDA_BENCH)
   add_executable(bm_cuda_decode bench/cuda/bm_cuda_decode.cu)
   target_link_libraries(bm_cuda_decode PRIVATE amla::cuda amla_cuda_dev_options CUDA::cublas)
+  set_target_properties(bm_cuda_decode PROPERTIES CUDA_ARCHITECTURES "${AMLA_CUDA_ARCHITECTURES}")
 endif()

@@ -2,7 +2,7 @@
 # Installs, with apt-get, whatever of amla's build dependencies is missing (Debian 12 or later).
 # Runs as root, or through sudo when it is available.
 set -euo pipefail
-pkgs=(cmake g++ make libeigen3-dev catch2 libbenchmark-dev clang-format)
+pkgs=(cmake g++ make ninja-build libeigen3-dev catch2 libbenchmark-dev clang-format)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
