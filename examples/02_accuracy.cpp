@@ -397,10 +397,10 @@ void print_located(const Config& c, const std::vector<std::vector<SampleResult>>
           } else {
             std::snprintf(after, sizeof after, "%.3g", static_cast<double>(v.after));
           }
-          std::printf("%-13s %-8s %6zu %5ld %4ld %6ld %11d %11.3g %12s %12.3g\n",
-                      d.name().c_str(), kReadingNames[rd], si, static_cast<long>(v.block),
-                      static_cast<long>(v.row), static_cast<long>(v.col), v.add,
-                      static_cast<double>(v.before), after, static_cast<double>(v.intended));
+          std::printf("%-13s %-8s %6zu %5ld %4ld %6ld %11d %11.3g %12s %12.3g\n", d.name().c_str(),
+                      kReadingNames[rd], si, static_cast<long>(v.block), static_cast<long>(v.row),
+                      static_cast<long>(v.col), v.add, static_cast<double>(v.before), after,
+                      static_cast<double>(v.intended));
           ++listed;
         }
       }
@@ -495,8 +495,8 @@ int main(int argc, char** argv) {
       const std::size_t si = t % static_cast<std::size_t>(c.samples);
       const int d = c.distributions[di];
       const std::uint64_t seed = mix(mix(c.seed ^ mix(static_cast<std::uint64_t>(d))) + si);
-      results[di][si] = run_sample(c.shape, kDistributions[d], seed, c.layouts, c.diagnostics,
-                                   c.locate);
+      results[di][si] =
+          run_sample(c.shape, kDistributions[d], seed, c.layouts, c.diagnostics, c.locate);
     }
   };
   std::vector<std::thread> pool;

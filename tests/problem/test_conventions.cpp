@@ -27,7 +27,6 @@ TEST_CASE("convert_lse maps bases and empty-row markers", "[problem][conventions
   CHECK(std::isnan(convert_lse(std::nan(""), amla_lse, flashmla_lse)));
   // A round trip through base 2 is exact to a few ulps.
   const double x = 17.375;
-  CHECK(convert_lse(convert_lse(x, amla_lse, base2), base2, amla_lse) ==
-        Approx(x).epsilon(1e-15));
+  CHECK(convert_lse(convert_lse(x, amla_lse, base2), base2, amla_lse) == Approx(x).epsilon(1e-15));
   CHECK(amla_lse != flashmla_lse);
 }

@@ -62,7 +62,9 @@ struct DecodeShape {
   }
 
   /// Element counts of the tensors (checked: throws amla::invalid_argument on overflow).
-  std::size_t q_elems() const { return count("q", "[batch, s_q, h_q, d_qk]", batch, s_q, h_q, d_qk); }
+  std::size_t q_elems() const {
+    return count("q", "[batch, s_q, h_q, d_qk]", batch, s_q, h_q, d_qk);
+  }
   std::size_t kv_elems() const {
     return count("kv", "[num_pages, page_size, h_kv, d_qk]", num_pages, page_size, h_kv, d_qk);
   }
@@ -73,7 +75,9 @@ struct DecodeShape {
     return count("block_table", "[batch, max_pages_per_seq]", batch, max_pages_per_seq, 1, 1);
   }
   std::size_t seqlens_elems() const { return count("seqlens", "[batch]", batch, 1, 1, 1); }
-  std::size_t out_elems() const { return count("out", "[batch, s_q, h_q, d_v]", batch, s_q, h_q, d_v); }
+  std::size_t out_elems() const {
+    return count("out", "[batch, s_q, h_q, d_v]", batch, s_q, h_q, d_v);
+  }
   std::size_t lse_elems() const { return count("lse", "[batch, h_q, s_q]", batch, h_q, s_q, 1); }
 
   /// Offsets of elements (no bounds checks).

@@ -24,11 +24,11 @@ namespace amla {
 
 /// Sizes, mask and per-sequence lengths of a decode problem.
 struct Workload {
-  int s_q = 1;     ///< query tokens per sequence
-  int h_q = 128;   ///< query heads
-  int h_kv = 1;    ///< KV heads (MLA: 1)
-  int d_qk = 576;  ///< head dim of Q and K
-  int d_v = 512;   ///< head dim of V and of the output
+  int s_q = 1;          ///< query tokens per sequence
+  int h_q = 128;        ///< query heads
+  int h_kv = 1;         ///< KV heads (MLA: 1)
+  int d_qk = 576;       ///< head dim of Q and K
+  int d_v = 512;        ///< head dim of V and of the output
   bool v_in_kv = true;  ///< V is the first d_v columns of the K cache (MLA)
   bool causal = false;
   std::vector<int> seqlens{4096};  ///< keys of each sequence; size() is the batch
