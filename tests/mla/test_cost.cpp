@@ -160,10 +160,10 @@ TEST_CASE("Roofline regimes: absorb compute-bound, naive memory-bound on the pre
     CHECK(absorb.kernels[0].time.compute_bound());
   }
   // The naive prefix read is batch-independent: memory-bound until B reaches T/M / S_q.
-  const auto small = mla::roofline_time(formulation::naive, dims, {8, 1, 4096, 0}, hw);
-  CHECK_FALSE(small.kernels[0].time.compute_bound());
+  const auto batch8 = mla::roofline_time(formulation::naive, dims, {8, 1, 4096, 0}, hw);
+  CHECK_FALSE(batch8.kernels[0].time.compute_bound());
   const auto t1 = mla::roofline_time(formulation::naive, dims, {1, 1, 4096, 0}, hw).time_s();
-  CHECK(small.time_s() == t1);
+  CHECK(batch8.time_s() == t1);
   // Typhoon runs three kernels; their times add.
   const auto ty = mla::roofline_time(formulation::typhoon, dims, {128, 1, 4096, 512}, hw);
   REQUIRE(ty.kernels.size() == 3);
