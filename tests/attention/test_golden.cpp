@@ -1,6 +1,7 @@
 // Tests of the float64 golden: a hand-computed case, agreement with an independent long-double
-// attention that walks the paged cache itself (over the shape sweep of issue 3), invariance to
-// paging, NaN-poisoned pages, empty and fully masked rows, and validation of the dense core.
+// attention that walks the paged cache itself (over a sweep of batch, head, length and page
+// shapes), invariance to paging, NaN-poisoned pages, empty and fully masked rows, and validation
+// of the dense core.
 #include <catch2/catch.hpp>
 
 #include <cmath>
