@@ -5,7 +5,10 @@
 
 #include "amla/numeric/bf16.hpp"
 #include "amla/numeric/bits.hpp"
+#include "amla/numeric/fp16.hpp"
+#include "amla/numeric/fp8.hpp"
 #include "amla/numeric/gemm.hpp"
+#include "amla/numeric/minifloat.hpp"
 #include "amla/numeric/one_plus_eps.hpp"
 #include "amla/numeric/pow2.hpp"
 
