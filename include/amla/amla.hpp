@@ -13,6 +13,7 @@
 #include "amla/numeric/pow2.hpp"
 
 #include "amla/problem/conventions.hpp"
+#include "amla/problem/fp8_cache.hpp"
 #include "amla/problem/inputs.hpp"
 #include "amla/problem/options.hpp"
 #include "amla/problem/outputs.hpp"
