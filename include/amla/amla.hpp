@@ -13,8 +13,10 @@
 #include "amla/numeric/pow2.hpp"
 
 #include "amla/problem/conventions.hpp"
+#include "amla/problem/flashinfer_layout.hpp"
 #include "amla/problem/fp8_cache.hpp"
 #include "amla/problem/inputs.hpp"
+#include "amla/problem/nz_layout.hpp"
 #include "amla/problem/options.hpp"
 #include "amla/problem/outputs.hpp"
 #include "amla/problem/shape.hpp"
