@@ -55,10 +55,10 @@ TEST_CASE("a hand-made FlashInfer cache maps to the FlashMLA layout", "[flashinf
   CHECK(kv[row + 2] == (2 * 4 + 1) * 3 + 2);
   CHECK(kv[row + 3] == 1000 + (2 * 4 + 1) * 2 + 0);
   CHECK(kv[row + 4] == 1000 + (2 * 4 + 1) * 2 + 1);
-  // kv_len instead of kv_last_page_len gives the same.
+  // kv_len instead of last_page_len gives the same.
   const std::vector<std::int32_t> kv_len{7, 4, 0};
   auto by_len = c;
-  by_len.kv_last_page_len = {};
+  by_len.last_page_len = {};
   by_len.kv_len = kv_len;
   std::vector<std::uint16_t> kv2(kv.size());
   std::vector<std::int32_t> table2(6), seqlens2(3);
@@ -162,19 +162,19 @@ TEST_CASE("FlashInfer views are validated, naming the argument and the rule", "[
   CHECK(m.find("kv_indices[1] = 6") != std::string::npos);
   c = h.view();
   std::vector<std::int32_t> zero_last{0, 4, 0};
-  c.kv_last_page_len = zero_last;
+  c.last_page_len = zero_last;
   m = run(c);
-  CHECK(names(m, "kv_last_page_len"));
+  CHECK(names(m, "last_page_len"));
   CHECK(m.find("[1, 4]") != std::string::npos);
   c = h.view();
   std::vector<std::int32_t> long_len{7, 5, 0};  // request 1 owns one page of 4 keys
-  c.kv_last_page_len = {};
+  c.last_page_len = {};
   c.kv_len = long_len;
   m = run(c);
   CHECK(names(m, "kv_len"));
   CHECK(m.find("kv_len[1] = 5") != std::string::npos);
-  c.kv_last_page_len = h.last;
-  CHECK(names(run(c), "kv_last_page_len"));  // both given
+  c.last_page_len = h.last;
+  CHECK(names(run(c), "last_page_len"));  // both given
   c = h.view();
   CHECK(names(run(c, 1), "max_pages_per_seq"));
   c.kpe = std::span<const std::uint16_t>(h.kpe).first(10);

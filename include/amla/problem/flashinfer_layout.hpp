@@ -1,23 +1,23 @@
 // amla/problem/flashinfer_layout.hpp: FlashInfer's MLA paged cache (BatchMLAPagedAttentionWrapper)
 // as a view, and its exact conversion to and from the FlashMLA layout of problem/shape.hpp.
 //
-// FlashInfer                                      FlashMLA layout
-//   ckv [num_pages, page_size, d_ckv]               kv [num_pages, page_size, 1, d_ckv + d_kpe]:
-//   kpe [num_pages, page_size, d_kpe]                 row = concat(ckv row, kpe row), V is the
-//                                                     first d_v = d_ckv channels (the latent)
-//   kv_indptr [batch + 1], kv_indices [>= nnz]      block_table [batch, max_pages_per_seq]:
-//     request b owns pages kv_indices[kv_indptr[b]     row b = its pages, then 0 (never read)
+// FlashInfer                                     FlashMLA layout
+//   ckv [num_pages, page_size, d_ckv]              kv [num_pages, page_size, 1, d_ckv + d_kpe]:
+//   kpe [num_pages, page_size, d_kpe]                row = concat(ckv row, kpe row), V is the
+//                                                    first d_v = d_ckv channels (the latent)
+//   kv_indptr [batch + 1], kv_indices [>= nnz]     block_table [batch, max_pages_per_seq]:
+//     request b owns pages kv_indices[kv_indptr[b]    row b = its pages, then 0 (never read)
 //     .. kv_indptr[b + 1])
-//   kv_last_page_len [batch] (or kv_len [batch])     seqlens [batch] = (pages_b - 1) * page_size
-//                                                     + kv_last_page_len[b] (0 without pages)
-//   q_nope [N, h, d_ckv], q_pe [N, h, d_kpe]         q [batch, s_q, h, d_ckv + d_kpe]: the same
-//                                                     concat (N = batch * s_q, token-major)
+//   last_page_len [batch] (or kv_len [batch])      seqlens [batch] = (pages_b - 1) * page_size
+//                                                    + last_page_len[b] (0 without pages)
+//   q_nope [N, h, d_ckv], q_pe [N, h, d_kpe]       q [batch, s_q, h, d_ckv + d_kpe]: the same
+//                                                    concat (N = batch * s_q, token-major)
 // Page ids are kept, so the caches are the same pages in both layouts. Every conversion is a copy
 // of elements of any trivially copyable type (float, bf16, FP8 codes), hence exact.
 //
 // Rules (validate_flashinfer_cache): kv_indptr starts at 0, does not decrease and ends at most at
 // kv_indices' size; the indices a request owns lie in [0, num_pages); a request with pages has
-// kv_last_page_len in [1, page_size], one without pages in [0, page_size] (it holds no key);
+// last_page_len in [1, page_size], one without pages in [0, page_size] (it holds no key);
 // given kv_len instead, a request's length must need exactly its pages:
 // (pages_b - 1) * page_size < kv_len[b] <= pages_b * page_size (kv_len[b] = 0 without pages).
 #pragma once
@@ -84,19 +84,19 @@ void split_channels(std::span<const T> in, std::span<T> a, std::span<T> b, int r
 }
 
 /// A FlashInfer MLA paged cache in the caller's memory (file comment). Exactly one of
-/// kv_last_page_len and kv_len is non-empty.
+/// last_page_len and kv_len is non-empty.
 template <layout_element T>
 struct FlashInferCache {
   int num_pages = 1;
   int page_size = 64;
   int d_ckv = 512;
   int d_kpe = 64;
-  std::span<const T> ckv;                          ///< [num_pages, page_size, d_ckv]
-  std::span<const T> kpe;                          ///< [num_pages, page_size, d_kpe]
-  std::span<const std::int32_t> kv_indptr;         ///< [batch + 1]
-  std::span<const std::int32_t> kv_indices;        ///< at least kv_indptr[batch] entries
-  std::span<const std::int32_t> kv_last_page_len;  ///< [batch], or empty with kv_len
-  std::span<const std::int32_t> kv_len;            ///< [batch], or empty with kv_last_page_len
+  std::span<const T> ckv;                       ///< [num_pages, page_size, d_ckv]
+  std::span<const T> kpe;                       ///< [num_pages, page_size, d_kpe]
+  std::span<const std::int32_t> kv_indptr;      ///< [batch + 1]
+  std::span<const std::int32_t> kv_indices;     ///< at least kv_indptr[batch] entries
+  std::span<const std::int32_t> last_page_len;  ///< [batch], or empty with kv_len
+  std::span<const std::int32_t> kv_len;         ///< [batch], or empty with last_page_len
 
   int batch() const { return static_cast<int>(kv_indptr.size()) - 1; }
   /// Pages request b owns.
@@ -108,7 +108,7 @@ struct FlashInferCache {
     const auto i = static_cast<std::size_t>(b);
     if (!kv_len.empty()) return kv_len[i];
     const int n = pages(b);
-    return n == 0 ? 0 : (n - 1) * page_size + kv_last_page_len[i];
+    return n == 0 ? 0 : (n - 1) * page_size + last_page_len[i];
   }
   /// The page holding key `key` of request b.
   AMLA_HOST_DEVICE int page_of(int b, int key) const {
@@ -168,18 +168,18 @@ int validate_flashinfer_cache(const char* fn, const FlashInferCache<T>& c) {
           "must lie in [0, num_pages = " + std::to_string(c.num_pages) + ")");
     }
   }
-  if (c.kv_last_page_len.empty() == c.kv_len.empty()) {
+  if (c.last_page_len.empty() == c.kv_len.empty()) {
     detail::throw_invalid(
-        fn, "kv_last_page_len",
+        fn, "last_page_len",
         c.kv_len.empty() ? "empty (and kv_len empty)" : "given (and kv_len given)",
-        "exactly one of kv_last_page_len and kv_len must be given");
+        "exactly one of last_page_len and kv_len must be given");
   }
-  const bool by_last = !c.kv_last_page_len.empty();
-  const char* arg = by_last ? "kv_last_page_len" : "kv_len";
-  detail::check_span(fn, arg, by_last ? c.kv_last_page_len : c.kv_len, nb, "[batch]");
+  const bool by_last = !c.last_page_len.empty();
+  const char* arg = by_last ? "last_page_len" : "kv_len";
+  detail::check_span(fn, arg, by_last ? c.last_page_len : c.kv_len, nb, "[batch]");
   for (std::size_t b = 0; b < nb; ++b) {
     const std::int64_t pages = c.pages(static_cast<int>(b));
-    const std::int64_t v = by_last ? c.kv_last_page_len[b] : c.kv_len[b];
+    const std::int64_t v = by_last ? c.last_page_len[b] : c.kv_len[b];
     std::int64_t lo = 0, hi = 0;
     if (by_last) {
       lo = pages > 0 ? 1 : 0;
@@ -251,7 +251,7 @@ inline std::size_t flashinfer_index_count(const DecodeShape& s,
 }
 
 /// The FlashInfer layout of a FlashMLA cache (h_kv = 1, d_ckv = s.d_v, d_kpe = s.d_qk - s.d_v):
-/// ckv, kpe, kv_indptr [batch + 1], kv_indices [flashinfer_index_count], kv_last_page_len
+/// ckv, kpe, kv_indptr [batch + 1], kv_indices [flashinfer_index_count], last_page_len
 /// [batch] (0 for an empty sequence). The problem's tables are validated as a decode's are.
 template <layout_element T>
 void flashmla_to_flashinfer(const DecodeShape& s, std::span<const T> kv,
@@ -259,7 +259,7 @@ void flashmla_to_flashinfer(const DecodeShape& s, std::span<const T> kv,
                             std::span<const std::int32_t> seqlens, std::span<T> ckv,
                             std::span<T> kpe, std::span<std::int32_t> kv_indptr,
                             std::span<std::int32_t> kv_indices,
-                            std::span<std::int32_t> kv_last_page_len) {
+                            std::span<std::int32_t> last_page_len) {
   const char* fn = "amla::flashmla_to_flashinfer";
   validate_shape(fn, s, true);
   if (s.h_kv != 1) {
@@ -288,7 +288,7 @@ void flashmla_to_flashinfer(const DecodeShape& s, std::span<const T> kv,
   }
   detail::check_span(fn, "kv_indices", std::span<const std::int32_t>(kv_indices), nnz,
                      "the pages of every sequence (flashinfer_index_count)");
-  detail::check_span(fn, "kv_last_page_len", std::span<const std::int32_t>(kv_last_page_len), nb,
+  detail::check_span(fn, "last_page_len", std::span<const std::int32_t>(last_page_len), nb,
                      "[batch]");
   split_channels(kv, ckv, kpe, s.num_pages * s.page_size, s.d_v, s.d_qk - s.d_v);
   std::size_t at = 0;
@@ -298,8 +298,7 @@ void flashmla_to_flashinfer(const DecodeShape& s, std::span<const T> kv,
     const int pages = s.pages_for(len);
     for (int i = 0; i < pages; ++i) kv_indices[at++] = block_table[s.table_offset(b, i)];
     kv_indptr[static_cast<std::size_t>(b) + 1] = static_cast<std::int32_t>(at);
-    kv_last_page_len[static_cast<std::size_t>(b)] =
-        pages == 0 ? 0 : len - (pages - 1) * s.page_size;
+    last_page_len[static_cast<std::size_t>(b)] = pages == 0 ? 0 : len - (pages - 1) * s.page_size;
   }
 }
 
