@@ -61,9 +61,11 @@ def to_flashmla(q_nope, q_pe, ckv, kpe, kv_indptr, kv_indices, kv_len=None, *,
     if ckv.shape[2] != q_nope.shape[2] or kpe.shape[2] != q_pe.shape[2]:
         raise ValueError(invalid(fn, "ckv", f"shape {ckv.shape}",
                                  "d_ckv and d_kpe must match q_nope's and q_pe's"))
-    if q_pe.dtype != q_nope.dtype or kpe.dtype != ckv.dtype or ckv.dtype != q_nope.dtype:
-        raise ValueError(invalid(fn, "kpe", f"dtypes q_nope {q_nope.dtype}, q_pe {q_pe.dtype}, "
-                                 f"ckv {ckv.dtype}, kpe {kpe.dtype}", "must all be the same"))
+    if q_pe.dtype != q_nope.dtype:
+        raise ValueError(invalid(fn, "q_pe", f"dtype {q_pe.dtype}",
+                                 f"must be q_nope's dtype {q_nope.dtype}"))
+    if kpe.dtype != ckv.dtype:
+        raise ValueError(invalid(fn, "kpe", f"dtype {kpe.dtype}", f"must be ckv's dtype {ckv.dtype}"))
     if kv_len is None and last_page_len is None:
         raise ValueError(invalid(fn, "kv_len", "None", "kv_len or last_page_len is required"))
     kv_indptr = _i32(fn, "kv_indptr", kv_indptr)
