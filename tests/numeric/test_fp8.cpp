@@ -66,6 +66,70 @@ std::vector<minifloat_test::Piece> e8m0_pieces(e8m0_rounding mode) {
   return p;
 }
 
+// The exhaustive sweeps, one per mode; the mode is a template argument so that the loops under
+// test are as tight as a kernel's.
+template <saturation Sat>
+void sweep_fp8_values(std::uint64_t stride, const std::vector<minifloat_test::Piece>& p4,
+                      const std::vector<minifloat_test::Piece>& p5) {
+  constexpr bool fin = Sat == saturation::finite;
+  CAPTURE(fin);
+  // e4m3: an overflow is NaN (0x7F), or 448 (0x7E) saturated.
+  std::atomic<std::uint64_t> visited4{0};
+  const std::uint64_t bad4 = minifloat_test::sweep_pieces(
+      p4, stride, visited4,
+      [](std::uint32_t u0, std::uint32_t count, std::uint32_t step, std::uint32_t code) {
+        const std::uint32_t want = code > 0x7Eu ? (fin ? 0x7Eu : 0x7Fu) : code;
+        std::uint32_t n = 0;
+        for (std::uint32_t j = 0; j < count; ++j) {
+          const std::uint32_t v = u0 + j * step;
+          n += e4m3_of(v, Sat) != want;
+          n += e4m3_of(v | 0x80000000u, Sat) != (want | 0x80u);
+        }
+        return n;
+      });
+  CHECK(visited4.load() == minifloat_test::expected_visits(stride));
+  CHECK(bad4 == 0);
+  // e5m2: an overflow is Inf (0x7C), or 57344 (0x7B) saturated.
+  std::atomic<std::uint64_t> visited5{0};
+  const std::uint64_t bad5 = minifloat_test::sweep_pieces(
+      p5, stride, visited5,
+      [](std::uint32_t u0, std::uint32_t count, std::uint32_t step, std::uint32_t code) {
+        const std::uint32_t want = code > 0x7Bu ? (fin ? 0x7Bu : 0x7Cu) : code;
+        std::uint32_t n = 0;
+        for (std::uint32_t j = 0; j < count; ++j) {
+          const std::uint32_t v = u0 + j * step;
+          n += e5m2_of(v, Sat) != want;
+          n += e5m2_of(v | 0x80000000u, Sat) != (want | 0x80u);
+        }
+        return n;
+      });
+  CHECK(visited5.load() == minifloat_test::expected_visits(stride));
+  CHECK(bad5 == 0);
+}
+
+// e8m0 in one rounding: +0 and every negative pattern are NaN (255); an overflow is NaN, or 2^127
+// (254) saturated.
+template <saturation Sat, e8m0_rounding Mode>
+void sweep_e8m0(std::uint64_t stride) {
+  constexpr bool fin = Sat == saturation::finite;
+  CAPTURE(fin, static_cast<int>(Mode));
+  std::atomic<std::uint64_t> visited{0};
+  const std::uint64_t bad = minifloat_test::sweep_pieces(
+      e8m0_pieces(Mode), stride, visited,
+      [](std::uint32_t u0, std::uint32_t count, std::uint32_t step, std::uint32_t code) {
+        const std::uint32_t want = code == 256u ? 255u : (code > 254u ? (fin ? 254u : 255u) : code);
+        std::uint32_t n = 0;
+        for (std::uint32_t j = 0; j < count; ++j) {
+          const std::uint32_t v = u0 + j * step;
+          n += e8m0_of(amla::as_fp32(v), Mode, Sat) != want;
+          n += e8m0_of(amla::as_fp32(v | 0x80000000u), Mode, Sat) != 255u;
+        }
+        return n;
+      });
+  CHECK(visited.load() == minifloat_test::expected_visits(stride));
+  CHECK(bad == 0);
+}
+
 }  // namespace
 
 TEST_CASE("e4m3 narrowing on named bit patterns", "[fp8]") {
@@ -192,65 +256,14 @@ TEST_CASE("FP8 narrowing matches the reference on every FP32 pattern, every mode
 #endif
   const auto p4 = minifloat_test::nearest_even_pieces(minifloat_test::code_values(3, 7, 0x7E));
   const auto p5 = minifloat_test::nearest_even_pieces(minifloat_test::code_values(2, 15, 0x7B));
-  for (const saturation sat : {saturation::none, saturation::finite}) {
-    const bool fin = sat == saturation::finite;
-    CAPTURE(fin);
-    // e4m3: an overflow is NaN (0x7F), or 448 (0x7E) saturated.
-    std::atomic<std::uint64_t> visited4{0};
-    const std::uint64_t bad4 = minifloat_test::sweep_pieces(
-        p4, stride, visited4,
-        [sat, fin](std::uint32_t u0, std::uint32_t count, std::uint32_t step, std::uint32_t code) {
-          const std::uint32_t want = code > 0x7Eu ? (fin ? 0x7Eu : 0x7Fu) : code;
-          std::uint32_t n = 0;
-          for (std::uint32_t j = 0; j < count; ++j) {
-            const std::uint32_t v = u0 + j * step;
-            n += e4m3_of(v, sat) != want;
-            n += e4m3_of(v | 0x80000000u, sat) != (want | 0x80u);
-          }
-          return n;
-        });
-    CHECK(visited4.load() == minifloat_test::expected_visits(stride));
-    CHECK(bad4 == 0);
-    // e5m2: an overflow is Inf (0x7C), or 57344 (0x7B) saturated.
-    std::atomic<std::uint64_t> visited5{0};
-    const std::uint64_t bad5 = minifloat_test::sweep_pieces(
-        p5, stride, visited5,
-        [sat, fin](std::uint32_t u0, std::uint32_t count, std::uint32_t step, std::uint32_t code) {
-          const std::uint32_t want = code > 0x7Bu ? (fin ? 0x7Bu : 0x7Cu) : code;
-          std::uint32_t n = 0;
-          for (std::uint32_t j = 0; j < count; ++j) {
-            const std::uint32_t v = u0 + j * step;
-            n += e5m2_of(v, sat) != want;
-            n += e5m2_of(v | 0x80000000u, sat) != (want | 0x80u);
-          }
-          return n;
-        });
-    CHECK(visited5.load() == minifloat_test::expected_visits(stride));
-    CHECK(bad5 == 0);
-    // e8m0, each rounding: +0 and every negative pattern are NaN (255); an overflow is NaN, or
-    // 2^127 (254) saturated.
-    for (const e8m0_rounding mode :
-         {e8m0_rounding::nearest, e8m0_rounding::up, e8m0_rounding::down}) {
-      CAPTURE(static_cast<int>(mode));
-      std::atomic<std::uint64_t> visited8{0};
-      const std::uint64_t bad8 = minifloat_test::sweep_pieces(
-          e8m0_pieces(mode), stride, visited8,
-          [sat, fin, mode](std::uint32_t u0, std::uint32_t count, std::uint32_t step,
-                           std::uint32_t code) {
-            const std::uint32_t want =
-                code == 256u ? 255u : (code > 254u ? (fin ? 254u : 255u) : code);
-            std::uint32_t n = 0;
-            for (std::uint32_t j = 0; j < count; ++j) {
-              const std::uint32_t v = u0 + j * step;
-              n += e8m0_of(amla::as_fp32(v), mode, sat) != want;
-              n += e8m0_of(amla::as_fp32(v | 0x80000000u), mode, sat) != 255u;
-            }
-            return n;
-          });
-      CHECK(visited8.load() == minifloat_test::expected_visits(stride));
-      CHECK(bad8 == 0);
-    }
-  }
+  sweep_fp8_values<saturation::none>(stride, p4, p5);
+  sweep_fp8_values<saturation::finite>(stride, p4, p5);
+  sweep_e8m0<saturation::none, e8m0_rounding::nearest>(stride);
+  sweep_e8m0<saturation::none, e8m0_rounding::up>(stride);
+  sweep_e8m0<saturation::none, e8m0_rounding::down>(stride);
+  sweep_e8m0<saturation::finite, e8m0_rounding::nearest>(stride);
+  sweep_e8m0<saturation::finite, e8m0_rounding::up>(stride);
+  sweep_e8m0<saturation::finite, e8m0_rounding::down>(stride);
   // NaN patterns, both signs, every `stride`-th payload, in every mode: NaN codes (e5m2 keeps the
   // top payload bits with the quiet bit set).
   std::uint64_t nan_bad = 0;
