@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <sstream>
 #include <vector>
 
@@ -168,4 +169,28 @@ TEST_CASE("fit_constants rejects bad input", "[sim][calibration]") {
   bad.fu_percent = 0;
   CHECK_THROWS_WITH(amla::sim::fit_constants(chip, amla::sim::amla_table5_ascend910(), {bad}),
                     Catch::Contains("peak claim fu_percent"));
+}
+
+TEST_CASE("fit_constants bounds its grids up front (each point is a whole set of simulations)",
+          "[sim][calibration]") {
+  const auto chip = amla::sim::ascend910();
+  const auto ms = amla::sim::amla_table5_ascend910();
+  amla::sim::CalibrationOptions o;
+  o.coarse_efficiency_step = 1e-300;  // once an int overflow and a search without end
+  CHECK_THROWS_WITH(amla::sim::fit_constants(chip, ms, o),
+                    Catch::Contains("'steps'") && Catch::Contains("10^4 coarse grid points"));
+  o = {};
+  o.fine_mmad_step = 1;
+  o.coarse_mmad_step = 1 << 20;
+  o.max_mmad_overhead_cycles = 1 << 21;
+  CHECK_THROWS_WITH(amla::sim::fit_constants(chip, ms, o),
+                    Catch::Contains("'fine steps'") && Catch::Contains("10^4 fine grid points"));
+  o = {};
+  o.max_mmad_overhead_cycles = INT64_MAX;
+  CHECK_THROWS_WITH(amla::sim::fit_constants(chip, ms, o),
+                    Catch::Contains("'max_mmad_overhead_cycles' = 9223372036854775807"));
+  o = {};
+  o.max_fixed_overhead_us = INFINITY;
+  CHECK_THROWS_WITH(amla::sim::fit_constants(chip, ms, o),
+                    Catch::Contains("'max_fixed_overhead_us' = inf"));
 }

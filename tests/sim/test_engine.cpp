@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -298,7 +299,110 @@ TEST_CASE("malformed input throws amla::invalid_argument naming the argument", "
   CHECK_THROWS_WITH(e.depend(a, OpId{99}), Catch::Contains("producer"));
   CHECK_THROWS_WITH(e.depend(a, a, Cycles{-2}), Catch::Contains("delay"));
   REQUIRE(e.run().ok);
-  CHECK_THROWS_WITH(e.run(), Catch::Contains("runs once"));
+}
+
+namespace {
+/// The message of the std::logic_error `call` throws when that is not an invalid argument (a
+/// misuse of the object's state), "" otherwise.
+template <class Call>
+std::string state_error_of(Call&& call) {
+  try {
+    call();
+  } catch (const std::invalid_argument&) {
+    return "";
+  } catch (const std::logic_error& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("using an Engine again after run() is a std::logic_error, not a bad argument",
+          "[sim][engine]") {
+  Engine e;
+  const auto u = e.add_unit("u");
+  const OpId a = e.add_op(u, Work::compute(Cycles{1}));
+  const auto p = e.add_pool("p", 1);
+  REQUIRE(e.run().ok);
+  CHECK_THAT(state_error_of([&] { e.run(); }),
+             Catch::Contains("amla::sim::Engine::run") && Catch::Contains("runs once"));
+  CHECK_THAT(state_error_of([&] { e.add_op(u, Work::compute(Cycles{1})); }),
+             Catch::Contains("Engine::add_op"));
+  CHECK_THAT(state_error_of([&] { e.add_unit("v"); }), Catch::Contains("Engine::add_unit"));
+  CHECK_THAT(state_error_of([&] { e.add_pool("q", 1); }), Catch::Contains("Engine::add_pool"));
+  CHECK_THAT(state_error_of([&] { e.add_link("l", BytesPerCycle{1}); }),
+             Catch::Contains("Engine::add_link"));
+  CHECK_THAT(state_error_of([&] { e.set_start(u, Cycles{1}); }),
+             Catch::Contains("Engine::set_start"));
+  CHECK_FALSE(state_error_of([&] { e.acquire(a, p); }).empty());
+  CHECK_FALSE(state_error_of([&] { e.depend(a, a); }).empty());
+}
+
+TEST_CASE("a release without an acquire is a std::logic_error naming the pool and the operation",
+          "[sim][engine]") {
+  Engine e;
+  const auto u = e.add_unit("u");
+  const auto p = e.add_pool("L1", 2);
+  const OpId a = e.add_op(u, Work::compute(Cycles{3}), named("freer"));
+  e.release(a, p);  // the pool is full: nothing was taken
+  const std::string why = state_error_of([&] { e.run(); });
+  CHECK_THAT(why, Catch::Contains("pool 'L1'") && Catch::Contains("freer on u") &&
+                      Catch::Contains("3 of its 2") &&
+                      Catch::Contains("without a matching acquire"));
+}
+
+TEST_CASE("a run longer than max_run_cycles is refused with a reason, before it starts",
+          "[sim][engine]") {
+  SECTION("a 1e30-byte transfer with no link") {
+    Engine e;
+    const auto u = e.add_unit("dma");
+    e.add_op(u, Work::transfer(Bytes{1e30}, BytesPerCycle{1}), named("huge"));
+    const auto r = e.run();
+    CHECK_FALSE(r.ok);
+    CHECK(r.makespan == Cycles{0});
+    CHECK_THAT(r.reason, Catch::Contains("max_run_cycles") && Catch::Contains("huge on dma") &&
+                             Catch::Contains("1e+30 cycles"));
+  }
+  SECTION("a 1e30-byte transfer over a link") {
+    Engine e;
+    const auto u = e.add_unit("dma");
+    const auto hbm = e.add_link("HBM", BytesPerCycle{100});
+    e.add_op(u, Work::transfer(Bytes{1e30}, BytesPerCycle{1e9}, Cycles{0}, hbm), named("huge"));
+    const auto r = e.run();
+    CHECK_FALSE(r.ok);
+    // At the link's 100 B/cycle, the one flow's worst rate: 1e28 cycles.
+    CHECK_THAT(r.reason, Catch::Contains("1e+28 cycles"));
+  }
+  SECTION("a link of almost no bandwidth") {
+    Engine e;
+    const auto u = e.add_unit("dma", 4);
+    const auto slow = e.add_link("slow", BytesPerCycle{1e-18});
+    e.add_op(u, Work::transfer(Bytes{64}, BytesPerCycle{1}, Cycles{0}, slow), named("x"));
+    const auto r = e.run();
+    CHECK_FALSE(r.ok);
+    // Four units share it: 64 bytes at 1e-18 / 4 per cycle.
+    CHECK_THAT(r.reason, Catch::Contains("2.56e+20"));
+  }
+  SECTION("cycles that would sum past int64") {
+    Engine e;
+    const auto u = e.add_unit("u");
+    e.add_op(u, Work::compute(Cycles{std::int64_t{1} << 62}));
+    e.add_op(u, Work::compute(Cycles{std::int64_t{1} << 62}));
+    const auto r = e.run();
+    CHECK_FALSE(r.ok);
+    CHECK_THAT(r.reason, Catch::Contains("9.22337e+18"));
+  }
+  SECTION("exactly the limit still runs") {
+    Engine e;
+    const auto u = e.add_unit("u");
+    e.set_start(u, Cycles{std::int64_t{1} << 61});
+    const OpId a = e.add_op(u, Work::compute(Cycles{std::int64_t{1} << 60}));
+    const OpId b = e.add_op(u, Work::compute(Cycles{std::int64_t{1} << 60}));
+    e.depend(b, a);
+    const auto r = e.run();
+    REQUIRE(r.ok);
+    CHECK(r.makespan.count == max_run_cycles);
+  }
 }
 
 TEST_CASE("the timeline has one lane per unit and one interval per operation", "[sim][engine]") {

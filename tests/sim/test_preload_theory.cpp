@@ -313,6 +313,25 @@ TEST_CASE("check_arrangement says why a Cycle does not fit", "[sim][preload]") {
   CHECK_THROWS_WITH(pl::check_arrangement(d, wrong_size),
                     Catch::Contains("arrangement.cube_offset.size()"));
   CHECK_THROWS_WITH(pl::analyze(d, overlap), Catch::Contains("a valid Cycle: C2"));
+
+  // Offsets and periods near int64's end come back as reasons, never as an overflow.
+  auto far = a;
+  far.vector_offset[0] = Cycles{INT64_MAX - 1};
+  const auto v5 = pl::check_arrangement(d, far);
+  CHECK_FALSE(v5.ok);
+  CHECK(v5.reason == "V1 starts at 9223372036854775806, outside the Cycle window [0, 6)");
+  auto negative = a;
+  negative.cube_offset[1] = Cycles{INT64_MIN};
+  CHECK_FALSE(pl::check_arrangement(d, negative).ok);
+  auto endless = a;
+  endless.period = Cycles{INT64_MAX};
+  endless.vector_offset[0] = Cycles{INT64_MAX - 1};
+  const auto v6 = pl::check_arrangement(d, endless);
+  CHECK_FALSE(v6.ok);
+  CHECK(v6.reason == "period 9223372036854775807 is longer than max_period_cycles = 2^50");
+  auto longest = a;
+  longest.period = Cycles{pl::max_period_cycles};
+  CHECK(pl::check_arrangement(d, longest).ok);
 }
 
 TEST_CASE("Lemma B.1 on the paper's Figures 5, 6 and 7 (hand-derived)", "[sim][preload]") {

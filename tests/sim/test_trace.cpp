@@ -709,6 +709,35 @@ TEST_CASE("SVG Gantt: empty timelines, cycles axis and bad options", "[sim][trac
   CHECK_THROWS_WITH(svg(bad), Catch::Contains("Cube/C1[1]"));
 }
 
+TEST_CASE("SVG Gantt and Chrome trace: extreme clocks and times still write every number",
+          "[sim][trace]") {
+  // An interval at 2^62 cycles on a 1 Hz clock is 4.6e24 us, on 1e15 Hz 4.6e9 us with 6
+  // decimals; fixed notation of such numbers once overflowed a 64-byte buffer.
+  for (const double hz : {1.0, 1e15}) {
+    Timeline t;
+    t.title = "extreme";
+    t.clock = amla::sim::Hertz{hz};
+    t.lanes = {Lane{"u", {{Cycles{0}, Cycles{std::int64_t{1} << 62}, "a", "C1", Phase::none}}}};
+    INFO("clock " << hz);
+    const std::string s = svg(t);
+    CHECK(XmlReader(s).document().all("rect", "iv").size() == 1);
+    CHECK(XmlReader(s).document().all("text", "tick-label").size() >= 2);
+    const JValue j = JsonReader(chrome(t)).document();
+    CHECK(j.at("traceEvents").arr.size() >= 1);
+  }
+  // A clock under 1 Hz would make microseconds overflow to infinity (not JSON): refused.
+  Timeline slow;
+  slow.clock = amla::sim::Hertz{1e-300};
+  CHECK_THROWS_WITH(chrome(slow), Catch::Contains("'timeline.clock' = 1e-300"));
+  CHECK_THROWS_WITH(svg(slow), Catch::Contains("[1, 1e15] Hz"));
+  // A phase outside the enumeration once indexed past the writer's phase tables.
+  Timeline odd = sample_timeline(1e9);
+  odd.lanes[0].intervals[0].phase = static_cast<Phase>(4);
+  CHECK_THROWS_WITH(
+      svg(odd), Catch::Contains("'timeline interval phase'") && Catch::Contains("Cube/C1[1]: 4"));
+  CHECK_THROWS_WITH(chrome(odd), Catch::Contains("timeline interval phase"));
+}
+
 TEST_CASE("SVG Gantt: crowded marker labels are thinned, lines kept", "[sim][trace]") {
   const Timeline t = sample_timeline(0);
   amla::sim::SvgGanttOptions opt;

@@ -24,7 +24,13 @@
 //
 // Deadlocks (a dependency cycle through the units' program orders, a pool too small for what is
 // held at once) are not exceptions: run() returns a RunResult whose reason names the stuck
-// operations. Malformed input (an unknown unit, a negative duration) throws amla::invalid_argument.
+// operations. So is a run too long to represent: before simulating, run() bounds the makespan by
+// the sum of every operation's own duration (a transfer at the slowest rate max-min fairness can
+// give it), latency and dependency delays, plus the latest unit start; when that bound exceeds
+// max_run_cycles (2^62) the run is refused with a reason naming the longest operation, so no time
+// the engine computes can overflow. Malformed input (an unknown unit, a negative duration) throws
+// amla::invalid_argument; misusing the object's state (building or running it again after run(),
+// a release that returns more slots to a pool than it holds) throws std::logic_error.
 #pragma once
 
 #include <algorithm>
@@ -33,6 +39,7 @@
 #include <functional>
 #include <limits>
 #include <queue>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -129,6 +136,9 @@ struct RunResult : Status {
   std::int64_t events = 0;
 };
 
+/// The longest run the engine accepts, in cycles (see run()).
+inline constexpr std::int64_t max_run_cycles = std::int64_t{1} << 62;
+
 /// The discrete-event engine. Build units, pools, links and operations, then run() once.
 class Engine {
  public:
@@ -141,7 +151,7 @@ class Engine {
   UnitId add_unit(std::string name, double multiplicity = 1) {
     AMLA_REQUIRE(multiplicity >= 1 && std::isfinite(multiplicity), "multiplicity", multiplicity,
                  "a unit stands for at least one real unit");
-    AMLA_REQUIRE(!ran_, "ran", ran_, "an Engine runs once; build everything before run()");
+    require_building("add_unit");
     UnitState u;
     u.name = std::move(name);
     u.multiplicity = multiplicity;
@@ -151,6 +161,7 @@ class Engine {
 
   /// `unit` starts nothing before cycle `start` (counted as idle, not as a stall).
   void set_start(UnitId unit, Cycles start) {
+    require_building("set_start");
     AMLA_REQUIRE(unit.index >= 0 && unit.index < static_cast<std::int32_t>(units_.size()), "unit",
                  unit.index, "an id returned by add_unit");
     AMLA_REQUIRE(start.count >= 0, "start", start.count, "non-negative cycles");
@@ -158,6 +169,7 @@ class Engine {
   }
 
   PoolId add_pool(std::string name, int capacity) {
+    require_building("add_pool");
     AMLA_REQUIRE(capacity >= 0, "capacity", capacity, "a pool holds zero or more slots");
     PoolState p;
     p.name = std::move(name);
@@ -168,6 +180,7 @@ class Engine {
   }
 
   LinkId add_link(std::string name, BytesPerCycle capacity) {
+    require_building("add_link");
     AMLA_REQUIRE(capacity.count > 0 && std::isfinite(capacity.count), "capacity", capacity.count,
                  "a link moves a positive, finite number of bytes per cycle");
     LinkState l;
@@ -196,9 +209,9 @@ class Engine {
 
   /// The same with a pre-interned category; `name` is dropped unless recording.
   OpId add_op(UnitId unit, const Work& work, CategoryId cat, Phase phase, std::string name = {}) {
+    require_building("add_op");
     AMLA_REQUIRE(unit.index >= 0 && unit.index < static_cast<std::int32_t>(units_.size()), "unit",
                  unit.index, "an id returned by add_unit");
-    AMLA_REQUIRE(!ran_, "ran", ran_, "an Engine runs once; build everything before run()");
     AMLA_REQUIRE(work.cycles.count >= 0, "work.cycles", work.cycles.count, "non-negative");
     AMLA_REQUIRE(work.latency.count >= 0, "work.latency", work.latency.count, "non-negative");
     AMLA_REQUIRE(work.bytes.count >= 0 && std::isfinite(work.bytes.count), "work.bytes",
@@ -257,11 +270,17 @@ class Engine {
   std::size_t op_count() const { return ops_.size(); }
   std::size_t unit_count() const { return units_.size(); }
 
-  /// Runs the simulation to completion (or to a deadlock). Call once.
+  /// Runs the simulation to completion (or to a deadlock, or refuses a run longer than
+  /// max_run_cycles). Call once: a second call throws std::logic_error.
   RunResult run() {
-    AMLA_REQUIRE(!ran_, "ran", ran_, "an Engine runs once");
+    require_building("run");
     ran_ = true;
     finalize();
+    if (std::string why = work_bound_violation(); !why.empty()) {
+      RunResult refused;
+      refused.set_failed(std::move(why));
+      return refused;
+    }
     for (auto& u : units_) {
       u.free_since = u.start_at;
       for (const std::int32_t op : u.program) {
@@ -437,9 +456,65 @@ class Engine {
   };
 
   void check_op(OpId op, const char* what) const {
+    require_building("depend/acquire/release");
     AMLA_REQUIRE(op.index >= 0 && op.index < static_cast<std::int32_t>(ops_.size()), what, op.index,
                  "an id returned by add_op");
-    AMLA_REQUIRE(!ran_, "ran", ran_, "an Engine runs once; build everything before run()");
+  }
+  void require_building(const char* function) const {
+    if (ran_)
+      throw std::logic_error(std::string("amla::sim::Engine::") + function +
+                             ": the engine has run; an Engine runs once, so build everything "
+                             "before run() and build a new Engine for another run");
+  }
+
+  /// Cycles operation `oi` can take on its own at worst: its fixed cycles, or its bytes at the
+  /// slowest rate max-min fairness can leave it (its port rate, or an equal share of its link among
+  /// every unit that uses the link, counted with multiplicity), plus its latency.
+  double worst_cycles(std::size_t oi, const std::vector<double>& link_weight) const {
+    const auto& o = ops_[oi];
+    double t = static_cast<double>(o.cycles);
+    if (o.bytes > 0) {
+      double rate = o.rate;
+      if (o.link >= 0) {
+        const auto l = static_cast<std::size_t>(o.link);
+        rate = std::min(rate, links_[l].capacity / link_weight[l]);
+      }
+      t = std::ceil(o.bytes / rate);
+    }
+    return t + static_cast<double>(o.latency);
+  }
+
+  /// "" when every time of the run fits under max_run_cycles, else why not.
+  std::string work_bound_violation() const {
+    std::vector<double> link_weight(links_.size(), 0.0);
+    {
+      std::vector<std::pair<std::int32_t, std::int32_t>> uses;  // (link, unit)
+      for (const auto& o : ops_)
+        if (o.link >= 0 && o.bytes > 0) uses.emplace_back(o.link, o.unit);
+      std::sort(uses.begin(), uses.end());
+      uses.erase(std::unique(uses.begin(), uses.end()), uses.end());
+      for (const auto& [l, u] : uses)
+        link_weight[static_cast<std::size_t>(l)] +=
+            units_[static_cast<std::size_t>(u)].multiplicity;
+    }
+    double bound = 0, longest = -1;
+    std::size_t longest_op = 0;
+    for (const auto& u : units_) bound = std::max(bound, static_cast<double>(u.start_at));
+    for (std::size_t i = 0; i < ops_.size(); ++i) {
+      const double t = worst_cycles(i, link_weight);
+      bound += t;
+      if (t > longest) {
+        longest = t;
+        longest_op = i;
+      }
+    }
+    for (const auto& e : edges_) bound += static_cast<double>(e.delay);
+    if (bound <= static_cast<double>(max_run_cycles)) return {};
+    return "the run could take up to " + amla::detail::to_text(bound) +
+           " cycles (the sum of every operation's worst duration, latency and delay), more than "
+           "the engine's limit max_run_cycles = 2^62; the longest operation, " +
+           op_text(static_cast<std::int32_t>(longest_op)) + ", can take " +
+           amla::detail::to_text(longest) + " cycles on its own";
   }
   void check_pool(PoolId pool) const {
     AMLA_REQUIRE(pool.index >= 0 && pool.index < static_cast<std::int32_t>(pools_.size()), "pool",
@@ -574,7 +649,11 @@ class Engine {
     for (std::size_t r = r0; r < r1; ++r) {
       auto& p = pools_[static_cast<std::size_t>(rel_[r].pool)];
       p.available += rel_[r].count;
-      AMLA_ASSERT(p.available <= p.capacity);
+      if (p.available > p.capacity)
+        throw std::logic_error(
+            "amla::sim::Engine::run: " + op_text(oi) + " returns " + std::to_string(rel_[r].count) +
+            " slot(s) to pool '" + p.name + "', which then holds " + std::to_string(p.available) +
+            " of its " + std::to_string(p.capacity) + ": a release without a matching acquire");
       for (const auto w : p.waiters) {
         units_[static_cast<std::size_t>(w)].waiting_pool = -1;
         wake_.push_back(w);

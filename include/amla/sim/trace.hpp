@@ -155,11 +155,13 @@ inline std::string xml_escape(std::string_view s) {
   return out;
 }
 
-/// A double in fixed notation with `decimals` digits, independent of any locale.
+/// A double in fixed notation with `decimals` digits (at most 30), independent of any locale.
+/// Any double fits the buffer: a sign, at most 309 integer digits, the point and 30 decimals.
 inline std::string fixed(double v, int decimals) {
   if (v == 0) v = 0;  // no "-0.00"
-  char buf[64];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed, decimals);
+  char buf[400];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed,
+                               std::clamp(decimals, 0, 30));
   AMLA_ASSERT(r.ec == std::errc{});
   return std::string(buf, r.ptr);
 }
@@ -176,20 +178,27 @@ inline const char* phase_name(Phase p) {
   return amla::detail::enum_name(p, {"none", "preload", "steady", "drain"}, "none");
 }
 
-/// Throws unless every interval has 0 <= start <= end and the clock is finite and >= 0.
+/// Throws unless every interval has 0 <= start <= end and the clock is 0 (report cycles) or in
+/// [1 Hz, 1e15 Hz], so that every time in microseconds is a finite number.
 inline void validate_timeline(const Timeline& t, const char* function) {
-  if (!(std::isfinite(t.clock.count) && t.clock.count >= 0))
+  if (!(t.clock.count == 0 || (t.clock.count >= 1 && t.clock.count <= 1e15)))
     ::amla::detail::throw_invalid(function, "timeline.clock",
                                   ::amla::detail::to_text(t.clock.count),
-                                  "a finite frequency >= 0 Hz (0: report cycles)");
+                                  "0 (report cycles) or a frequency in [1, 1e15] Hz");
   for (const Lane& lane : t.lanes)
-    for (const Interval& iv : lane.intervals)
+    for (const Interval& iv : lane.intervals) {
       if (iv.start < Cycles{0} || iv.end < iv.start)
         ::amla::detail::throw_invalid(function, "timeline interval",
                                       lane.name + "/" + iv.name + " [" +
                                           std::to_string(iv.start.count) + ", " +
                                           std::to_string(iv.end.count) + ")",
                                       "0 <= start <= end");
+      const int phase = static_cast<int>(iv.phase);
+      if (phase < 0 || phase > static_cast<int>(Phase::drain))
+        ::amla::detail::throw_invalid(function, "timeline interval phase",
+                                      lane.name + "/" + iv.name + ": " + std::to_string(phase),
+                                      "a Phase (none, preload, steady, drain)");
+    }
 }
 
 /// The intervals of a lane ordered by (start, end), as pointers.

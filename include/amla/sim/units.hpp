@@ -6,27 +6,45 @@
 
 #include <compare>
 #include <cstdint>
+#include <string>
+
+#include "amla/config.hpp"
 
 namespace amla::sim {
 
-/// A count of clock cycles (integral: the engine advances in whole cycles).
+/// A count of clock cycles (integral: the engine advances in whole cycles). Arithmetic is
+/// checked: a sum, difference or product that does not fit in int64 throws
+/// amla::invalid_argument naming the operation and its operands, never wraps.
 struct Cycles {
   std::int64_t count = 0;
   constexpr Cycles() = default;
   constexpr explicit Cycles(std::int64_t c) : count(c) {}
   constexpr auto operator<=>(const Cycles&) const = default;
-  constexpr Cycles& operator+=(Cycles o) {
-    count += o.count;
-    return *this;
+  constexpr Cycles& operator+=(Cycles o) { return *this = *this + o; }
+  constexpr Cycles& operator-=(Cycles o) { return *this = *this - o; }
+  friend constexpr Cycles operator+(Cycles a, Cycles b) {
+    std::int64_t r = 0;
+    if (__builtin_add_overflow(a.count, b.count, &r)) overflow("a + b", a.count, '+', b.count);
+    return Cycles{r};
   }
-  constexpr Cycles& operator-=(Cycles o) {
-    count -= o.count;
-    return *this;
+  friend constexpr Cycles operator-(Cycles a, Cycles b) {
+    std::int64_t r = 0;
+    if (__builtin_sub_overflow(a.count, b.count, &r)) overflow("a - b", a.count, '-', b.count);
+    return Cycles{r};
   }
-  friend constexpr Cycles operator+(Cycles a, Cycles b) { return Cycles{a.count + b.count}; }
-  friend constexpr Cycles operator-(Cycles a, Cycles b) { return Cycles{a.count - b.count}; }
-  friend constexpr Cycles operator*(Cycles a, std::int64_t k) { return Cycles{a.count * k}; }
-  friend constexpr Cycles operator*(std::int64_t k, Cycles a) { return Cycles{a.count * k}; }
+  friend constexpr Cycles operator*(Cycles a, std::int64_t k) {
+    std::int64_t r = 0;
+    if (__builtin_mul_overflow(a.count, k, &r)) overflow("a * k", a.count, '*', k);
+    return Cycles{r};
+  }
+  friend constexpr Cycles operator*(std::int64_t k, Cycles a) { return a * k; }
+
+ private:
+  [[noreturn]] static void overflow(const char* what, std::int64_t a, char op, std::int64_t b) {
+    amla::detail::throw_invalid("amla::sim::Cycles", what,
+                                std::to_string(a) + " " + op + " " + std::to_string(b),
+                                "the result must fit in int64 cycles");
+  }
 };
 
 /// A quantity of data in bytes.
