@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <sstream>
 #include <stdexcept>
@@ -226,61 +227,38 @@ void fuzz_preload(Bytes_in& in) {
   if (n <= 3 && in.flag()) (void)pl::exhaustive_optimum(d);
 }
 
+/// Edits of one chip field each: a real value, the same clamped to an integer, a cycle count.
+using ChipEdit = void (*)(Chip&, double, std::int64_t, std::int64_t);
+constexpr ChipEdit chip_edits[] = {
+    [](Chip& c, double v, std::int64_t, std::int64_t) { c.clock = Hertz{v}; },
+    [](Chip& c, double, std::int64_t i, std::int64_t) { c.dies = static_cast<int>(i % 100); },
+    [](Chip& c, double, std::int64_t i, std::int64_t) {
+      c.cube_cores_per_die = static_cast<int>(i % 5000);
+    },
+    [](Chip& c, double v, std::int64_t, std::int64_t) { c.l0c = amla::sim::Bytes{v}; },
+    [](Chip& c, double v, std::int64_t, std::int64_t) { c.l1 = amla::sim::Bytes{v}; },
+    [](Chip& c, double v, std::int64_t, std::int64_t) { c.l2_per_die = amla::sim::Bytes{v}; },
+    [](Chip& c, double v, std::int64_t, std::int64_t) { c.hbm_bytes_per_s_per_die = v; },
+    [](Chip& c, double v, std::int64_t, std::int64_t) { c.hbm_efficiency = v; },
+    [](Chip& c, double v, std::int64_t, std::int64_t) { c.mte2 = BytesPerCycle{v}; },
+    [](Chip& c, double v, std::int64_t, std::int64_t) { c.mte1 = BytesPerCycle{v}; },
+    [](Chip& c, double v, std::int64_t, std::int64_t) { c.fixp = BytesPerCycle{v}; },
+    [](Chip& c, double, std::int64_t, std::int64_t k) { c.hbm_latency = Cycles{k}; },
+    [](Chip& c, double, std::int64_t i, std::int64_t) {
+      c.vector_fp32_lanes = static_cast<int>(i % 70000);
+    },
+    [](Chip& c, double v, std::int64_t, std::int64_t) { c.amla_v1_ops_per_element = v; },
+    [](Chip& c, double v, std::int64_t, std::int64_t) { c.fixed_overhead = Seconds{v}; },
+    [](Chip& c, double, std::int64_t, std::int64_t k) { c.core_start_stagger = Cycles{k}; },
+};
+
 void edit_chip(Bytes_in& in, Chip& c) {
   for (int n = in.small(4); n > 0; --n) {
     const double v = in.real();
     const auto i =
         static_cast<std::int64_t>(std::isfinite(v) ? std::fmax(-1e18, std::fmin(v, 1e18)) : -1);
-    switch (in.small(16)) {
-      case 0:
-        c.clock = Hertz{v};
-        break;
-      case 1:
-        c.dies = static_cast<int>(i % 100);
-        break;
-      case 2:
-        c.cube_cores_per_die = static_cast<int>(i % 5000);
-        break;
-      case 3:
-        c.l0c = amla::sim::Bytes{v};
-        break;
-      case 4:
-        c.l1 = amla::sim::Bytes{v};
-        break;
-      case 5:
-        c.l2_per_die = amla::sim::Bytes{v};
-        break;
-      case 6:
-        c.hbm_bytes_per_s_per_die = v;
-        break;
-      case 7:
-        c.hbm_efficiency = v;
-        break;
-      case 8:
-        c.mte2 = BytesPerCycle{v};
-        break;
-      case 9:
-        c.mte1 = BytesPerCycle{v};
-        break;
-      case 10:
-        c.fixp = BytesPerCycle{v};
-        break;
-      case 11:
-        c.hbm_latency = Cycles{in.cycles()};
-        break;
-      case 12:
-        c.vector_fp32_lanes = static_cast<int>(i % 70000);
-        break;
-      case 13:
-        c.amla_v1_ops_per_element = v;
-        break;
-      case 14:
-        c.fixed_overhead = Seconds{v};
-        break;
-      default:
-        c.core_start_stagger = Cycles{in.cycles()};
-        break;
-    }
+    const std::int64_t k = in.cycles();
+    chip_edits[in.small(static_cast<int>(std::size(chip_edits)))](c, v, i, k);
   }
 }
 
@@ -289,25 +267,12 @@ void fuzz_cube_stage(Bytes_in& in) {
   edit_chip(in, c);
   c.validate();
   Tiling t = in.flag() ? amla_c1_tiling(64 * (1 + in.small(4))) : amla_c2_tiling(128);
-  switch (in.small(6)) {
-    case 0:
-      t.base_k = 16 * (1 + in.small(18));
-      break;
-    case 1:
-      t.M = in.cycles();
-      break;
-    case 2:
-      t.acc_bytes = in.real();
-      break;
-    case 3:
-      t.N = 16 * (1 + in.small(64));
-      break;
-    case 4:
-      t.b_slots = in.small(5);
-      break;
-    default:
-      break;
-  }
+  const int which = in.small(6);
+  if (which == 0) t.base_k = 16 * (1 + in.small(18));
+  if (which == 1) t.M = in.cycles();
+  if (which == 2) t.acc_bytes = in.real();
+  if (which == 3) t.N = 16 * (1 + in.small(64));
+  if (which == 4) t.b_slots = in.small(5);
   check_status(check_fit(t, c), "check_fit");
   CubeStageOptions o;
   o.concurrent_cores = in.small(3);

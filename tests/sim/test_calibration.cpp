@@ -114,15 +114,14 @@ TEST_CASE("the fit recovers constants it was given", "[sim][calibration]") {
     claim.workloads.push_back(amla::Workload::uniform(48, 2, 128, sk));
   }
   claim.fu_percent = amla::sim::predict_peak(truth, claim).max_fu_percent;
-  amla::sim::CalibrationOptions o;
-  o.min_efficiency = 0.62;
-  o.max_efficiency = 0.78;
-  o.coarse_efficiency_step = 0.04;
-  o.fine_efficiency_step = 0.02;
-  o.min_mmad_overhead_cycles = 16;
-  o.max_mmad_overhead_cycles = 80;
-  o.coarse_mmad_step = 32;
-  o.fine_mmad_step = 16;
+  amla::sim::CalibrationOptions o{.min_efficiency = 0.62,
+                                  .max_efficiency = 0.78,
+                                  .coarse_efficiency_step = 0.04,
+                                  .fine_efficiency_step = 0.02,
+                                  .min_mmad_overhead_cycles = 16,
+                                  .max_mmad_overhead_cycles = 80,
+                                  .coarse_mmad_step = 32,
+                                  .fine_mmad_step = 16};
   const auto fit = amla::sim::fit_constants(amla::sim::ascend910(), ms, {claim}, o);
   CHECK(fit.hbm_efficiency == Approx(0.70).margin(1e-9));
   CHECK(fit.mmad_overhead == amla::sim::Cycles{48});

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <string>
 
 #include "amla/arch/ascend910.hpp"
 #include "amla/sim/chip.hpp"
@@ -39,14 +40,17 @@ TEST_CASE("TyphoonMLA NPU: 24 cores, 376 TFLOPS, 1.8 TB/s", "[sim][chip]") {
   CHECK_NOTHROW(c.validate());
 }
 
+namespace {
+/// The message Chip::validate throws for an Ascend 910 with one edit ("" if it does not throw).
+std::string error(void (*edit)(Chip&)) {
+  Chip c = amla::sim::ascend910();
+  edit(c);
+  return amla_test::error_of([&] { c.validate(); });
+}
+}  // namespace
+
 TEST_CASE("Chip::validate names the field that makes no sense", "[sim][chip]") {
   using namespace amla::sim;
-  // The message Chip::validate throws for an Ascend 910 with one edit ("" if it does not throw).
-  const auto error = [](void (*edit)(Chip&)) {
-    Chip c = ascend910();
-    edit(c);
-    return amla_test::error_of([&] { c.validate(); });
-  };
   CHECK_THAT(error([](Chip& c) { c.hbm_efficiency = 1.5; }),
              Catch::Contains("'chip.hbm_efficiency' = 1.5"));
   CHECK_FALSE(error([](Chip& c) { c.dies = 0; }).empty());
@@ -95,11 +99,6 @@ TEST_CASE("the core start stagger is derived: one KV block at the die's achievab
 
 TEST_CASE("Chip::validate bounds every field: finite and inside chip_limits", "[sim][chip]") {
   using namespace amla::sim;
-  const auto error = [](void (*edit)(Chip&)) {
-    Chip c = ascend910();
-    edit(c);
-    return amla_test::error_of([&] { c.validate(); });
-  };
   struct Case {
     const char* field;
     const char* value;

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <ostream>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -26,6 +27,43 @@ std::int64_t start(const Engine& e, OpId o) {
 std::int64_t end(const Engine& e, OpId o) {
   return e.op_end(o).count;
 }
+/// When an operation ran: [start, end) in cycles.
+struct Span {
+  std::int64_t start, end;
+  bool operator==(const Span&) const = default;
+  friend std::ostream& operator<<(std::ostream& os, const Span& s) {
+    return os << "[" << s.start << ", " << s.end << ")";
+  }
+};
+Span span(const Engine& e, OpId o) {
+  return {start(e, o), end(e, o)};
+}
+
+/// One transfer, starting at 0, on a unit of its own that stands for `weight` units.
+struct Flow {
+  double weight, bytes, port_bytes_per_cycle;
+};
+/// An engine that ran `flows` over one 10 B/cycle link, with their units and operations in order.
+struct LinkRun {
+  Engine e;
+  LinkId link;
+  std::vector<UnitId> units;
+  std::vector<OpId> ops;
+};
+LinkRun transfers_on_a_link(const std::vector<Flow>& flows) {
+  LinkRun r;
+  r.link = r.e.add_link("hbm", BytesPerCycle{10});
+  for (const Flow& f : flows) {
+    std::string name(1, 'u');  // (appends, not "u" + to_string: GCC 12 -Wstringop-overflow)
+    name += std::to_string(r.units.size());
+    r.units.push_back(r.e.add_unit(name, f.weight));
+    r.ops.push_back(r.e.add_op(
+        r.units.back(),
+        Work::transfer(Bytes{f.bytes}, BytesPerCycle{f.port_bytes_per_cycle}, Cycles{0}, r.link)));
+  }
+  REQUIRE(r.e.run().ok);
+  return r;
+}
 }  // namespace
 
 TEST_CASE("a unit runs its program in order, one operation at a time", "[sim][engine]") {
@@ -38,14 +76,10 @@ TEST_CASE("a unit runs its program in order, one operation at a time", "[sim][en
   const OpId d = e.add_op(u, Work::compute(Cycles{3}), named("d"));
   const auto r = e.run();
   REQUIRE(r.ok);
-  CHECK(start(e, a) == 0);
-  CHECK(end(e, a) == 5);
-  CHECK(start(e, b) == 5);
-  CHECK(end(e, b) == 12);
-  CHECK(start(e, c) == 12);
-  CHECK(end(e, c) == 12);
-  CHECK(start(e, d) == 12);
-  CHECK(end(e, d) == 15);
+  CHECK(span(e, a) == Span{0, 5});
+  CHECK(span(e, b) == Span{5, 12});
+  CHECK(span(e, c) == Span{12, 12});
+  CHECK(span(e, d) == Span{12, 15});
   CHECK(r.makespan == Cycles{15});
   const auto s = e.unit_stats(u);
   CHECK(s.busy == Cycles{15});
@@ -138,31 +172,17 @@ TEST_CASE("a link shares its bandwidth max-min fairly among the transfers on it"
   // A and B share the other 7: 3.5 each. C ends at 20 (60 / 3). A and B have 100 - 70 = 30
   // left at 20, then 5 each: end at 26.
   {
-    Engine e;
-    const auto link = e.add_link("hbm", BytesPerCycle{10});
-    const auto ua = e.add_unit("a");
-    const auto ub = e.add_unit("b");
-    const OpId a = e.add_op(ua, Work::transfer(Bytes{100}, BytesPerCycle{8}, Cycles{0}, link));
-    const OpId b = e.add_op(ub, Work::transfer(Bytes{100}, BytesPerCycle{8}, Cycles{0}, link));
-    REQUIRE(e.run().ok);
-    CHECK(end(e, a) == 20);
-    CHECK(end(e, b) == 20);
-    CHECK(e.link_stats(link).bytes.count == Approx(200));
-    CHECK(e.link_stats(link).active == Cycles{20});
+    const LinkRun r = transfers_on_a_link({{1, 100, 8}, {1, 100, 8}});
+    CHECK(end(r.e, r.ops[0]) == 20);
+    CHECK(end(r.e, r.ops[1]) == 20);
+    CHECK(r.e.link_stats(r.link).bytes.count == Approx(200));
+    CHECK(r.e.link_stats(r.link).active == Cycles{20});
   }
   {
-    Engine e;
-    const auto link = e.add_link("hbm", BytesPerCycle{10});
-    const auto ua = e.add_unit("a");
-    const auto ub = e.add_unit("b");
-    const auto uc = e.add_unit("c");
-    const OpId a = e.add_op(ua, Work::transfer(Bytes{100}, BytesPerCycle{8}, Cycles{0}, link));
-    const OpId b = e.add_op(ub, Work::transfer(Bytes{100}, BytesPerCycle{8}, Cycles{0}, link));
-    const OpId c = e.add_op(uc, Work::transfer(Bytes{60}, BytesPerCycle{3}, Cycles{0}, link));
-    REQUIRE(e.run().ok);
-    CHECK(end(e, c) == 20);
-    CHECK(end(e, a) == 26);
-    CHECK(end(e, b) == 26);
+    const LinkRun r = transfers_on_a_link({{1, 100, 8}, {1, 100, 8}, {1, 60, 3}});
+    CHECK(end(r.e, r.ops[2]) == 20);
+    CHECK(end(r.e, r.ops[0]) == 26);
+    CHECK(end(r.e, r.ops[1]) == 26);
   }
   {
     // A alone is capped by its port: 100 bytes at 8 B/cycle on a 10 B/cycle link: 13 cycles
@@ -177,8 +197,7 @@ TEST_CASE("a link shares its bandwidth max-min fairly among the transfers on it"
     const OpId b = e.add_op(ub, Work::transfer(Bytes{100}, BytesPerCycle{8}, Cycles{0}, link));
     REQUIRE(e.run().ok);
     CHECK(end(e, a) == 17);
-    CHECK(start(e, b) == 5);
-    CHECK(end(e, b) == 22);
+    CHECK(span(e, b) == Span{5, 22});
   }
 }
 
@@ -187,17 +206,11 @@ TEST_CASE("a unit's multiplicity weighs its transfers as that many identical uni
   // One unit standing for 4 cores and one plain unit, each moving 100 bytes (cap 100) over a
   // 10 B/cycle link: five flows of 2 B/cycle; the representative's 100 bytes end at 50, like the
   // plain one's; the link carried 5 x 100 bytes.
-  Engine e;
-  const auto link = e.add_link("hbm", BytesPerCycle{10});
-  const auto rep = e.add_unit("rep", 4);
-  const auto one = e.add_unit("one");
-  const OpId a = e.add_op(rep, Work::transfer(Bytes{100}, BytesPerCycle{100}, Cycles{0}, link));
-  const OpId b = e.add_op(one, Work::transfer(Bytes{100}, BytesPerCycle{100}, Cycles{0}, link));
-  REQUIRE(e.run().ok);
-  CHECK(end(e, a) == 50);
-  CHECK(end(e, b) == 50);
-  CHECK(e.link_stats(link).bytes.count == Approx(500));
-  CHECK(e.unit_stats(rep).multiplicity == 4);
+  const LinkRun r = transfers_on_a_link({{4, 100, 100}, {1, 100, 100}});
+  CHECK(end(r.e, r.ops[0]) == 50);
+  CHECK(end(r.e, r.ops[1]) == 50);
+  CHECK(r.e.link_stats(r.link).bytes.count == Approx(500));
+  CHECK(r.e.unit_stats(r.units[0]).multiplicity == 4);
 }
 
 TEST_CASE("a unit's start time holds back its whole program and counts as idle", "[sim][engine]") {
@@ -353,56 +366,55 @@ TEST_CASE("a release without an acquire is a std::logic_error naming the pool an
 
 TEST_CASE("a run longer than max_run_cycles is refused with a reason, before it starts",
           "[sim][engine]") {
-  SECTION("a 1e30-byte transfer with no link") {
+  // The reason run() gives for the engine `build` makes ("" when it runs).
+  const auto refusal = [](void (*build)(Engine&)) {
     Engine e;
-    const auto u = e.add_unit("dma");
-    e.add_op(u, Work::transfer(Bytes{1e30}, BytesPerCycle{1}), named("huge"));
+    build(e);
+    const auto r = e.run();
+    if (!r.ok) CHECK(r.makespan == Cycles{0});
+    return r.ok ? std::string{} : r.reason;
+  };
+  {
+    // A 1e30-byte transfer with no link: 1e30 cycles at its port's byte per cycle.
+    Engine e;
+    e.add_op(e.add_unit("dma"), Work::transfer(Bytes{1e30}, BytesPerCycle{1}), named("huge"));
     const auto r = e.run();
     CHECK_FALSE(r.ok);
     CHECK(r.makespan == Cycles{0});
     CHECK_THAT(r.reason, Catch::Contains("max_run_cycles") && Catch::Contains("huge on dma") &&
                              Catch::Contains("1e+30 cycles"));
   }
-  SECTION("a 1e30-byte transfer over a link") {
-    Engine e;
-    const auto u = e.add_unit("dma");
-    const auto hbm = e.add_link("HBM", BytesPerCycle{100});
-    e.add_op(u, Work::transfer(Bytes{1e30}, BytesPerCycle{1e9}, Cycles{0}, hbm), named("huge"));
-    const auto r = e.run();
-    CHECK_FALSE(r.ok);
-    // At the link's 100 B/cycle, the one flow's worst rate: 1e28 cycles.
-    CHECK_THAT(r.reason, Catch::Contains("1e+28 cycles"));
-  }
-  SECTION("a link of almost no bandwidth") {
-    Engine e;
-    const auto u = e.add_unit("dma", 4);
-    const auto slow = e.add_link("slow", BytesPerCycle{1e-18});
-    e.add_op(u, Work::transfer(Bytes{64}, BytesPerCycle{1}, Cycles{0}, slow), named("x"));
-    const auto r = e.run();
-    CHECK_FALSE(r.ok);
-    // Four units share it: 64 bytes at 1e-18 / 4 per cycle.
-    CHECK_THAT(r.reason, Catch::Contains("2.56e+20"));
-  }
-  SECTION("cycles that would sum past int64") {
-    Engine e;
-    const auto u = e.add_unit("u");
-    e.add_op(u, Work::compute(Cycles{std::int64_t{1} << 62}));
-    e.add_op(u, Work::compute(Cycles{std::int64_t{1} << 62}));
-    const auto r = e.run();
-    CHECK_FALSE(r.ok);
-    CHECK_THAT(r.reason, Catch::Contains("9.22337e+18"));
-  }
-  SECTION("exactly the limit still runs") {
-    Engine e;
-    const auto u = e.add_unit("u");
-    e.set_start(u, Cycles{std::int64_t{1} << 61});
-    const OpId a = e.add_op(u, Work::compute(Cycles{std::int64_t{1} << 60}));
-    const OpId b = e.add_op(u, Work::compute(Cycles{std::int64_t{1} << 60}));
-    e.depend(b, a);
-    const auto r = e.run();
-    REQUIRE(r.ok);
-    CHECK(r.makespan.count == max_run_cycles);
-  }
+  // Over a link of 100 B/cycle the one flow's worst rate is the link's: 1e28 cycles.
+  CHECK_THAT(refusal([](Engine& e) {
+               const auto hbm = e.add_link("HBM", BytesPerCycle{100});
+               e.add_op(e.add_unit("dma"),
+                        Work::transfer(Bytes{1e30}, BytesPerCycle{1e9}, Cycles{0}, hbm));
+             }),
+             Catch::Contains("1e+28 cycles"));
+  // A link of almost no bandwidth shared by four units: 64 bytes at 1e-18 / 4 per cycle.
+  CHECK_THAT(refusal([](Engine& e) {
+               const auto slow = e.add_link("slow", BytesPerCycle{1e-18});
+               e.add_op(e.add_unit("dma", 4),
+                        Work::transfer(Bytes{64}, BytesPerCycle{1}, Cycles{0}, slow));
+             }),
+             Catch::Contains("2.56e+20"));
+  // Cycles that would sum past int64: 2^62 + 2^62.
+  CHECK_THAT(refusal([](Engine& e) {
+               const auto u = e.add_unit("u");
+               e.add_op(u, Work::compute(Cycles{std::int64_t{1} << 62}));
+               e.add_op(u, Work::compute(Cycles{std::int64_t{1} << 62}));
+             }),
+             Catch::Contains("9.22337e+18"));
+  // Exactly the limit still runs: a start at 2^61, then two operations of 2^60.
+  Engine e;
+  const auto u = e.add_unit("u");
+  e.set_start(u, Cycles{std::int64_t{1} << 61});
+  const OpId a = e.add_op(u, Work::compute(Cycles{std::int64_t{1} << 60}));
+  const OpId b = e.add_op(u, Work::compute(Cycles{std::int64_t{1} << 60}));
+  e.depend(b, a);
+  const auto r = e.run();
+  REQUIRE(r.ok);
+  CHECK(r.makespan.count == max_run_cycles);
 }
 
 TEST_CASE("the timeline has one lane per unit and one interval per operation", "[sim][engine]") {

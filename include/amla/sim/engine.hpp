@@ -153,8 +153,8 @@ class Engine {
                  "a unit stands for at least one real unit");
     require_building("add_unit");
     UnitState u;
-    u.name = std::move(name);
-    u.multiplicity = multiplicity;
+    u.stats.name = std::move(name);
+    u.stats.multiplicity = multiplicity;
     units_.push_back(std::move(u));
     return UnitId{static_cast<std::int32_t>(units_.size() - 1)};
   }
@@ -184,8 +184,8 @@ class Engine {
     AMLA_REQUIRE(capacity.count > 0 && std::isfinite(capacity.count), "capacity", capacity.count,
                  "a link moves a positive, finite number of bytes per cycle");
     LinkState l;
-    l.name = std::move(name);
-    l.capacity = capacity.count;
+    l.stats.name = std::move(name);
+    l.stats.capacity = capacity;
     links_.push_back(std::move(l));
     return LinkId{static_cast<std::int32_t>(links_.size() - 1)};
   }
@@ -316,9 +316,10 @@ class Engine {
     r.makespan = Cycles{makespan_};
     if (finished_ != ops_.size()) r.set_failed(deadlock_report());
     for (auto& u : units_) {
-      const std::int64_t accounted = u.busy_cycles + u.stall_data + u.stall_buffer;
+      const std::int64_t accounted =
+          u.stats.busy.count + u.stats.stalled_on_data.count + u.stats.stalled_on_buffer.count;
       // Before start_at the unit is idle (free_since began there, so no stall was counted).
-      u.idle = std::max<std::int64_t>(0, makespan_ - accounted);
+      u.stats.idle = Cycles{std::max<std::int64_t>(0, makespan_ - accounted)};
     }
     return r;
   }
@@ -331,26 +332,10 @@ class Engine {
   bool op_done(OpId op) const { return ops_.at(static_cast<std::size_t>(op.index)).end >= 0; }
 
   UnitStats unit_stats(UnitId unit) const {
-    const auto& u = units_.at(static_cast<std::size_t>(unit.index));
-    UnitStats s;
-    s.name = u.name;
-    s.busy = Cycles{u.busy_cycles};
-    s.stalled_on_data = Cycles{u.stall_data};
-    s.stalled_on_buffer = Cycles{u.stall_buffer};
-    s.idle = Cycles{u.idle};
-    s.ops = u.ops_done;
-    s.multiplicity = u.multiplicity;
-    return s;
+    return units_.at(static_cast<std::size_t>(unit.index)).stats;
   }
-
   LinkStats link_stats(LinkId link) const {
-    const auto& l = links_.at(static_cast<std::size_t>(link.index));
-    LinkStats s;
-    s.name = l.name;
-    s.bytes = Bytes{l.bytes_done};
-    s.active = Cycles{l.active};
-    s.capacity = BytesPerCycle{l.capacity};
-    return s;
+    return links_.at(static_cast<std::size_t>(link.index)).stats;
   }
 
   /// The run as a Timeline: one lane per unit (filtered by `keep_unit` when given), one interval
@@ -363,7 +348,7 @@ class Engine {
     for (std::size_t u = 0; u < units_.size(); ++u) {
       if (keep_unit && !keep_unit(UnitId{static_cast<std::int32_t>(u)})) continue;
       Lane lane;
-      lane.name = units_[u].name;
+      lane.name = units_[u].stats.name;
       for (const std::int32_t op : units_[u].program) {
         const auto& o = ops_[static_cast<std::size_t>(op)];
         if (o.end < 0) continue;
@@ -417,8 +402,7 @@ class Engine {
     std::int32_t count;
   };
   struct UnitState {
-    std::string name;
-    double multiplicity = 1;
+    UnitStats stats;  // name, multiplicity and the time accounting, kept as the run goes
     std::vector<std::int32_t> program;
     std::size_t next = 0;
     bool running = false;
@@ -426,11 +410,6 @@ class Engine {
     std::int64_t free_since = 0;
     std::int64_t try_at = -1;
     std::int32_t waiting_pool = -1;
-    std::int64_t busy_cycles = 0;
-    std::int64_t stall_data = 0;
-    std::int64_t stall_buffer = 0;
-    std::int64_t idle = 0;
-    std::int64_t ops_done = 0;
   };
   struct PoolState {
     std::string name;
@@ -446,13 +425,10 @@ class Engine {
     double rate;
   };
   struct LinkState {
-    std::string name;
-    double capacity = 0;
+    LinkStats stats;  // name, capacity, bytes and active cycles, kept as the run goes
     std::vector<Flow> flows;
     std::int64_t last_update = 0;
     std::int64_t version = 0;
-    double bytes_done = 0;
-    std::int64_t active = 0;
   };
 
   void check_op(OpId op, const char* what) const {
@@ -477,7 +453,7 @@ class Engine {
       double rate = o.rate;
       if (o.link >= 0) {
         const auto l = static_cast<std::size_t>(o.link);
-        rate = std::min(rate, links_[l].capacity / link_weight[l]);
+        rate = std::min(rate, links_[l].stats.capacity.count / link_weight[l]);
       }
       t = std::ceil(o.bytes / rate);
     }
@@ -495,7 +471,7 @@ class Engine {
       uses.erase(std::unique(uses.begin(), uses.end()), uses.end());
       for (const auto& [l, u] : uses)
         link_weight[static_cast<std::size_t>(l)] +=
-            units_[static_cast<std::size_t>(u)].multiplicity;
+            units_[static_cast<std::size_t>(u)].stats.multiplicity;
     }
     double bound = 0, longest = -1;
     std::size_t longest_op = 0;
@@ -529,41 +505,28 @@ class Engine {
     return static_cast<std::uint16_t>(categories_.size() - 1);
   }
 
-  // Compressed adjacency: successors, acquires and releases of each op.
-  static void build_csr(std::size_t n, std::vector<std::int32_t>& offsets,
-                        const std::vector<std::int32_t>& keys) {
+  /// Groups `items` by operation (key(item) in [0, n)), keeping their order within a group:
+  /// group i is out[offsets[i], offsets[i + 1]) (compressed adjacency).
+  template <class T, class Key>
+  static void group_by_op(std::size_t n, const std::vector<T>& items, Key key,
+                          std::vector<std::int32_t>& offsets, std::vector<T>& out) {
     offsets.assign(n + 1, 0);
-    for (const auto k : keys) ++offsets[static_cast<std::size_t>(k) + 1];
+    for (const T& x : items) ++offsets[static_cast<std::size_t>(key(x)) + 1];
     for (std::size_t i = 0; i < n; ++i) offsets[i + 1] += offsets[i];
+    out.resize(items.size());
+    std::vector<std::int32_t> fill(offsets.begin(), offsets.end() - 1);
+    for (const T& x : items)
+      out[static_cast<std::size_t>(fill[static_cast<std::size_t>(key(x))]++)] = x;
   }
 
   void finalize() {
     const std::size_t n = ops_.size();
-    {
-      std::vector<std::int32_t> keys;
-      keys.reserve(edges_.size());
-      for (const auto& e : edges_) keys.push_back(e.from);
-      build_csr(n, succ_offsets_, keys);
-      succ_.resize(edges_.size());
-      std::vector<std::int32_t> fill(succ_offsets_.begin(), succ_offsets_.end() - 1);
-      for (const auto& e : edges_) {
-        succ_[static_cast<std::size_t>(fill[static_cast<std::size_t>(e.from)]++)] = e;
-        ++ops_[static_cast<std::size_t>(e.to)].pending;
-      }
-    }
-    auto group = [n](const std::vector<PoolUse>& uses, std::vector<std::int32_t>& offsets,
-                     std::vector<PoolUse>& out) {
-      std::vector<std::int32_t> keys;
-      keys.reserve(uses.size());
-      for (const auto& u : uses) keys.push_back(u.op);
-      build_csr(n, offsets, keys);
-      out.resize(uses.size());
-      std::vector<std::int32_t> fill(offsets.begin(), offsets.end() - 1);
-      for (const auto& u : uses)
-        out[static_cast<std::size_t>(fill[static_cast<std::size_t>(u.op)]++)] = u;
-    };
-    group(acquires_, acq_offsets_, acq_);
-    group(releases_, rel_offsets_, rel_);
+    group_by_op(
+        n, edges_, [](const Edge& e) { return e.from; }, succ_offsets_, succ_);
+    for (const auto& e : edges_) ++ops_[static_cast<std::size_t>(e.to)].pending;
+    const auto op_of = [](const PoolUse& u) { return u.op; };
+    group_by_op(n, acquires_, op_of, acq_offsets_, acq_);
+    group_by_op(n, releases_, op_of, rel_offsets_, rel_);
   }
 
   void push(std::int64_t time, EventKind kind, std::int32_t id, std::int64_t aux = 0) {
@@ -606,14 +569,14 @@ class Engine {
     auto& o = ops_[static_cast<std::size_t>(oi)];
     const std::int64_t gap = now_ - u.free_since;
     const std::int64_t data = std::clamp<std::int64_t>(o.ready_at - u.free_since, 0, gap);
-    u.stall_data += data;
-    u.stall_buffer += gap - data;
+    u.stats.stalled_on_data.count += data;
+    u.stats.stalled_on_buffer.count += gap - data;
     u.running = true;
     o.start = now_;
     if (o.link >= 0 && o.bytes > 0) {
       auto& l = links_[static_cast<std::size_t>(o.link)];
       link_advance(l);
-      l.flows.push_back(Flow{oi, o.bytes, o.rate, u.multiplicity, 0});
+      l.flows.push_back(Flow{oi, o.bytes, o.rate, u.stats.multiplicity, 0});
       link_reschedule(o.link);
       return;
     }
@@ -628,8 +591,8 @@ class Engine {
     o.end = now_;
     u.running = false;
     u.free_since = now_;
-    u.busy_cycles += o.end - o.start;
-    ++u.ops_done;
+    u.stats.busy.count += o.end - o.start;
+    ++u.stats.ops;
     ++u.next;
     ++finished_;
     makespan_ = std::max(makespan_, now_);
@@ -669,11 +632,11 @@ class Engine {
   void link_advance(LinkState& l) {
     const std::int64_t dt = now_ - l.last_update;
     if (dt > 0) {
-      if (!l.flows.empty()) l.active += dt;
+      if (!l.flows.empty()) l.stats.active.count += dt;
       for (auto& f : l.flows) {
         const double moved = std::min(f.remaining, f.rate * static_cast<double>(dt));
         f.remaining -= f.rate * static_cast<double>(dt);
-        l.bytes_done += moved * f.weight;
+        l.stats.bytes.count += moved * f.weight;
       }
     }
     l.last_update = now_;
@@ -681,7 +644,7 @@ class Engine {
 
   // Max-min fair rates (water filling), each flow standing for `weight` identical flows.
   void link_rates(LinkState& l) {
-    double cap_left = l.capacity;
+    double cap_left = l.stats.capacity.count;
     double weight_left = 0;
     bool same_cap = true;
     for (const auto& f : l.flows) {
@@ -745,7 +708,7 @@ class Engine {
     const auto& o = ops_[static_cast<std::size_t>(oi)];
     const std::string n = record_ ? names_[static_cast<std::size_t>(oi)] : std::string{};
     return (n.empty() ? categories_[o.category] + "#" + std::to_string(oi) : n) + " on " +
-           units_[static_cast<std::size_t>(o.unit)].name;
+           units_[static_cast<std::size_t>(o.unit)].stats.name;
   }
 
   std::string deadlock_report() const {

@@ -181,17 +181,15 @@ inline Status check_fit(const Tiling& t, const Chip& chip) {
 /// AMLA's [C1] tiling (Section 4.2): N = 512, K = 576, singleM 128, singleN 256, singleK 288,
 /// baseM = baseN = 128, baseK 96. `m` is the rows per task: 128 heads x S_q (256 for S_q = 2).
 inline Tiling amla_c1_tiling(std::int64_t m = 256, std::int64_t n = 512, std::int64_t k = 576) {
-  Tiling t;
-  t.M = m;
-  t.N = n;
-  t.K = k;
-  t.single_m = 128;
-  t.single_n = 256;
-  t.single_k = 288;
-  t.base_m = 128;
-  t.base_n = 128;
-  t.base_k = 96;
-  return t;
+  return Tiling{.M = m,
+                .N = n,
+                .K = k,
+                .single_m = 128,
+                .single_n = 256,
+                .single_k = 288,
+                .base_m = 128,
+                .base_n = 128,
+                .base_k = 96};
 }
 
 /// AMLA's [C2] tiling: N = K = 512, singleM 128, singleN 256, singleK 256, baseM = baseN = 128,

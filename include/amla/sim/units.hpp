@@ -47,26 +47,30 @@ struct Cycles {
   }
 };
 
-/// A quantity of data in bytes.
-struct Bytes {
+namespace detail {
+/// What Bytes and Seconds share: a double of one unit, compared and added only with its own kind.
+template <class Unit>
+struct real_quantity {
   double count = 0;
-  constexpr Bytes() = default;
-  constexpr explicit Bytes(double b) : count(b) {}
-  constexpr auto operator<=>(const Bytes&) const = default;
-  friend constexpr Bytes operator+(Bytes a, Bytes b) { return Bytes{a.count + b.count}; }
-  friend constexpr Bytes operator-(Bytes a, Bytes b) { return Bytes{a.count - b.count}; }
+  constexpr real_quantity() = default;
+  constexpr explicit real_quantity(double c) : count(c) {}
+  friend constexpr auto operator<=>(const Unit& a, const Unit& b) { return a.count <=> b.count; }
+  friend constexpr bool operator==(const Unit& a, const Unit& b) { return a.count == b.count; }
+  friend constexpr Unit operator+(Unit a, Unit b) { return Unit{a.count + b.count}; }
+  friend constexpr Unit operator-(Unit a, Unit b) { return Unit{a.count - b.count}; }
+};
+}  // namespace detail
+
+/// A quantity of data in bytes.
+struct Bytes : detail::real_quantity<Bytes> {
+  using real_quantity::real_quantity;
   friend constexpr Bytes operator*(Bytes a, double k) { return Bytes{a.count * k}; }
   friend constexpr Bytes operator*(double k, Bytes a) { return Bytes{a.count * k}; }
 };
 
 /// A duration in seconds (wall time of the modelled chip).
-struct Seconds {
-  double count = 0;
-  constexpr Seconds() = default;
-  constexpr explicit Seconds(double s) : count(s) {}
-  constexpr auto operator<=>(const Seconds&) const = default;
-  friend constexpr Seconds operator+(Seconds a, Seconds b) { return Seconds{a.count + b.count}; }
-  friend constexpr Seconds operator-(Seconds a, Seconds b) { return Seconds{a.count - b.count}; }
+struct Seconds : detail::real_quantity<Seconds> {
+  using real_quantity::real_quantity;
   constexpr double us() const { return count * 1e6; }
 };
 
