@@ -10,14 +10,21 @@
 //              functions (hopper_kernel.cuh): the softmax stage of one warpgroup (scale, row max,
 //              frame step, exp2, P to BF16 into shared memory) and the rescale of its 64 x 256 O
 //              (standard: an FP32 multiply; AMLA: an integer add), one and two warpgroups at once
+//   overlap    Q K^T batches on one warpgroup beside softmax stages on the other: whether the
+//              tensor cores and the CUDA cores work side by side undisturbed
 //   hbm        read bandwidth of a 4 GB stream, a device-to-device copy, the latency of dependent
-//              loads, the launch overhead of an empty kernel
+//              loads
+//   launch     an empty kernel timed alone and back to back, and how fast an SM takes its next
+//              CTA when each holds the decode kernel's shared memory
+//   tma        the kernel's TMA loads (its tensor map, 64 x 64 boxes, 9 per 64-key block): the
+//              latency of one, the stream of one SM and of all SMs, from HBM and from L2, and
+//              blocks read by 2 or 4 SMs at once (the row blocks of one request)
 //   decode     the Hopper kernel (standard and AMLA) at b 128, s_q {1, 2}, s_k {1024, 4096,
-//              16384}, varlen batches (a few long sequences among short ones; mixed lengths) and
-//              split-KV at small batches: the median of 15 launches with the L2 flushed (as
-//              bm_cuda_decode), then a 0.3 s loop of launches whose wall-clock window is printed
-//              so that the SM clock sampled meanwhile (scripts/hopper-model.sh runs nvidia-smi)
-//              can be matched to it
+//              16384}, varlen batches (a few long sequences among short ones; mixed lengths),
+//              split-KV at small batches, one CTA alone and one wave of CTAs: the median of 15
+//              launches with the L2 flushed (as bm_cuda_decode), then a 0.3 s loop of launches
+//              whose wall-clock window is printed so that the SM clock sampled meanwhile
+//              (scripts/hopper-model.sh runs nvidia-smi) can be matched to it
 // Every line of results starts with its section's name; scripts/hopper-model.sh runs this
 // program and keeps its output for examples/SIM_RESULTS.md.
 #include "amla/backend/cuda/cuda.cuh"
@@ -159,6 +166,38 @@ struct vector_smem {
   hk::frame_message msg[2][hk::rows_per_cta];
 };
 
+/// One block's softmax by one warpgroup, as the kernel's WG0 does it (scale_mask to the published
+/// P tile); `f0`, `f1` are kept moving so that every frame step is a real one.
+template <ac::rescale_mode Mode>
+__device__ __forceinline__ void softmax_stage(const float (&s0)[32], float scale, vector_smem& sm,
+                                              int wg, int r0, int r1, int quad,
+                                              amla::cuda::row_frame& f0, amla::cuda::row_frame& f1,
+                                              float& l0, float& l1) {
+  float s[32];
+#pragma unroll
+  for (int i = 0; i < 32; ++i) s[i] = s0[i];
+  hk::scale_mask(s, scale, false, 0, 64, 64, quad);
+  float mx0, mx1;
+  hk::row_max(s, mx0, mx1);
+  const amla::cuda::frame_step a0 = amla::cuda::step_frame<Mode>(f0, fmaxf(f0.m, mx0));
+  const amla::cuda::frame_step a1 = amla::cuda::step_frame<Mode>(f1, fmaxf(f1.m, mx1));
+  if (quad == 0) {
+    sm.msg[wg][r0] = hk::frame_message{a0.next, a0.o_scale, a0.o_add};
+    sm.msg[wg][r1] = hk::frame_message{a1.next, a1.o_scale, a1.o_add};
+  }
+  float sum0, sum1;
+  hk::exponentiate(s, a0.next.m, a1.next.m, sum0, sum1);
+  l0 = l0 * a0.l_scale + sum0;
+  l1 = l1 * a1.l_scale + sum1;
+  std::uint32_t pa[4][4];
+  hk::make_p_fragments<Mode == ac::rescale_mode::amla>(pa, s, a0.p_scale, a1.p_scale);
+  hk::store_p_tile(sm.p[wg], pa, r0, quad);
+  ptx::fence_proxy_async_smem();
+  ptx::bar_sync(3 + wg, 128);
+  f0.m = a0.next.m - 0.5f;
+  f1.m = a1.next.m - 0.5f;
+}
+
 /// Stage 0: the softmax of one block by one warpgroup (the kernel's WG0 path from scale_mask to
 /// the published P tile); stage 1: the rescale of its O half with a factor that is never 1.
 template <ac::rescale_mode Mode, int Stage>
@@ -183,29 +222,7 @@ __global__ void __launch_bounds__(256, 1)
   for (int it = 0; it < iters; ++it) {
     const float scale = 0.0625f + static_cast<float>(it) * 1e-6f;
     if constexpr (Stage == 0) {
-      float s[32];
-#pragma unroll
-      for (int i = 0; i < 32; ++i) s[i] = s0[i];
-      hk::scale_mask(s, scale, false, 0, 64, 64, quad);
-      float mx0, mx1;
-      hk::row_max(s, mx0, mx1);
-      const amla::cuda::frame_step a0 = amla::cuda::step_frame<Mode>(f0, fmaxf(f0.m, mx0));
-      const amla::cuda::frame_step a1 = amla::cuda::step_frame<Mode>(f1, fmaxf(f1.m, mx1));
-      if (quad == 0) {
-        sm.msg[wg][r0] = hk::frame_message{a0.next, a0.o_scale, a0.o_add};
-        sm.msg[wg][r1] = hk::frame_message{a1.next, a1.o_scale, a1.o_add};
-      }
-      float sum0, sum1;
-      hk::exponentiate(s, a0.next.m, a1.next.m, sum0, sum1);
-      l0 = l0 * a0.l_scale + sum0;
-      l1 = l1 * a1.l_scale + sum1;
-      std::uint32_t pa[4][4];
-      hk::make_p_fragments<Mode == ac::rescale_mode::amla>(pa, s, a0.p_scale, a1.p_scale);
-      hk::store_p_tile(sm.p[wg], pa, r0, quad);
-      ptx::fence_proxy_async_smem();
-      ptx::bar_sync(3 + wg, 128);
-      f0.m = a0.next.m - 0.5f;  // keeps every step a real one (the max always moves)
-      f1.m = a1.next.m - 0.5f;
+      softmax_stage<Mode>(s0, scale, sm, wg, r0, r1, quad, f0, f1, l0, l1);
     } else {
       amla::cuda::frame_step a0, a1;
       a0.o_scale = 0.99f - scale * 1e-3f;
@@ -225,6 +242,49 @@ __global__ void __launch_bounds__(256, 1)
   }
   float acc = l0 + l1;
   for (float x : o) acc += x;
+  if (acc == 1.2345f) sink[threadIdx.x] = acc;
+#endif
+}
+
+/// Warpgroup 0 issues Q K^T batches while warpgroup 1 runs softmax stages, each its own count:
+/// whether the tensor cores and the CUDA cores run side by side undisturbed.
+__global__ void __launch_bounds__(256, 1)
+    overlap_probe(int qk_batches, int softmax_stages, const float* init, probe_times* out,
+                  float* sink) {
+#if defined(AMLA_CUDA_SM90A_ENABLED)
+  extern __shared__ std::uint8_t raw[];
+  std::uint8_t* base = reinterpret_cast<std::uint8_t*>(
+      (reinterpret_cast<std::uintptr_t>(raw) + 1023) & ~static_cast<std::uintptr_t>(1023));
+  wgmma_smem& wsm = *reinterpret_cast<wgmma_smem*>(base);  // only q and kv[0] are read
+  __shared__ __align__(1024) vector_smem vsm;
+  for (int i = threadIdx.x; i < 2 * hk::tile_bytes / 4; i += blockDim.x)
+    reinterpret_cast<std::uint32_t*>(base)[i] = 0x3C003C00u ^ (i * 2654435761u & 0x007F007Fu);
+  ptx::fence_proxy_async_smem();
+  __syncthreads();
+  const int wg = threadIdx.x / 128, tid_wg = threadIdx.x % 128;
+  const int warp = tid_wg / 32, lane = threadIdx.x % 32, quad = lane % 4;
+  const int r0 = warp * 16 + lane / 4, r1 = r0 + 8;
+  float acc = 0;
+  const long long c0 = clock64();
+  if (wg == 0) {
+    float s[32] = {};
+    float o[128] = {};
+    for (int b = 0; b < qk_batches; ++b) wgmma_batch<0>(wsm, 0, s, o);
+    for (float x : s) acc += x;
+  } else {
+    float s0[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) s0[i] = init[(threadIdx.x * 32 + i) % 4096];
+    amla::cuda::row_frame f0, f1;
+    float l0 = 0, l1 = 0;
+    for (int it = 0; it < softmax_stages; ++it) {
+      softmax_stage<ac::rescale_mode::standard>(s0, 0.0625f + static_cast<float>(it) * 1e-6f, vsm,
+                                                wg, r0, r1, quad, f0, f1, l0, l1);
+    }
+    acc = l0 + l1;
+  }
+  const long long c_wg = clock64() - c0;
+  if (tid_wg == 0) out[blockIdx.x].wg_cycles[wg] = c_wg;
   if (acc == 1.2345f) sink[threadIdx.x] = acc;
 #endif
 }
@@ -250,6 +310,55 @@ __global__ void chase(const std::uint64_t* next, int hops, long long* cycles, st
 }
 
 __global__ void empty_kernel() {}
+
+/// An empty CTA that holds `smem` bytes of dynamic shared memory (one per SM when that is over
+/// half an SM's): a grid of many of them times how fast an SM takes its next CTA.
+__global__ void empty_cta() {}
+
+// ---- tma --------------------------------------------------------------------------------------
+
+/// TMA loads of KV blocks the way the Hopper kernel issues them (the kernel's tensor map: 64 x 64
+/// BF16 boxes, 128-byte swizzle, `chunks` of them per block), one thread issuing into `depth`
+/// buffers of 72 KB round robin, each refilled as soon as its previous load is complete. Block b
+/// of CTA c is block (c / share) * blocks + b of the cache, modulo `region` blocks: `share` CTAs
+/// read the same blocks, and a small region stays in L2.
+__global__ void __launch_bounds__(128, 1)
+    tma_probe(const __grid_constant__ CUtensorMap tm, int blocks, int depth, int chunks, int share,
+              int region, probe_times* out) {
+#if defined(AMLA_CUDA_SM90A_ENABLED)
+  extern __shared__ std::uint8_t raw[];
+  std::uint8_t* buf = reinterpret_cast<std::uint8_t*>(
+      (reinterpret_cast<std::uintptr_t>(raw) + 1023) & ~static_cast<std::uintptr_t>(1023));
+  __shared__ std::uint64_t bar[3];
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < depth; ++i) ptx::mbar_init(&bar[i], 1);
+    ptx::fence_mbar_init();
+  }
+  __syncthreads();
+  const long long c0 = clock64();
+  const std::uint64_t t0 = global_ns();
+  if (threadIdx.x == 0) {
+    for (int b = 0; b < blocks; ++b) {
+      const int i = b % depth;
+      if (b >= depth) ptx::mbar_wait(&bar[i], static_cast<std::uint32_t>((b / depth - 1) & 1));
+      const int block = ((static_cast<int>(blockIdx.x) / share) * blocks + b) % region;
+      ptx::mbar_arrive_expect_tx(&bar[i], static_cast<std::uint32_t>(chunks * hk::chunk_bytes));
+      for (int c = 0; c < chunks; ++c) {
+        ptx::tma_load_2d(buf + i * hk::tile_bytes + c * hk::chunk_bytes, &tm, c * 64, block * 64,
+                         &bar[i]);
+      }
+    }
+    for (int b = blocks < depth ? 0 : blocks - depth; b < blocks; ++b) {
+      ptx::mbar_wait(&bar[b % depth], static_cast<std::uint32_t>((b / depth) & 1));
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    out[blockIdx.x].cycles = clock64() - c0;
+    out[blockIdx.x].ns = static_cast<long long>(global_ns() - t0);
+  }
+#endif
+}
 
 // ---- host helpers ---------------------------------------------------------------------------
 
@@ -340,6 +449,7 @@ struct DecodeConfig {
   std::vector<int> seqlens;
   ac::rescale_mode mode;
   int splits = 0;
+  int h_q = 128;
 };
 
 std::string lengths_text(const std::vector<int>& l) {
@@ -455,6 +565,32 @@ int main(int argc, char** argv) {
       show("rescale amla",
            run_probe(vector_probe<M::amla, 1>, sms, 128, 0, n, init, dev_times, sink),
            run_probe(vector_probe<M::amla, 1>, sms, 256, 0, n, init, dev_times, sink));
+      // Side by side: Q K^T batches on WG0 (about 1240 cycles each alone) and as many softmax
+      // stages on WG1 as take about as long alone (780 cycles each).
+      {
+        const int smem = 2 * hk::tile_bytes + 1024;
+        AMLA_CUDA_CHECK(
+            cudaFuncSetAttribute(overlap_probe, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        const int qk = quick ? 200 : 2000, sm = qk * 1240 / 780;
+        std::vector<probe_times> host(static_cast<std::size_t>(sms));
+        for (int rep = 0; rep < 2; ++rep) {
+          AMLA_CUDA_CHECK(cudaMemset(dev_times, 0, sizeof(probe_times) * sms));
+          overlap_probe<<<sms, 256, smem>>>(qk, sm, init, dev_times, sink);
+          AMLA_CUDA_CHECK_LAUNCH("overlap_probe");
+          AMLA_CUDA_CHECK(cudaDeviceSynchronize());
+        }
+        AMLA_CUDA_CHECK(
+            cudaMemcpy(host.data(), dev_times, sizeof(probe_times) * sms, cudaMemcpyDeviceToHost));
+        double w0 = 0, w1 = 0;
+        for (const auto& h : host) {
+          w0 += static_cast<double>(h.wg_cycles[0]);
+          w1 += static_cast<double>(h.wg_cycles[1]);
+        }
+        std::printf(
+            "overlap: side by side, wg0 %d Q K^T batches %.1f cycles each, wg1 %d softmax stages "
+            "(standard) %.1f cycles each\n",
+            qk, w0 / sms / qk, sm, w1 / sms / sm);
+      }
     }
 
     // ---- hbm ----
@@ -506,6 +642,86 @@ int main(int argc, char** argv) {
       std::vector<double> e;
       for (int i = 0; i < 200; ++i) e.push_back(ev.ms([&] { empty_kernel<<<sms, 128>>>(); }));
       std::printf("launch: empty kernel %.2f us (event time, median of 200)\n", median(e) * 1e3);
+      const float burst = ev.ms([&] {
+        for (int i = 0; i < 200; ++i) empty_kernel<<<sms, 128>>>();
+      });
+      std::printf("launch: empty kernels back to back %.2f us each (200 in one event window)\n",
+                  burst * 1e3 / 200);
+      // One CTA per SM at a time (the decode kernel's shared memory), 50 waves.
+      const int big = static_cast<int>(hk::smem_bytes);
+      AMLA_CUDA_CHECK(
+          cudaFuncSetAttribute(empty_cta, cudaFuncAttributeMaxDynamicSharedMemorySize, big));
+      std::vector<double> one, fifty;
+      for (int i = 0; i < 20; ++i) {
+        one.push_back(ev.ms([&] { empty_cta<<<sms, 256, big>>>(); }));
+        fifty.push_back(ev.ms([&] { empty_cta<<<sms * 50, 256, big>>>(); }));
+      }
+      AMLA_CUDA_CHECK_LAUNCH("empty_cta");
+      std::printf(
+          "launch: CTA turnaround %.3f us per wave of %d CTAs with %d bytes of shared memory "
+          "(50 waves %.2f us, 1 wave %.2f us)\n",
+          (median(fifty) - median(one)) * 1e3 / 49, sms, big, median(fifty) * 1e3,
+          median(one) * 1e3);
+    }
+
+    // ---- tma ----
+    if (hopper) {
+      // A KV cache of 2 GiB: 29,127 blocks of 64 keys x 576 BF16, rows 1152 bytes apart.
+      const int region_hbm = static_cast<int>((std::size_t{2} << 30) / hk::tile_bytes);
+      void* kv = nullptr;
+      AMLA_CUDA_CHECK(cudaMalloc(&kv, static_cast<std::size_t>(region_hbm) * hk::tile_bytes));
+      fill_bf16<<<1024, 256>>>(static_cast<__nv_bfloat16*>(kv),
+                               static_cast<std::size_t>(region_hbm) * hk::tile_bytes / 2, 9, 1.0f);
+      const CUtensorMap tm = ac::detail::make_tensor_map(
+          kv, hk::d_qk, static_cast<std::uint64_t>(region_hbm) * 64, hk::d_qk * 2, 64, 64);
+      void* flush = nullptr;
+      AMLA_CUDA_CHECK(cudaMalloc(&flush, 256u << 20));
+      const int smem = 3 * hk::tile_bytes + 1024;
+      AMLA_CUDA_CHECK(
+          cudaFuncSetAttribute(tma_probe, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+      struct T {
+        const char* name;
+        int ctas, blocks, depth, chunks, share, region;
+      };
+      const T tests[] = {
+          {"latency 1 chunk, HBM, 1 SM", 1, 200, 1, 1, 1, region_hbm},
+          {"latency 1 chunk, L2, 1 SM", 1, 200, 1, 1, 1, 4},
+          {"latency 1 block, HBM, 1 SM", 1, 100, 1, 9, 1, region_hbm},
+          {"stream depth 2, HBM, 1 SM", 1, 200, 2, 9, 1, region_hbm},
+          {"stream depth 3, HBM, 1 SM", 1, 200, 3, 9, 1, region_hbm},
+          {"stream depth 3, L2, 1 SM", 1, 200, 3, 9, 1, 8},
+          {"stream depth 2, HBM, all SMs", sms, 100, 2, 9, 1, region_hbm},
+          {"stream depth 3, HBM, all SMs", sms, 100, 3, 9, 1, region_hbm},
+          {"stream depth 2, L2, all SMs", sms, 100, 2, 9, 1, 16},
+          {"stream depth 2, HBM, all SMs, 2 share", sms, 100, 2, 9, 2, region_hbm},
+          {"stream depth 2, HBM, all SMs, 4 share", sms, 100, 2, 9, 4, region_hbm},
+      };
+      std::vector<probe_times> host(static_cast<std::size_t>(sms));
+      for (const T& t : tests) {
+        double cycles = 0, mhz = 0;
+        for (int rep = 0; rep < 2; ++rep) {  // the first run warms L2 up for the L2 cases
+          AMLA_CUDA_CHECK(cudaMemsetAsync(flush, rep, 256u << 20));
+          AMLA_CUDA_CHECK(cudaMemset(dev_times, 0, sizeof(probe_times) * sms));
+          tma_probe<<<t.ctas, 128, smem>>>(tm, t.blocks, t.depth, t.chunks, t.share, t.region,
+                                           dev_times);
+          AMLA_CUDA_CHECK_LAUNCH("tma_probe");
+          AMLA_CUDA_CHECK(cudaDeviceSynchronize());
+        }
+        host.resize(static_cast<std::size_t>(t.ctas));
+        AMLA_CUDA_CHECK(cudaMemcpy(host.data(), dev_times, sizeof(probe_times) * t.ctas,
+                                   cudaMemcpyDeviceToHost));
+        const Summary sum = summarize(host);
+        cycles = sum.cycles;
+        mhz = sum.mhz;
+        const double bytes = static_cast<double>(t.chunks) * hk::chunk_bytes;
+        const double per = cycles / t.blocks;
+        std::printf(
+            "tma: %-38s %8.1f cycles per load of %6.0f bytes, %6.2f B/cycle per SM, %7.1f GB/s "
+            "over the CTAs, %.0f MHz\n",
+            t.name, per, bytes, bytes / per, bytes / per * mhz * 1e6 * t.ctas / 1e9, mhz);
+      }
+      AMLA_CUDA_CHECK(cudaFree(flush));
+      AMLA_CUDA_CHECK(cudaFree(kv));
     }
 
     // ---- decode ----
@@ -534,6 +750,12 @@ int main(int argc, char** argv) {
     configs.push_back({"uniform", 2, std::vector<int>(16, 4096), M::standard});
     configs.push_back({"uniform", 2, std::vector<int>(1, 16384), M::standard});
     configs.push_back({"uniform", 1, std::vector<int>(1, 64), M::standard});
+    configs.push_back({"one-wave", 1, std::vector<int>(66, 16384), M::standard});
+    // One CTA alone (h_q 64: one row block), and one CTA on every SM.
+    for (M mode : {M::standard, M::amla}) {
+      for (int s_k : {1024, 16384}) configs.push_back({"one-cta", 1, {s_k}, mode, 1, 64});
+      configs.push_back({"one-wave", 1, std::vector<int>(132, 16384), mode, 1, 64});
+    }
     std::printf("decode: imbalanced lengths %s\n", lengths_text(imbalanced).c_str());
     std::printf("decode: mixed lengths %s\n", lengths_text(mixed).c_str());
 
@@ -541,8 +763,9 @@ int main(int argc, char** argv) {
     void* flush = nullptr;
     AMLA_CUDA_CHECK(cudaMalloc(&flush, flush_bytes));
     std::mt19937 rng(12345);
-    const int h_q = 128, page = 64;
+    const int page = 64;
     for (const DecodeConfig& c : configs) {
+      const int h_q = c.h_q;
       const int batch = static_cast<int>(c.seqlens.size());
       int max_pages = 1, num_pages = 0;
       for (const int l : c.seqlens) {
@@ -615,9 +838,10 @@ int main(int argc, char** argv) {
         flop += 2.0 * c.s_q * h_q * static_cast<double>(l) * (576 + 512);
       int max_len = *std::max_element(c.seqlens.begin(), c.seqlens.end());
       std::printf(
-          "decode: %-10s %-8s b %3d s_q %d s_k %5d splits %2d: %8.1f us %6.1f TFLOPS | loop %.1f "
-          "us | window %s - %s\n",
-          c.name.c_str(), c.mode == M::amla ? "amla" : "standard", batch, c.s_q, max_len,
+          "decode: %-10s %-8s b %3d h_q %3d s_q %d s_k %5d splits %2d: %8.1f us %6.1f TFLOPS | "
+          "loop "
+          "%.1f us | window %s - %s\n",
+          c.name.c_str(), c.mode == M::amla ? "amla" : "standard", batch, h_q, c.s_q, max_len,
           launch.num_splits, us, flop / (us * 1e-6) / 1e12, loop_us, w0.c_str(), w1.c_str());
       std::fflush(stdout);
       AMLA_CUDA_CHECK(cudaFree(q));
