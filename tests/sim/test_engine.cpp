@@ -201,6 +201,40 @@ TEST_CASE("a link shares its bandwidth max-min fairly among the transfers on it"
   }
 }
 
+TEST_CASE("a transfer's priority is its claim on a contended link (weighted max-min)",
+          "[sim][engine]") {
+  // Link 10 B/cycle. A (priority 2) and B (priority 1), 60 bytes each, ports of 100: A gets 20/3,
+  // B 10/3; A ends at 9 (60 / (20/3)), B has 30 left and alone gets 10: ends at 12.
+  {
+    Engine e;
+    const auto link = e.add_link("issue", BytesPerCycle{10});
+    const OpId a = e.add_op(e.add_unit("a"),
+                            Work::transfer(Bytes{60}, BytesPerCycle{100}, Cycles{0}, link, 2));
+    const OpId b = e.add_op(e.add_unit("b"),
+                            Work::transfer(Bytes{60}, BytesPerCycle{100}, Cycles{0}, link, 1));
+    REQUIRE(e.run().ok);
+    CHECK(end(e, a) == 9);
+    CHECK(end(e, b) == 12);
+  }
+  // A port below its share keeps its port: A (priority 3, port 2) would get 7.5 but takes 2; B
+  // gets the other 8. 40 bytes each: B ends at 5; then A, 30 left at its port 2: ends at 20.
+  {
+    Engine e;
+    const auto link = e.add_link("issue", BytesPerCycle{10});
+    const OpId a =
+        e.add_op(e.add_unit("a"), Work::transfer(Bytes{40}, BytesPerCycle{2}, Cycles{0}, link, 3));
+    const OpId b = e.add_op(e.add_unit("b"),
+                            Work::transfer(Bytes{40}, BytesPerCycle{100}, Cycles{0}, link, 1));
+    REQUIRE(e.run().ok);
+    CHECK(end(e, b) == 5);
+    CHECK(end(e, a) == 20);
+  }
+  Engine e;
+  CHECK_THROWS_WITH(
+      e.add_op(e.add_unit("u"), Work::transfer(Bytes{1}, BytesPerCycle{1}, Cycles{0}, LinkId{}, 0)),
+      Catch::Contains("'work.priority' = 0"));
+}
+
 TEST_CASE("a unit's multiplicity weighs its transfers as that many identical units",
           "[sim][engine]") {
   // One unit standing for 4 cores and one plain unit, each moving 100 bytes (cap 100) over a

@@ -75,13 +75,17 @@ struct CategoryId {
 /// What an operation costs on its unit: a fixed number of cycles, or bytes moved at `rate`
 /// (optionally across a shared link). `latency` delays when consumers see the operation's result
 /// without keeping the unit busy (a pipelined memory access: the port is free for the next
-/// request while the data is still in flight).
+/// request while the data is still in flight). `priority` is the share of a contended link the
+/// transfer claims relative to the others on it (weighted max-min fairness: two transfers of
+/// priorities 2 and 1 split the link 2:1 while neither is held by its own rate); all 1 is plain
+/// max-min fairness.
 struct Work {
   Cycles cycles{0};
   Bytes bytes{0};
   BytesPerCycle rate{0};
   LinkId link{};
   Cycles latency{0};
+  double priority = 1;
 
   static Work compute(Cycles c, Cycles latency = Cycles{0}) {
     Work w;
@@ -90,12 +94,13 @@ struct Work {
     return w;
   }
   static Work transfer(Bytes b, BytesPerCycle rate, Cycles latency = Cycles{0},
-                       LinkId link = LinkId{}) {
+                       LinkId link = LinkId{}, double priority = 1) {
     Work w;
     w.bytes = b;
     w.rate = rate;
     w.latency = latency;
     w.link = link;
+    w.priority = priority;
     return w;
   }
 };
@@ -222,10 +227,13 @@ class Engine {
                  "an operation is either fixed cycles or a transfer, not both");
     AMLA_REQUIRE(!work.link.valid() || work.link.index < static_cast<std::int32_t>(links_.size()),
                  "work.link", work.link.index, "an id returned by add_link");
+    AMLA_REQUIRE(work.priority >= 1e-6 && work.priority <= 1e6, "work.priority", work.priority,
+                 "a share weight in [1e-6, 1e6]");
     OpState o;
     o.cycles = work.cycles.count;
     o.bytes = work.bytes.count;
     o.rate = work.rate.count;
+    o.priority = work.priority;
     o.latency = work.latency.count;
     o.unit = unit.index;
     o.link = work.link.index;
@@ -381,6 +389,7 @@ class Engine {
     std::int64_t cycles = 0;
     double bytes = 0;
     double rate = 0;
+    double priority = 1;
     std::int64_t latency = 0;
     std::int32_t unit = -1;
     std::int32_t link = -1;
@@ -421,7 +430,8 @@ class Engine {
     std::int32_t op;
     double remaining;
     double cap;
-    double weight;
+    double weight;  // the flows it stands for (its unit's multiplicity)
+    double prio;    // its claim on the link per flow (Work::priority)
     double rate;
   };
   struct LinkState {
@@ -444,16 +454,19 @@ class Engine {
   }
 
   /// Cycles operation `oi` can take on its own at worst: its fixed cycles, or its bytes at the
-  /// slowest rate max-min fairness can leave it (its port rate, or an equal share of its link among
-  /// every unit that uses the link, counted with multiplicity), plus its latency.
-  double worst_cycles(std::size_t oi, const std::vector<double>& link_weight) const {
+  /// slowest rate weighted max-min fairness can leave it (its port rate, or its share of its link
+  /// when every unit that uses the link, counted with multiplicity, claims the link's largest
+  /// priority), plus its latency.
+  double worst_cycles(std::size_t oi, const std::vector<double>& link_weight,
+                      const std::vector<double>& link_prio) const {
     const auto& o = ops_[oi];
     double t = static_cast<double>(o.cycles);
     if (o.bytes > 0) {
       double rate = o.rate;
       if (o.link >= 0) {
         const auto l = static_cast<std::size_t>(o.link);
-        rate = std::min(rate, links_[l].stats.capacity.count / link_weight[l]);
+        rate = std::min(
+            rate, links_[l].stats.capacity.count * o.priority / (link_weight[l] * link_prio[l]));
       }
       t = std::ceil(o.bytes / rate);
     }
@@ -462,7 +475,12 @@ class Engine {
 
   /// "" when every time of the run fits under max_run_cycles, else why not.
   std::string work_bound_violation() const {
-    std::vector<double> link_weight(links_.size(), 0.0);
+    std::vector<double> link_weight(links_.size(), 0.0), link_prio(links_.size(), 0.0);
+    for (const auto& o : ops_)
+      if (o.link >= 0 && o.bytes > 0) {
+        double& p = link_prio[static_cast<std::size_t>(o.link)];
+        p = std::max(p, o.priority);
+      }
     {
       std::vector<std::pair<std::int32_t, std::int32_t>> uses;  // (link, unit)
       for (const auto& o : ops_)
@@ -477,7 +495,7 @@ class Engine {
     std::size_t longest_op = 0;
     for (const auto& u : units_) bound = std::max(bound, static_cast<double>(u.start_at));
     for (std::size_t i = 0; i < ops_.size(); ++i) {
-      const double t = worst_cycles(i, link_weight);
+      const double t = worst_cycles(i, link_weight, link_prio);
       bound += t;
       if (t > longest) {
         longest = t;
@@ -576,7 +594,7 @@ class Engine {
     if (o.link >= 0 && o.bytes > 0) {
       auto& l = links_[static_cast<std::size_t>(o.link)];
       link_advance(l);
-      l.flows.push_back(Flow{oi, o.bytes, o.rate, u.stats.multiplicity, 0});
+      l.flows.push_back(Flow{oi, o.bytes, o.rate, u.stats.multiplicity, o.priority, 0});
       link_reschedule(o.link);
       return;
     }
@@ -642,37 +660,40 @@ class Engine {
     l.last_update = now_;
   }
 
-  // Max-min fair rates (water filling), each flow standing for `weight` identical flows.
+  // Weighted max-min fair rates (water filling): each flow stands for `weight` identical flows
+  // and claims `prio` shares per flow; a flow held below its share by its own cap gets the cap,
+  // the others split what is left in proportion to their shares.
   void link_rates(LinkState& l) {
     double cap_left = l.stats.capacity.count;
-    double weight_left = 0;
-    bool same_cap = true;
+    double shares_left = 0;
+    bool uniform = true;
     for (const auto& f : l.flows) {
-      weight_left += f.weight;
-      same_cap = same_cap && f.cap == l.flows.front().cap;
+      shares_left += f.weight * f.prio;
+      uniform = uniform && f.cap == l.flows.front().cap && f.prio == l.flows.front().prio;
     }
-    if (same_cap) {  // the common case: one kind of port
-      const double r = std::min(l.flows.front().cap, cap_left / weight_left);
+    if (uniform) {  // the common case: one kind of port, one priority
+      const double r = std::min(l.flows.front().cap, cap_left / shares_left * l.flows.front().prio);
       for (auto& f : l.flows) f.rate = r;
       return;
     }
     order_.resize(l.flows.size());
     for (std::size_t i = 0; i < order_.size(); ++i) order_[i] = i;
-    // Insertion sort by cap (stable, no allocation; a link carries few flows).
+    // Insertion sort by cap per share (stable, no allocation; a link carries few flows).
+    const auto key = [&](std::size_t k) { return l.flows[k].cap / l.flows[k].prio; };
     for (std::size_t i = 1; i < order_.size(); ++i)
-      for (std::size_t j = i; j > 0 && l.flows[order_[j]].cap < l.flows[order_[j - 1]].cap; --j)
+      for (std::size_t j = i; j > 0 && key(order_[j]) < key(order_[j - 1]); --j)
         std::swap(order_[j], order_[j - 1]);
     std::size_t i = 0;
     for (; i < order_.size(); ++i) {
       auto& f = l.flows[order_[i]];
-      const double share = cap_left / weight_left;
-      if (f.cap > share) break;
+      const double per_share = cap_left / shares_left;
+      if (f.cap > per_share * f.prio) break;
       f.rate = f.cap;
       cap_left -= f.cap * f.weight;
-      weight_left -= f.weight;
+      shares_left -= f.weight * f.prio;
     }
-    const double share = weight_left > 0 ? cap_left / weight_left : 0;
-    for (; i < order_.size(); ++i) l.flows[order_[i]].rate = share;
+    const double per_share = shares_left > 0 ? cap_left / shares_left : 0;
+    for (; i < order_.size(); ++i) l.flows[order_[i]].rate = per_share * l.flows[order_[i]].prio;
   }
 
   void link_reschedule(std::int32_t li) {
