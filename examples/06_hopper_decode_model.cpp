@@ -14,6 +14,7 @@
 // calibrated constants and prints them.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -127,6 +128,32 @@ void flashmla_table(bool demo) {
   std::printf("\n");
 }
 
+// Every interval of one steady pair of blocks (64 and 65), per unit, relative to the pair's
+// first Q K^T issue, up to the next pair's.
+void steady_pair(const Timeline& t) {
+  const auto find = [&](const std::string& name) {
+    for (const Lane& lane : t.lanes)
+      for (const Interval& iv : lane.intervals)
+        if (iv.name == name) return iv.start.count;
+    return std::int64_t{-1};
+  };
+  const std::int64_t t0 = find("c0 issue QK64"), t1 = find("c0 issue QK66");
+  if (t0 < 0 || t1 < 0) return;
+  for (const Lane& lane : t.lanes) {
+    std::string line;
+    for (const Interval& iv : lane.intervals) {
+      if (iv.end.count <= t0 || iv.start.count >= t1 || iv.end == iv.start) continue;
+      char buf[96];
+      std::snprintf(buf, sizeof buf, " %s %lld-%lld", iv.name.substr(3).c_str(),
+                    static_cast<long long>(iv.start.count - t0),
+                    static_cast<long long>(iv.end.count - t0));
+      line += buf;
+    }
+    std::printf("      %-14s%s\n", lane.name.substr(4).c_str(), line.c_str());
+  }
+  std::printf("      (the next pair starts at %lld)\n", static_cast<long long>(t1 - t0));
+}
+
 // ---- one SM per schedule ----
 void one_sm(const Options& o) {
   std::printf(
@@ -166,15 +193,19 @@ void one_sm(const Options& o) {
     HopperKernel lone = s.kernel;
     lone.tiles = TileScheduler::grid;
     lone.splits = 1;
+    HopperDecodeOptions lone_opt;
+    lone_opt.record_timeline = true;
     const HopperDecodeResult one =
-        simulate_hopper_decode(h100_sxm(), Workload::uniform(1, 1, 64, 128 * 64), lone);
+        simulate_hopper_decode(h100_sxm(), Workload::uniform(1, 1, 64, 128 * 64), lone, lone_opt);
     const double pair = static_cast<double>(one.cycles.count) / 64;
     const double tensor_pair = 2 * detail::wgmma_work(h100_sxm(), 64, 64, 16, 36) / 4096 +
                                4 * detail::wgmma_work(h100_sxm(), 64, 256, 16, 4) / 4096;
     std::printf(
         "    one CTA alone: %.0f cycles per pair of blocks, of which the tensor cores work "
-        "%.0f (%.0f%%)\n",
+        "%.0f (%.0f%%); a steady pair (blocks 64 and 65), cycles from its first Q K^T "
+        "issue:\n",
         pair, tensor_pair, 100 * tensor_pair / pair);
+    steady_pair(one.timeline);
     const std::string base = std::string("hopper_") + s.file;
     if (o.svg) {
       SvgGanttOptions g;

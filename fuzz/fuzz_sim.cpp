@@ -3,7 +3,8 @@
 // operations, dependencies, huge and tiny work), stage schedules (chains, arrangements, blocks),
 // the preload theory (durations, timed Cycles, pipelines), chips and tilings (every chip field
 // edited to NaN, infinity, zero, huge or negative values) with a Cube stage, whole decode
-// simulations on small chips, the trace writers, and Cycles arithmetic.
+// simulations on small chips, the trace writers, Cycles arithmetic, and warp-specialised Hopper
+// kernels (GPU chips, schedules, tile schedulers, stage costs) on small GPUs.
 //
 // What the simulator promises, and this target checks: no input hangs, crashes or trips a
 // sanitizer; malformed input is an amla::invalid_argument, misuse of an Engine's state a plain
@@ -29,6 +30,8 @@
 #include "amla/sim/cube_stage.hpp"
 #include "amla/sim/decode.hpp"
 #include "amla/sim/engine.hpp"
+#include "amla/sim/gpu_chip.hpp"
+#include "amla/sim/hopper_decode.hpp"
 #include "amla/sim/pipeline.hpp"
 #include "amla/sim/preload_theory.hpp"
 #include "amla/sim/tiling.hpp"
@@ -349,6 +352,56 @@ void fuzz_trace(Bytes_in& in) {
   }
 }
 
+void fuzz_hopper(Bytes_in& in) {
+  GpuChip c = in.flag() ? h100_sxm() : h20();
+  c.sms = 1 + in.small(8);
+  switch (in.small(8)) {
+    case 0:
+      c.tma_bytes_per_cycle = in.real();
+      break;
+    case 1:
+      c.tensor_priority = in.real();
+      break;
+    case 2:
+      c.l2_refetch = in.real();
+      break;
+    case 3:
+      c.memory_latency = Seconds{in.real()};
+      break;
+    case 4:
+      c.hbm_efficiency = in.real();
+      break;
+    case 5:
+      c.clock = Hertz{in.real()};
+      break;
+    case 6:
+      c.smem_bytes_per_block = in.real();
+      break;
+    default:
+      break;
+  }
+  HopperKernel k = in.flag() ? amla_hopper_kernel(in.flag()) : flashmla_kernel();
+  k.schedule = static_cast<HopperSchedule>(in.small(4));
+  k.tiles = static_cast<TileScheduler>(in.small(3));
+  k.splits = in.small(70);
+  if (in.flag()) k.softmax = {in.real(), in.real()};
+  if (in.flag()) k.rows_per_cta = in.small(300);
+  amla::Workload w;
+  w.s_q = 1 + in.small(2);
+  w.h_q = 16 * (1 + in.small(8));
+  w.causal = in.flag();
+  w.seqlens.clear();
+  for (int n = 1 + in.small(4); n > 0; --n) w.seqlens.push_back(in.small(5) * in.small(400));
+  if (in.flag()) w.seqlens.back() = (1 << 29) + in.small(256);  // refused by the work bound
+  HopperDecodeOptions o;
+  o.symmetry = in.flag();
+  o.record_timeline = in.flag();
+  o.timeline_sm = in.small(10);
+  const HopperDecodeResult r = simulate_hopper_decode(c, w, k, o);
+  check_status(r, "simulate_hopper_decode");
+  if (r.ok && !(r.time.count >= 0)) finding("simulate_hopper_decode", "negative time");
+}
+
 void fuzz_units(Bytes_in& in) {
   const Cycles a{in.i64()}, b{in.i64()};
   const std::int64_t k = in.i64() >> in.small(64);
@@ -376,7 +429,7 @@ void fuzz_units(Bytes_in& in) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   Bytes_in in(data, size);
   try {
-    switch (in.small(7)) {
+    switch (in.small(8)) {
       case 0:
         fuzz_engine(in);
         break;
@@ -394,6 +447,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         break;
       case 5:
         fuzz_trace(in);
+        break;
+      case 6:
+        fuzz_hopper(in);
         break;
       default:
         fuzz_units(in);
