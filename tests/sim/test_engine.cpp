@@ -41,7 +41,7 @@ Span span(const Engine& e, OpId o) {
 
 /// One transfer, starting at 0, on a unit of its own that stands for `weight` units.
 struct Flow {
-  double weight, bytes, port_bytes_per_cycle;
+  double weight, bytes, port_bytes_per_cycle, priority = 1;
 };
 /// An engine that ran `flows` over one 10 B/cycle link, with their units and operations in order.
 struct LinkRun {
@@ -57,9 +57,9 @@ LinkRun transfers_on_a_link(const std::vector<Flow>& flows) {
     std::string name(1, 'u');  // (appends, not "u" + to_string: GCC 12 -Wstringop-overflow)
     name += std::to_string(r.units.size());
     r.units.push_back(r.e.add_unit(name, f.weight));
-    r.ops.push_back(r.e.add_op(
-        r.units.back(),
-        Work::transfer(Bytes{f.bytes}, BytesPerCycle{f.port_bytes_per_cycle}, Cycles{0}, r.link)));
+    r.ops.push_back(r.e.add_op(r.units.back(),
+                               Work::transfer(Bytes{f.bytes}, BytesPerCycle{f.port_bytes_per_cycle},
+                                              Cycles{0}, r.link, f.priority)));
   }
   REQUIRE(r.e.run().ok);
   return r;
@@ -205,30 +205,14 @@ TEST_CASE("a transfer's priority is its claim on a contended link (weighted max-
           "[sim][engine]") {
   // Link 10 B/cycle. A (priority 2) and B (priority 1), 60 bytes each, ports of 100: A gets 20/3,
   // B 10/3; A ends at 9 (60 / (20/3)), B has 30 left and alone gets 10: ends at 12.
-  {
-    Engine e;
-    const auto link = e.add_link("issue", BytesPerCycle{10});
-    const OpId a = e.add_op(e.add_unit("a"),
-                            Work::transfer(Bytes{60}, BytesPerCycle{100}, Cycles{0}, link, 2));
-    const OpId b = e.add_op(e.add_unit("b"),
-                            Work::transfer(Bytes{60}, BytesPerCycle{100}, Cycles{0}, link, 1));
-    REQUIRE(e.run().ok);
-    CHECK(end(e, a) == 9);
-    CHECK(end(e, b) == 12);
-  }
+  const LinkRun r = transfers_on_a_link({{1, 60, 100, 2}, {1, 60, 100, 1}});
+  CHECK(end(r.e, r.ops[0]) == 9);
+  CHECK(end(r.e, r.ops[1]) == 12);
   // A port below its share keeps its port: A (priority 3, port 2) would get 7.5 but takes 2; B
   // gets the other 8. 40 bytes each: B ends at 5; then A, 30 left at its port 2: ends at 20.
-  {
-    Engine e;
-    const auto link = e.add_link("issue", BytesPerCycle{10});
-    const OpId a =
-        e.add_op(e.add_unit("a"), Work::transfer(Bytes{40}, BytesPerCycle{2}, Cycles{0}, link, 3));
-    const OpId b = e.add_op(e.add_unit("b"),
-                            Work::transfer(Bytes{40}, BytesPerCycle{100}, Cycles{0}, link, 1));
-    REQUIRE(e.run().ok);
-    CHECK(end(e, b) == 5);
-    CHECK(end(e, a) == 20);
-  }
+  const LinkRun s = transfers_on_a_link({{1, 40, 2, 3}, {1, 40, 100, 1}});
+  CHECK(end(s.e, s.ops[1]) == 5);
+  CHECK(end(s.e, s.ops[0]) == 20);
   Engine e;
   CHECK_THROWS_WITH(
       e.add_op(e.add_unit("u"), Work::transfer(Bytes{1}, BytesPerCycle{1}, Cycles{0}, LinkId{}, 0)),

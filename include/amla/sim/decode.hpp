@@ -709,12 +709,7 @@ inline DecodeResult simulate_decode(const Chip& chip, const Workload& w,
   }
 
   const RunResult run = e.run();
-  res.events = run.events;
-  res.operations = e.op_count();
-  if (!run.ok) {
-    res.set_failed(run.reason);
-    return res;
-  }
+  if (!take_run(res, e, run)) return res;
   res.cycles = run.makespan;
   res.time = chip.clock.to_seconds(res.cycles) + chip.fixed_overhead;
   res.fu = res.flops / (res.time.count * chip.peak_flops_per_s());

@@ -789,4 +789,14 @@ class Engine {
   std::size_t finished_ = 0;
 };
 
+/// For a simulation's result (a Status with `events` and `operations`): records the run's event
+/// count and the engine's operation count and, when the run failed, its reason. True when ok.
+template <class Result>
+bool take_run(Result& res, const Engine& e, const RunResult& run) {
+  res.events = run.events;
+  res.operations = e.op_count();
+  if (!run.ok) res.set_failed(run.reason);
+  return run.ok;
+}
+
 }  // namespace amla::sim

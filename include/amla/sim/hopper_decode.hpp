@@ -428,6 +428,14 @@ class CtaEmitter {
     e_.acquire(ld, s_->buffer[b][g]);
     return ld;
   }
+  /// The chunk-group loads of a segment's blocks, recorded as they are issued: the first two
+  /// blocks' at the CTA's start, in `order` ((block, group) pairs).
+  std::vector<std::vector<OpId>> start_loads(const CtaSegment& seg,
+                                             std::initializer_list<std::pair<int, int>> order) {
+    std::vector<std::vector<OpId>> grp(static_cast<std::size_t>(seg.blocks));
+    load_in_order(grp, seg, order);
+    return grp;
+  }
   /// Loads of (block, group) in the order given, into buffer block % 2, recorded in grp.
   void load_in_order(std::vector<std::vector<OpId>>& grp, const CtaSegment& seg,
                      std::initializer_list<std::pair<int, int>> order) {
@@ -506,15 +514,27 @@ class CtaEmitter {
     }
   }
 
+  /// amla's refill of block blk's buffer: chunks 0-3 once WG0's half of its P V is done, 4-8 once
+  /// both halves are (chunk 8 holds the P both read), by WG1; then the loads of block blk + 2.
+  /// Returns WG1's refill point.
+  OpId refill_pair_buffer(std::vector<std::vector<OpId>>& grp, const CtaSegment& seg, int blk,
+                          OpId pv_left, OpId pv_right) {
+    e_.release(pv_left, s_->buffer[blk % 2][0]);
+    const OpId done = zero(1, "refill K" + std::to_string(blk) + " 4-8");
+    after(done, {pv_left, pv_right});
+    e_.release(done, s_->buffer[blk % 2][1]);
+    e_.release(done, s_->buffer[blk % 2][2]);
+    load_in_order(grp, seg, {{blk + 2, 0}, {blk + 2, 1}, {blk + 2, 2}});
+    return done;
+  }
+
   // Loads for the first two blocks are issued at the CTA's start; a refill of a buffer's group
   // takes the group's slot, which its last reader gives back.
   std::vector<OpId> amla_pairs(const CtaSegment& seg, OpId q) {
     static constexpr int order[3] = {0, 1, 2};
     const int n = seg.blocks, rows = seg.rows;
-    std::vector<std::vector<OpId>> grp(static_cast<std::size_t>(n));
-    load_in_order(grp, seg, {{0, 0}, {0, 1}, {0, 2}, {1, 0}, {1, 1}, {1, 2}});
+    auto grp = start_loads(seg, {{0, 0}, {0, 1}, {0, 2}, {1, 0}, {1, 1}, {1, 2}});
     OpId wg0_prev = q, wg1_prev = q;
-    std::vector<OpId> ends;
     for (int a = 0; a < n; a += 2) {
       const int b = a + 1;
       const bool has_b = b < n;
@@ -548,15 +568,10 @@ class CtaEmitter {
         sm_b = vector(1, k_.softmax, 1, softmax_, "softmax" + B);
         after(sm_b, qk_b);
       }
-      // Buffer 0 refilled: chunks 0-3 by WG0 after its P_A V_A, 4-8 by WG1 after both halves.
-      e_.release(pv_a0, s_->buffer[a % 2][0]);
-      const OpId done_a = zero(1, "refill K" + A + " 4-8");
-      after(done_a, {pv_a0, pv_a1});
-      e_.release(done_a, s_->buffer[a % 2][1]);
-      e_.release(done_a, s_->buffer[a % 2][2]);
-      load_in_order(grp, seg, {{a + 2, 0}, {a + 2, 1}, {a + 2, 2}});
+      const OpId done_a = refill_pair_buffer(grp, seg, a, pv_a0, pv_a1);
       if (!has_b) {
-        ends = {pv_a0, done_a};
+        wg0_prev = pv_a0;
+        wg1_prev = done_a;
         break;
       }
       // Both rescale for B and run P_B V_B; buffer 1 refilled the same way.
@@ -568,17 +583,11 @@ class CtaEmitter {
       after(rs_b1, sm_b);
       const OpId pv_b1 = pv(1, rows, b, "R");
       after(pv_b1, rs_b1);
-      e_.release(pv_b0, s_->buffer[b % 2][0]);
-      const OpId done_b = zero(1, "refill K" + B + " 4-8");
-      after(done_b, {pv_b0, pv_b1});
-      e_.release(done_b, s_->buffer[b % 2][1]);
-      e_.release(done_b, s_->buffer[b % 2][2]);
-      load_in_order(grp, seg, {{b + 2, 0}, {b + 2, 1}, {b + 2, 2}});
+      const OpId done_b = refill_pair_buffer(grp, seg, b, pv_b0, pv_b1);
       wg0_prev = pv_b0;
       wg1_prev = done_b;
-      ends = {pv_b0, done_b};
     }
-    return ends;
+    return {wg0_prev, wg1_prev};
   }
 
   std::vector<OpId> seesaw(const CtaSegment& seg, OpId q) {
@@ -588,10 +597,8 @@ class CtaEmitter {
     static constexpr int order0[3] = {2, 0, 1};
     static constexpr int order1[3] = {2, 1, 0};
     const int n = seg.blocks, rows = seg.rows;
-    std::vector<std::vector<OpId>> grp(static_cast<std::size_t>(n));
-    load_in_order(grp, seg, {{0, 2}, {0, 0}, {0, 1}, {1, 2}, {1, 1}, {1, 0}});
+    auto grp = start_loads(seg, {{0, 2}, {0, 0}, {0, 1}, {1, 2}, {1, 1}, {1, 0}});
     OpId wg0_prev = q, wg1_prev = q;
-    std::vector<OpId> ends;
     for (int a = 0; a < n; a += 2) {
       const int b = a + 1;
       const bool has_b = b < n;
@@ -620,7 +627,8 @@ class CtaEmitter {
         const OpId pv0r = pv(1, rows, a, "R");
         after(pv0r, rs);
         e_.release(pv0r, s_->buffer[a % 2][1]);
-        ends = {pv0l, pv0r};
+        wg0_prev = pv0l;
+        wg1_prev = pv0r;
         break;
       }
       // [1] softmax 1 with WG0's max, rescale O_R, P_1 V_1R.
@@ -647,17 +655,15 @@ class CtaEmitter {
                     {{a + 2, 2}, {b + 2, 2}, {a + 2, 0}, {b + 2, 1}, {a + 2, 1}, {b + 2, 0}});
       wg0_prev = pv1l;
       wg1_prev = pv0r;
-      ends = {pv1l, pv0r};
     }
-    return ends;
+    return {wg0_prev, wg1_prev};
   }
 
   std::vector<OpId> transposed_blocks(const CtaSegment& seg, OpId q) {
     static constexpr int order[3] = {0, 1, 2};
     const int n = seg.blocks, rows = seg.rows;
     const double f = static_cast<double>(rows) / 64;  // transposed tiles: rows x 64, rows x 256
-    std::vector<std::vector<OpId>> grp(static_cast<std::size_t>(n));
-    load_in_order(grp, seg, {{0, 0}, {0, 1}, {0, 2}, {1, 0}, {1, 1}, {1, 2}});
+    auto grp = start_loads(seg, {{0, 0}, {0, 1}, {0, 2}, {1, 0}, {1, 1}, {1, 2}});
     OpId wg0_prev = q, wg1_prev = q;
     for (int j = 0; j < n; ++j) {
       const OpId issue = zero(0, "issue QK" + std::to_string(j));
@@ -912,12 +918,7 @@ inline HopperDecodeResult simulate_hopper_decode(const GpuChip& chip, const Work
       em.emit(units.back(), *cta, "c" + std::to_string(n++));
   }
   const RunResult run = e.run();
-  res.events = run.events;
-  res.operations = e.op_count();
-  if (!run.ok) {
-    res.set_failed(run.reason);
-    return res;
-  }
+  if (!take_run(res, e, run)) return res;
   res.cycles = run.makespan;
 
   // ---- combine kernel (split sequences) ----
