@@ -88,4 +88,9 @@ if(AMLA_BUILD_CUDA_BENCH)
   add_executable(bm_cuda_decode bench/cuda/bm_cuda_decode.cu)
   target_link_libraries(bm_cuda_decode PRIVATE amla::cuda amla_cuda_dev_options CUDA::cublas)
   set_target_properties(bm_cuda_decode PROPERTIES CUDA_ARCHITECTURES "${AMLA_CUDA_ARCHITECTURES}")
+  # The inputs of the simulator's Hopper model and the kernel times it predicts
+  # (scripts/hopper-model.sh runs it).
+  add_executable(bm_hopper_model bench/cuda/bm_hopper_model.cu)
+  target_link_libraries(bm_hopper_model PRIVATE amla::cuda amla_cuda_dev_options CUDA::cuda_driver)
+  set_target_properties(bm_hopper_model PROPERTIES CUDA_ARCHITECTURES "${AMLA_CUDA_ARCHITECTURES}")
 endif()
