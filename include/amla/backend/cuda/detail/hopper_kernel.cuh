@@ -347,7 +347,7 @@ __device__ __forceinline__ void rescale_rows(float (&o)[N], const frame_step& st
 }
 
 /// Writes 1 to *flag when the code running it was compiled for sm_90a (the Hopper kernel's real
-/// body is there), 0 otherwise. The host asks once per device (decode.cuh, hopper_kernel_built).
+/// body is there), 0 otherwise. The host asks once per device (driver.cuh, hopper_kernel_built).
 __global__ void sm90a_probe(int* flag) {
 #if defined(AMLA_CUDA_SM90A_ENABLED)
   *flag = 1;

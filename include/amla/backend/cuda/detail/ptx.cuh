@@ -10,7 +10,7 @@
 // body is AMLA_CUDA_ARCH_UNSUPPORTED: a message naming the instruction, then __trap(), so a
 // misuse fails loudly at run time instead of silently doing nothing. Code that must not even try
 // (the Hopper kernel's body) tests AMLA_CUDA_SM90A_ENABLED itself, and the host asks whether the
-// loaded code has it (decode.cuh, hopper_kernel_built) before choosing that kernel.
+// loaded code has it (driver.cuh, hopper_kernel_built) before choosing that kernel.
 // Named barriers, the shared-memory address conversion and the register fences are plain
 // sm_70+ PTX and are not gated.
 #pragma once

@@ -1,4 +1,4 @@
-// amla/backend/cuda/decode.cuh: MLA/GQA decode on a CUDA GPU, the device mirror of
+// amla/backend/cuda/driver.cuh: MLA/GQA decode on a CUDA GPU, the device mirror of
 // attention/driver.hpp: the same tensors, shapes, mask and outputs, as device pointers.
 //
 // Tensors (row-major, last index fastest), all in device memory, all BF16 except the tables:
