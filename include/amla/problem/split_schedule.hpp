@@ -1,0 +1,334 @@
+// amla/problem/split_schedule.hpp: how a split-KV decode kernel shares a batch's work among the
+// SMs of a GPU (the tile schedule), and a replay of a schedule that reports its balance.
+//
+// ---- Work ---------------------------------------------------------------------------------------
+// A request b of seqlen L_b is n_b = ceil(L_b / block_keys) KV blocks. Its query rows are cut into
+// `row_blocks` CTAs' worth (the CUDA Hopper kernel: ceil(s_q h_q / 64) blocks of 64 rows, h_kv 1);
+// every row block of a request walks the same KV blocks, so a schedule decides only which KV
+// blocks of which request each *part* takes on, and a part is run by row_blocks CTAs (grid
+// row_blocks x parts). A piece is one request's share of a part: a contiguous block range. A
+// request cut into several pieces writes one normalised partial output and lse per piece (a
+// slot) and a combine merges them (attention/split_kv.hpp is the CPU mirror); a request in one
+// piece writes its output directly.
+//
+// ---- Balanced schedule (num_splits = 0) ---------------------------------------------------------
+// After FlashMLA's get_mla_metadata. Every piece costs, besides its blocks, a fixed overhead of
+// `overhead_blocks` blocks (loading Q, filling the pipeline, writing the result; FlashMLA counts
+// 5). Lay the requests end to end on a cost axis: request b occupies [C_b, C_b+1) with
+// C_b+1 - C_b = overhead + n_b, its overhead first, then its blocks (block j at C_b + overhead +
+// j). With parts = max(1, sms / row_blocks) (one wave of CTAs) and W = ceil(C_B / parts), part p
+// owns the positions [p W, (p + 1) W): its pieces are the requests whose blocks meet that interval,
+// each with the blocks inside it (an empty request goes to the part that holds its start). So each
+// part gets W units of work (plus at most two overheads the axis charges to a neighbour: the
+// request crossing its start, an empty request crossing its end), the long requests are cut
+// where the parts' boundaries fall, and a batch that fills the GPU keeps most requests whole.
+// Unlike FlashMLA's walk, a continued piece is not charged a second overhead: the boundaries are
+// then closed-form (a binary search), so every CTA finds its own pieces and a GPU computes a plan
+// with two prefix sums.
+//
+// ---- Fixed splits (num_splits = k >= 1) ---------------------------------------------------------
+// Every request in k equal pieces of ceil(n_b / k) blocks (some possibly empty), one part each:
+// parts = batch k; k = 1 is no split-KV. Slots b k + s when k > 1.
+//
+// The functions on SplitScheduleView are host-device: the CUDA kernel reads its pieces with the
+// same code the CPU replay runs (backend/cuda/driver.cuh computes the view's arrays on the GPU).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "amla/config.hpp"
+
+namespace amla {
+
+/// The knobs of a split-KV tile schedule.
+struct SplitScheduleOptions {
+  int sms = 132;            ///< CTAs that run at once (one per SM for the Hopper kernel)
+  int block_keys = 64;      ///< keys per KV block, the kernel's tile
+  int overhead_blocks = 5;  ///< a piece's fixed cost in blocks (balanced schedule; >= 1)
+  int num_splits = 0;       ///< 0: balanced; k >= 1: every request in k equal pieces
+};
+
+/// One request's share of a part: KV blocks [block_begin, block_end) of `request`, written to
+/// partial slot `slot`, or directly to the output when slot is -1 (the request is in one piece).
+struct SplitPiece {
+  int request = 0;
+  int block_begin = 0;
+  int block_end = 0;
+  int slot = -1;
+};
+
+/// A schedule as a kernel reads it: scalars plus two per-request prefix arrays (balanced
+/// schedule; the fixed one needs only the seqlens). Non-owning: host vectors (SplitSchedule) or
+/// device memory (the CUDA plan).
+struct SplitScheduleView {
+  int batch = 0;
+  int num_parts = 0;   ///< parts that hold work (a launch may have more; they find none)
+  int num_splits = 0;  ///< 0: balanced, else k
+  int overhead_blocks = 5;
+  int block_keys = 64;
+  std::int64_t part_cost = 1;                 ///< W (balanced)
+  const std::int32_t* seqlens = nullptr;      ///< [batch]
+  const std::int64_t* cost_prefix = nullptr;  ///< [batch + 1]: C_b (balanced)
+  const std::int32_t* slot_prefix = nullptr;  ///< [batch + 1]: first slot of each split request
+};
+
+namespace split_schedule {
+
+/// KV blocks of a sequence of `seqlen` keys.
+AMLA_HOST_DEVICE constexpr int blocks_of(int seqlen, int block_keys) {
+  return static_cast<int>((static_cast<std::int64_t>(seqlen) + block_keys - 1) / block_keys);
+}
+
+/// The part that holds request b's first block (its start when it has none), and its last one.
+/// Balanced schedule; c0 = C_b, c1 = C_b+1.
+AMLA_HOST_DEVICE constexpr int first_part(std::int64_t c0, std::int64_t c1, int overhead,
+                                          std::int64_t w) {
+  return static_cast<int>((c1 - c0 > overhead ? c0 + overhead : c0) / w);
+}
+AMLA_HOST_DEVICE constexpr int last_part(std::int64_t c0, std::int64_t c1, int overhead,
+                                         std::int64_t w) {
+  return static_cast<int>((c1 - c0 > overhead ? c1 - 1 : c0) / w);
+}
+/// Partial slots request b needs: its part count when it spans several parts, else 0.
+AMLA_HOST_DEVICE constexpr int slots_of(std::int64_t c0, std::int64_t c1, int overhead,
+                                        std::int64_t w) {
+  const int n = last_part(c0, c1, overhead, w) - first_part(c0, c1, overhead, w) + 1;
+  return n > 1 ? n : 0;
+}
+
+/// The first request that may have a piece in part p (the cursor next_piece starts from).
+AMLA_HOST_DEVICE inline int first_request(const SplitScheduleView& v, int part) {
+  if (v.num_splits > 0) return part / v.num_splits;
+  // The first b whose last part is >= part: binary search (last_part is non-decreasing in b).
+  int lo = 0, hi = v.batch;
+  while (lo < hi) {
+    const int mid = lo + (hi - lo) / 2;
+    if (last_part(v.cost_prefix[mid], v.cost_prefix[mid + 1], v.overhead_blocks, v.part_cost) <
+        part) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+/// The next piece of part `part` at or after request `cursor`: fills `piece`, advances the
+/// cursor past it and returns true; false when the part has no more pieces.
+AMLA_HOST_DEVICE inline bool next_piece(const SplitScheduleView& v, int part, int& cursor,
+                                        SplitPiece& piece) {
+  if (part >= v.num_parts || cursor >= v.batch) return false;
+  const int b = cursor;
+  const int n = blocks_of(v.seqlens[b], v.block_keys);
+  if (v.num_splits > 0) {
+    const int k = v.num_splits;
+    if (b != part / k) return false;  // exactly one piece per part
+    const int s = part % k;
+    const int per = (n + k - 1) / k;
+    piece.request = b;
+    piece.block_begin = std::min(n, s * per);
+    piece.block_end = std::min(n, (s + 1) * per);
+    piece.slot = k > 1 ? b * k + s : -1;
+    cursor = b + 1;
+    return true;
+  }
+  const std::int64_t c0 = v.cost_prefix[b], c1 = v.cost_prefix[b + 1], w = v.part_cost;
+  const int ovh = v.overhead_blocks;
+  const int first = first_part(c0, c1, ovh, w);
+  if (first > part) return false;  // this request (and every later one) starts past the part
+  const std::int64_t start = c0 + ovh;
+  const std::int64_t lo = static_cast<std::int64_t>(part) * w - start;
+  const std::int64_t hi = static_cast<std::int64_t>(part + 1) * w - start;
+  piece.request = b;
+  piece.block_begin = static_cast<int>(std::max<std::int64_t>(0, std::min<std::int64_t>(n, lo)));
+  piece.block_end = static_cast<int>(std::max<std::int64_t>(0, std::min<std::int64_t>(n, hi)));
+  piece.slot = slots_of(c0, c1, ovh, w) > 0 ? v.slot_prefix[b] + (part - first) : -1;
+  cursor = b + 1;
+  return true;
+}
+
+}  // namespace split_schedule
+
+/// A schedule on the host: its scalars and arrays; view() is what a kernel (or the replay) reads.
+struct SplitSchedule {
+  SplitScheduleView scalars;  ///< batch, parts, W, ... (its pointers unused)
+  std::vector<std::int32_t> seqlens;
+  std::vector<std::int64_t> cost_prefix;  ///< [batch + 1] (balanced) or empty
+  std::vector<std::int32_t> slot_prefix;  ///< [batch + 1] (balanced) or empty
+  int num_slots = 0;                      ///< partial outputs the combine merges
+
+  SplitScheduleView view() const {
+    SplitScheduleView v = scalars;
+    v.seqlens = seqlens.data();
+    v.cost_prefix = cost_prefix.empty() ? nullptr : cost_prefix.data();
+    v.slot_prefix = slot_prefix.empty() ? nullptr : slot_prefix.data();
+    return v;
+  }
+};
+
+/// Parts a launch needs for a batch (an upper bound of the schedule's num_parts: the balanced
+/// schedule may use fewer) and the partial slots it may write, known before the seqlens are.
+struct SplitScheduleBounds {
+  int parts = 1;
+  int slots = 0;
+};
+
+/// Throws amla::invalid_argument naming `fn` and the knob at fault.
+inline void validate_split_schedule_options(const char* fn, const SplitScheduleOptions& o) {
+  auto require = [&](bool ok, const char* name, int value, const char* rule) {
+    if (!ok) detail::throw_invalid(fn, name, std::to_string(value), rule);
+  };
+  require(o.sms >= 1, "options.sms", o.sms, "must be >= 1");
+  require(o.block_keys >= 1, "options.block_keys", o.block_keys, "must be >= 1");
+  require(o.overhead_blocks >= 1 && o.overhead_blocks <= (1 << 20), "options.overhead_blocks",
+          o.overhead_blocks, "must lie in [1, 2^20]");
+  require(o.num_splits >= 0, "options.num_splits", o.num_splits, "must be >= 0 (0 = balanced)");
+}
+
+/// The bounds of a schedule of `batch` requests of `row_blocks` CTAs each.
+inline SplitScheduleBounds split_schedule_bounds(int batch, int row_blocks,
+                                                 const SplitScheduleOptions& o) {
+  const char* fn = "amla::split_schedule_bounds";
+  validate_split_schedule_options(fn, o);
+  AMLA_REQUIRE(batch >= 1, "batch", batch, "must be >= 1");
+  AMLA_REQUIRE(row_blocks >= 1, "row_blocks", row_blocks, "must be >= 1");
+  SplitScheduleBounds b;
+  if (o.num_splits > 0) {
+    const std::int64_t parts = static_cast<std::int64_t>(batch) * o.num_splits;
+    AMLA_REQUIRE(parts <= INT32_MAX, "options.num_splits", o.num_splits,
+                 "batch * num_splits must stay below 2^31");
+    b.parts = static_cast<int>(parts);
+    b.slots = o.num_splits > 1 ? b.parts : 0;
+  } else {
+    b.parts = std::max(1, o.sms / row_blocks);
+    // Each inner boundary between parts cuts at most one request, adding one slot to it and two
+    // when it is that request's first cut.
+    b.slots = 2 * (b.parts - 1);
+  }
+  return b;
+}
+
+/// The scalars of a balanced schedule once the costs are summed: W and the parts that hold work.
+AMLA_HOST_DEVICE inline void balance_parts(std::int64_t total_cost, int max_parts,
+                                           std::int64_t& part_cost, int& num_parts) {
+  const std::int64_t parts = max_parts < 1 ? 1 : max_parts;
+  part_cost = (total_cost + parts - 1) / parts;
+  if (part_cost < 1) part_cost = 1;
+  num_parts = static_cast<int>((total_cost + part_cost - 1) / part_cost);
+  if (num_parts < 1) num_parts = 1;
+}
+
+/// The schedule of a batch with these seqlens on the host (the CPU replay's input; the CUDA
+/// backend computes the same arrays on the GPU). Throws amla::invalid_argument on a negative
+/// seqlen or bad options.
+inline SplitSchedule make_split_schedule(std::span<const std::int32_t> seqlens, int row_blocks,
+                                         const SplitScheduleOptions& o) {
+  const char* fn = "amla::make_split_schedule";
+  AMLA_REQUIRE(!seqlens.empty(), "seqlens", "an empty span", "must hold at least one request");
+  const int batch = static_cast<int>(seqlens.size());
+  const SplitScheduleBounds bounds = split_schedule_bounds(batch, row_blocks, o);
+  SplitSchedule s;
+  s.seqlens.assign(seqlens.begin(), seqlens.end());
+  for (int b = 0; b < batch; ++b) {
+    if (s.seqlens[static_cast<std::size_t>(b)] < 0) {
+      detail::throw_invalid(fn, ("seqlens[" + std::to_string(b) + "]").c_str(),
+                            std::to_string(s.seqlens[static_cast<std::size_t>(b)]), "must be >= 0");
+    }
+  }
+  SplitScheduleView& v = s.scalars;
+  v.batch = batch;
+  v.num_splits = o.num_splits;
+  v.overhead_blocks = o.overhead_blocks;
+  v.block_keys = o.block_keys;
+  if (o.num_splits > 0) {
+    v.num_parts = bounds.parts;
+    s.num_slots = bounds.slots;
+  } else {
+    s.cost_prefix.assign(static_cast<std::size_t>(batch) + 1, 0);
+    for (int b = 0; b < batch; ++b) {
+      s.cost_prefix[static_cast<std::size_t>(b) + 1] =
+          s.cost_prefix[static_cast<std::size_t>(b)] + o.overhead_blocks +
+          split_schedule::blocks_of(s.seqlens[static_cast<std::size_t>(b)], o.block_keys);
+    }
+    balance_parts(s.cost_prefix.back(), bounds.parts, v.part_cost, v.num_parts);
+    s.slot_prefix.assign(static_cast<std::size_t>(batch) + 1, 0);
+    for (int b = 0; b < batch; ++b) {
+      const auto i = static_cast<std::size_t>(b);
+      s.slot_prefix[i + 1] =
+          s.slot_prefix[i] + split_schedule::slots_of(s.cost_prefix[i], s.cost_prefix[i + 1],
+                                                      o.overhead_blocks, v.part_cost);
+    }
+    s.num_slots = s.slot_prefix.back();
+  }
+  return s;
+}
+
+/// What one part (the CTAs of one SM slot) does under a schedule.
+struct SplitPartLoad {
+  std::vector<SplitPiece> pieces;
+  std::int64_t blocks = 0;  ///< KV blocks it walks (per row block)
+  std::int64_t cost = 0;    ///< blocks + overhead per piece
+};
+
+/// The replay of a schedule: every part's pieces and the balance of the whole.
+struct SplitScheduleReplay {
+  std::vector<SplitPartLoad> parts;
+  std::vector<int> pieces_per_request;  ///< 1: written directly; > 1: merged by the combine
+  std::int64_t total_blocks = 0;
+  std::int64_t max_cost = 0;
+  double mean_cost = 0;
+  /// max_cost / mean_cost: 1 is perfect balance; the makespan over the ideal.
+  double imbalance = 1;
+  int split_requests = 0;  ///< requests the combine merges
+
+  /// One line per part and a summary (for examples and test logs).
+  std::string describe() const {
+    std::string s;
+    for (std::size_t p = 0; p < parts.size(); ++p) {
+      s += "part " + std::to_string(p) + ": cost " + std::to_string(parts[p].cost) + ",";
+      for (const SplitPiece& pc : parts[p].pieces) {
+        s += " r" + std::to_string(pc.request) + "[" + std::to_string(pc.block_begin) + "," +
+             std::to_string(pc.block_end) + ")";
+        if (pc.slot >= 0) s += "@" + std::to_string(pc.slot);
+      }
+      s += "\n";
+    }
+    s += "blocks " + std::to_string(total_blocks) + ", max cost " + std::to_string(max_cost) +
+         ", imbalance " + detail::to_text(imbalance) + ", split requests " +
+         std::to_string(split_requests) + "\n";
+    return s;
+  }
+};
+
+/// Replays a schedule part by part with the kernel's own piece iteration (next_piece).
+inline SplitScheduleReplay replay_split_schedule(const SplitScheduleView& v) {
+  SplitScheduleReplay r;
+  r.parts.resize(static_cast<std::size_t>(std::max(0, v.num_parts)));
+  r.pieces_per_request.assign(static_cast<std::size_t>(std::max(0, v.batch)), 0);
+  for (int p = 0; p < v.num_parts; ++p) {
+    SplitPartLoad& load = r.parts[static_cast<std::size_t>(p)];
+    int cursor = split_schedule::first_request(v, p);
+    SplitPiece pc;
+    while (split_schedule::next_piece(v, p, cursor, pc)) {
+      load.pieces.push_back(pc);
+      load.blocks += pc.block_end - pc.block_begin;
+      load.cost += pc.block_end - pc.block_begin + v.overhead_blocks;
+      ++r.pieces_per_request[static_cast<std::size_t>(pc.request)];
+    }
+    r.total_blocks += load.blocks;
+    r.max_cost = std::max(r.max_cost, load.cost);
+  }
+  std::int64_t sum = 0;
+  for (const SplitPartLoad& l : r.parts) sum += l.cost;
+  r.mean_cost =
+      r.parts.empty() ? 0.0 : static_cast<double>(sum) / static_cast<double>(r.parts.size());
+  r.imbalance = r.mean_cost > 0 ? static_cast<double>(r.max_cost) / r.mean_cost : 1.0;
+  for (int n : r.pieces_per_request) r.split_requests += n > 1 ? 1 : 0;
+  return r;
+}
+
+}  // namespace amla
