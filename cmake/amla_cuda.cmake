@@ -87,5 +87,7 @@ endif()
 if(AMLA_BUILD_CUDA_BENCH)
   add_executable(bm_cuda_decode bench/cuda/bm_cuda_decode.cu)
   target_link_libraries(bm_cuda_decode PRIVATE amla::cuda amla_cuda_dev_options CUDA::cublas)
+  # tests/cuda/device_random.cuh: the random inputs the tests draw on the GPU.
+  target_include_directories(bm_cuda_decode PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/tests/cuda)
   set_target_properties(bm_cuda_decode PROPERTIES CUDA_ARCHITECTURES "${AMLA_CUDA_ARCHITECTURES}")
 endif()
