@@ -10,7 +10,8 @@
 //                             modes, the balanced split-KV schedule and no split; tuning knobs at
 //                             s_k 4096; the split-KV shapes b 16 and b 1
 //   bm_cuda_decode --quick    s_k 4096 only
-//   bm_cuda_decode --profile [b s_q s_k]   one configuration, three launches, for ncu
+//   bm_cuda_decode --filter TEXT          the configurations whose name holds TEXT
+//   bm_cuda_decode --profile [b s_q s_k [splits]]   one configuration, three launches, for ncu
 #include "amla/backend/cuda/cuda.cuh"
 #include "device_random.cuh"
 
@@ -134,12 +135,16 @@ double time_ms(F&& launch, void* flush, std::size_t flush_bytes, int warmup, int
 int main(int argc, char** argv) {
   const std::string arg = argc > 1 ? argv[1] : "";
   const bool quick = arg == "--quick";
-  // --profile [b s_q s_k]: one configuration (default b 128, s_q 2, s_k 4096; hopper/standard),
-  // three launches, for a profiler (the third launch is the one to look at).
+  // --filter TEXT: only the configurations whose name holds TEXT (e.g. "no-split").
+  const std::string filter = arg == "--filter" && argc > 2 ? argv[2] : "";
+  // --profile [b s_q s_k [splits]]: one configuration (default b 128, s_q 2, s_k 4096;
+  // hopper/standard, the balanced schedule), three launches, for a profiler (the third launch is
+  // the one to look at).
   const bool profile = arg == "--profile";
   const int profile_b = profile && argc > 4 ? std::atoi(argv[2]) : 128;
   const int profile_sq = profile && argc > 4 ? std::atoi(argv[3]) : 2;
   const int profile_sk = profile && argc > 4 ? std::atoi(argv[4]) : 4096;
+  const int profile_splits = profile && argc > 5 ? std::atoi(argv[5]) : 0;
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
     std::printf("bm_cuda_decode: no CUDA device visible\n");
@@ -241,7 +246,11 @@ int main(int argc, char** argv) {
     const ac::CudaDecodeOptions hopper_amla =
         options(ac::kernel_kind::hopper, ac::rescale_mode::amla);
     std::vector<Config> configs;
-    if (profile) configs.push_back({profile_b, profile_sq, profile_sk, hopper_std, 1, ""});
+    if (profile) {
+      ac::CudaDecodeOptions o = hopper_std;
+      o.num_splits = profile_splits;
+      configs.push_back({profile_b, profile_sq, profile_sk, o, 1, ""});
+    }
     const std::vector<int> sks =
         quick ? std::vector<int>{4096} : std::vector<int>{1024, 4096, 16384};
     // The issue's grid, both modes, the balanced schedule (automatic).
@@ -289,6 +298,14 @@ int main(int argc, char** argv) {
         {128, 1, 1024, options(ac::kernel_kind::simple, ac::rescale_mode::standard), 3, ""});
 
     if (profile) configs.resize(1);
+    if (!filter.empty()) {
+      std::erase_if(configs, [&](const Config& c) {
+        const std::string name = std::string(ac::to_string(c.opt.kernel)) + "/" +
+                                 (c.opt.mode == ac::rescale_mode::amla ? "amla" : "standard") +
+                                 c.variant;
+        return name.find(filter) == std::string::npos;
+      });
+    }
     if (!hopper) {
       std::erase_if(configs,
                     [](const Config& c) { return c.opt.kernel == ac::kernel_kind::hopper; });
@@ -344,6 +361,12 @@ int main(int argc, char** argv) {
         in.seqlens = lens;
         const ac::DeviceDecodeOutputs outs{static_cast<amla::bf16*>(out), lse};
         ac::CudaDecodeOptions opt = c.opt;
+        // A workspace of ours, as a caching allocator would hand out: decode() would otherwise
+        // allocate one per call.
+        void* workspace = nullptr;
+        opt.workspace_bytes = ac::decode_workspace_bytes(shape, opt);
+        if (opt.workspace_bytes > 0) AMLA_CUDA_CHECK(cudaMalloc(&workspace, opt.workspace_bytes));
+        opt.workspace = workspace;
         opt.check_tables = true;
         const ac::DecodeLaunch launch = ac::decode(in, outs, opt);  // validates the tables once
         opt.check_tables = false;
@@ -374,6 +397,7 @@ int main(int argc, char** argv) {
         AMLA_CUDA_CHECK(cudaFree(lse));
         AMLA_CUDA_CHECK(cudaFree(table));
         AMLA_CUDA_CHECK(cudaFree(lens));
+        if (workspace != nullptr) AMLA_CUDA_CHECK(cudaFree(workspace));
       }
     }
     AMLA_CUDA_CHECK(cudaFree(flush));

@@ -180,6 +180,12 @@ int run_validate() {
   }
   {
     ac::CudaDecodeOptions opt;
+    opt.workspace = reinterpret_cast<void*>(std::uintptr_t{0x50010});
+    opt.workspace_bytes = 1 << 20;
+    expect_throw<inv>("misaligned workspace", "options.workspace", run(good(), out, opt));
+  }
+  {
+    ac::CudaDecodeOptions opt;
     opt.split_overhead_blocks = 0;
     expect_throw<inv>("split overhead 0", "options.split_overhead_blocks", run(good(), out, opt));
   }
@@ -476,16 +482,28 @@ void run_case(const Case& c, std::uint64_t seed, cudaStream_t stream) {
   };
   std::map<std::string, std::vector<amla::bf16>> outputs;
   std::vector<amla::bf16> simple_out[2];
+  // The Hopper variants run on a workspace of ours (the hostile cases let decode() allocate).
+  std::size_t ws_bytes = 0;
+  for (int splits : {0, 3}) {
+    ac::CudaDecodeOptions o;
+    o.num_splits = splits;
+    ws_bytes = std::max(ws_bytes, ac::decode_workspace_bytes(shape, o));
+  }
+  DeviceBuffer<std::uint8_t> workspace(ws_bytes);
   for (const Variant& v : variants) {
     if (g_simple_only && v.kernel != kernel_kind::simple) continue;
     ac::CudaDecodeOptions opt;
     opt.causal = c.causal;
     opt.mode = v.mode;
     opt.kernel = v.kernel;
-    opt.num_splits = v.splits;
+    // The trap needs the recurrence across blocks within one CTA: the balanced schedule may
+    // give every block its own piece (the combine then rescales, not the integer add).
+    opt.num_splits = c.trap_col >= 0 && v.splits == 0 ? 1 : v.splits;
     opt.kv_l2_hint = v.hint;
     opt.rescale = v.rescale;
     opt.stagger_qk = v.stagger;
+    opt.workspace = workspace.ptr;
+    opt.workspace_bytes = workspace.n;
     AMLA_CUDA_CHECK(cudaMemsetAsync(out.ptr, 0xFF, out.n * sizeof(amla::bf16), stream));  // NaN
     AMLA_CUDA_CHECK(cudaMemsetAsync(lse.ptr, 0xFF, lse.n * sizeof(float), stream));       // NaN
     ac::DecodeLaunch launch;
@@ -606,8 +624,9 @@ void table_validation(cudaStream_t stream) {
 // ---------------------------------------------------------------------------------------------
 // Hostile inputs: the semantics of problem/conventions.hpp on every kernel and the GPU golden.
 
-/// What an output element must be: the reference value, NaN, or +Inf.
-enum class Want : std::uint8_t { reference, nan, pos_inf };
+/// What an output element must be: the reference value (NaN or +-Inf where the reference is),
+/// NaN, +Inf, or anything (the row is not checked).
+enum class Want : std::uint8_t { reference, nan, pos_inf, any };
 
 struct Hostile {
   std::string name;
@@ -650,15 +669,18 @@ void check_hostile(const Hostile& c, const char* variant, const ct::Problem& hp,
       for (int h = 0; h < s.h_q; ++h) {
         const std::size_t row = s.out_offset(b, t, h);
         double num = 0, den = 0;
-        bool all_nan = true;
+        bool all_nan = true, all_any = true;
         char where[96];
         std::snprintf(where, sizeof where, "b %d t %d h %d", b, t, h);
         for (int d = 0; d < s.d_v; ++d) {
           const double x = static_cast<double>(out[row + d]);
-          const Want w = c.want(b, t, h, d);
+          const double g = ref.out[row + d];
+          Want w = c.want(b, t, h, d);
+          if (w == Want::reference && std::isnan(g)) w = Want::nan;
+          if (w == Want::reference && std::isinf(g)) w = g > 0 ? Want::pos_inf : Want::any;
           all_nan = all_nan && w == Want::nan;
+          all_any = all_any && w == Want::any;
           if (w == Want::reference) {
-            const double g = ref.out[row + d];
             if (!std::isfinite(x)) {
               fail(std::string(where) + " col " + std::to_string(d) + " not finite");
               continue;
@@ -677,19 +699,18 @@ void check_hostile(const Hostile& c, const char* variant, const ct::Problem& hp,
             }
           }
         }
+        if (all_any) continue;
         if (den > 0 && std::sqrt(num / den) > tol) {
           fail(std::string(where) + ": row error " + std::to_string(std::sqrt(num / den)));
         }
         const double l = static_cast<double>(lse[s.lse_offset(b, t, h)]);
-        if (all_nan) {
+        const double gl = ref.lse[s.lse_offset(b, t, h)];
+        if (all_nan || std::isnan(gl)) {
           if (!std::isnan(l)) fail(std::string(where) + ": lse " + std::to_string(l) + ", not NaN");
         } else if (empty) {
           if (!(std::isinf(l) && l < 0)) fail(std::string(where) + ": empty row lse not -inf");
-        } else {
-          const double g = ref.lse[s.lse_offset(b, t, h)];
-          if (!(std::abs(l - g) <= tol * std::max(1.0, std::abs(g)))) {
-            fail(std::string(where) + ": lse " + std::to_string(l) + " vs " + std::to_string(g));
-          }
+        } else if (!(std::abs(l - gl) <= tol * std::max(1.0, std::abs(gl)))) {
+          fail(std::string(where) + ": lse " + std::to_string(l) + " vs " + std::to_string(gl));
         }
       }
     }
@@ -776,44 +797,43 @@ void hostile_checks(cudaStream_t stream) {
   };
   using T = ct::Tensor;
   std::vector<Hostile> cases;
+  // The Hopper kernel's layout: V is the first 512 columns of K, so a non-finite V value is a
+  // non-finite K value too, and reaches the row through its score first.
   cases.push_back({"NaN in one Q row", spec(2, 16, lens), false,
                    [](ct::Problem& p) { p.set(T::q, 1, 1, 5, 10, nan); },
                    [](int b, int t, int h, int) {
                      return b == 1 && t == 1 && h == 5 ? Want::nan : Want::reference;
                    }});
-  cases.push_back({"NaN in a visible K row", spec(2, 16, lens), false,
-                   [](ct::Problem& p) { p.set(T::k, 0, 5, 0, 100, nan); },
+  cases.push_back({"NaN in a visible K row (RoPE column)", spec(2, 16, lens), false,
+                   [](ct::Problem& p) { p.set(T::k, 0, 5, 0, 530, nan); },
                    [](int b, int, int, int) { return b == 0 ? Want::nan : Want::reference; }});
-  cases.push_back(
-      {"NaN in a visible V column", spec(2, 16, lens), false,
-       [](ct::Problem& p) { p.set(T::v, 2, 17, 0, 300, nan); },
-       [](int b, int, int, int d) { return b == 2 && d == 300 ? Want::nan : Want::reference; }});
-  cases.push_back(
-      {"+Inf in a visible V column", spec(1, 64, lens), false,
-       [](ct::Problem& p) { p.set(T::v, 2, 40, 0, 7, inf); },
-       [](int b, int, int, int d) { return b == 2 && d == 7 ? Want::pos_inf : Want::reference; }});
+  cases.push_back({"NaN in a visible K and V column", spec(2, 16, lens), false,
+                   [](ct::Problem& p) { p.set(T::v, 2, 17, 0, 300, nan); },
+                   [](int b, int, int, int) { return b == 2 ? Want::nan : Want::reference; }});
+  // +Inf in a RoPE column: a score of +inf (q > 0 there: the row is NaN, inf - inf) or -inf (the
+  // key weighs 0), as the float64 golden of the poisoned problem computes.
+  Hostile rope_inf{"+Inf in a visible K RoPE column", spec(1, 64, lens), false,
+                   [](ct::Problem& p) { p.set(T::k, 2, 40, 0, 520, inf); },
+                   [](int, int, int, int) { return Want::reference; }};
+  rope_inf.clean_reference = false;
+  cases.push_back(rope_inf);
   // Causal, s_q 2: the last key of each sequence is seen by token 1 only. With h_q 16 and 48 a
-  // CTA of 64 rows holds both tokens (the ragged keys); with 128 each token has its own CTAs.
+  // CTA of 64 rows holds both tokens (the keys are ragged: added on the CUDA cores for token 1,
+  // zeroed for the tensor cores); with 128 each token has its own CTAs.
   for (int h_q : {16, 48, 128}) {
     cases.push_back(
-        {"causal: NaN in V of a key only token 1 sees, h_q " + std::to_string(h_q),
+        {"causal: NaN in K and V of a key only token 1 sees, h_q " + std::to_string(h_q),
          spec(2, h_q, lens), true,
          [lens](ct::Problem& p) {
            for (int b = 0; b < 3; ++b) p.set(T::v, b, lens[b] - 1, 0, 100, nan);
          },
-         [](int, int t, int, int d) { return t == 1 && d == 100 ? Want::nan : Want::reference; }});
+         [](int, int t, int, int) { return t == 1 ? Want::nan : Want::reference; }});
   }
-  cases.push_back({"causal: NaN in K of a key only token 1 sees", spec(2, 16, lens), true,
+  cases.push_back({"causal: +Inf in K of a key only token 1 sees", spec(2, 16, lens), true,
                    [lens](ct::Problem& p) {
-                     for (int b = 0; b < 3; ++b) p.set(T::k, b, lens[b] - 1, 0, 3, nan);
+                     for (int b = 0; b < 3; ++b) p.set(T::k, b, lens[b] - 1, 0, 550, inf);
                    },
-                   [](int, int t, int, int) { return t == 1 ? Want::nan : Want::reference; }});
-  cases.push_back(
-      {"causal: +Inf in V of a key only token 1 sees", spec(2, 16, lens), true,
-       [lens](ct::Problem& p) {
-         for (int b = 0; b < 3; ++b) p.set(T::v, b, lens[b] - 1, 0, 9, inf);
-       },
-       [](int, int t, int, int d) { return t == 1 && d == 9 ? Want::pos_inf : Want::reference; }});
+                   [](int, int t, int, int) { return t == 1 ? Want::any : Want::reference; }});
   // Scores past FP32: one key of 1e20 and one query row of 1e20 (q . k = 576e40 = +inf in FP32,
   // finite in the float64 golden): that row is NaN; the others see a huge but finite score.
   Hostile overflow{
@@ -839,10 +859,38 @@ void hostile_checks(cudaStream_t stream) {
       [](int b, int, int h, int) { return b == 0 && h == 2 ? Want::nan : Want::reference; }};
   all_neg.clean_reference = false;
   cases.push_back(all_neg);
-  // A long request the schedules cut into pieces, NaN in one V column of one piece.
-  cases.push_back({"split-KV: NaN in a V column of one piece", spec(2, 128, {4133}), false,
-                   [](ct::Problem& p) { p.set(T::v, 0, 4000, 0, 9, nan); },
-                   [](int, int, int, int d) { return d == 9 ? Want::nan : Want::reference; }});
+  // A long request the schedules cut into pieces, causal: the last key (NaN) reaches token 1's
+  // rows through one piece and the combine, never token 0's.
+  cases.push_back({"split-KV, causal: NaN in the key only token 1 sees", spec(2, 128, {4133}), true,
+                   [](ct::Problem& p) { p.set(T::v, 0, 4132, 0, 9, nan); },
+                   [](int, int t, int, int) { return t == 1 ? Want::nan : Want::reference; }});
+  // A separate V cache (the simple kernel's layouts; the Hopper kernel reports n/a): a non-finite
+  // V value reaches only its column.
+  auto spec_v = [&](int s_q, std::vector<int> l) {
+    ct::ProblemSpec p = spec(s_q, 8, std::move(l));
+    p.h_kv = 2;
+    p.d_qk = 128;
+    p.d_v = 64;
+    p.separate_v = true;
+    return p;
+  };
+  cases.push_back({"separate V: NaN in a visible V column", spec_v(2, lens), false,
+                   [](ct::Problem& p) { p.set(T::v, 2, 17, 1, 30, nan); },
+                   [](int b, int, int h, int d) {
+                     return b == 2 && h >= 4 && d == 30 ? Want::nan : Want::reference;
+                   }});
+  cases.push_back({"separate V: +Inf in a visible V column", spec_v(1, lens), false,
+                   [](ct::Problem& p) { p.set(T::v, 2, 40, 0, 7, inf); },
+                   [](int b, int, int h, int d) {
+                     return b == 2 && h < 4 && d == 7 ? Want::pos_inf : Want::reference;
+                   }});
+  cases.push_back({"separate V, causal: NaN in V of a key only token 1 sees", spec_v(2, lens), true,
+                   [lens](ct::Problem& p) {
+                     for (int b = 0; b < 3; ++b) p.set(T::v, b, lens[b] - 1, 0, 11, nan);
+                   },
+                   [](int, int t, int h, int d) {
+                     return t == 1 && h < 4 && d == 11 ? Want::nan : Want::reference;
+                   }});
   for (const Hostile& c : cases) run_hostile(c, stream);
 }
 

@@ -112,6 +112,13 @@ struct CudaDecodeOptions {
   /// Chain the Hopper kernel's plan, decode and combine kernels with programmatic dependent
   /// launch (each starts while the one before finishes). A tuning knob.
   bool pdl = true;
+  /// Device memory for the Hopper kernel's split-KV plan and partial outputs, at least
+  /// decode_workspace_bytes(shape, options) bytes, 256-byte aligned, used in stream order (a
+  /// later decode on the same stream may reuse it). nullptr: decode() allocates it with
+  /// cudaMallocAsync and frees it after the launch, which costs a pool allocation per call (and an
+  /// OS mapping when the pool has released its memory), as a caching allocator would avoid.
+  void* workspace = nullptr;
+  std::size_t workspace_bytes = 0;  ///< the size of `workspace`
   /// Copy seqlens and block_table to the host and validate them (synchronises the stream).
   bool check_tables = true;
   /// Cache policy of the Hopper kernel's KV loads (a tuning knob; results do not depend on it).
@@ -212,6 +219,10 @@ inline float validate_host(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
   require(opt.rescale == pow2_mode::hardware || opt.rescale == pow2_mode::safe, "options.rescale",
           static_cast<int>(opt.rescale),
           "must be pow2_mode::hardware or safe (checked needs the CPU recurrence's report)");
+  if (opt.workspace != nullptr) {
+    require(reinterpret_cast<std::uintptr_t>(opt.workspace) % 256 == 0, "options.workspace",
+            reinterpret_cast<std::uintptr_t>(opt.workspace), "must be 256-byte aligned");
+  }
   if (opt.kernel == kernel_kind::hopper) {
     const std::string why = hopper_unsupported(in);
     if (!why.empty()) {
@@ -292,6 +303,37 @@ inline device_facts current_device() {
   AMLA_CUDA_CHECK(cudaDeviceGetAttribute(&f.major, cudaDevAttrComputeCapabilityMajor, dev));
   AMLA_CUDA_CHECK(cudaDeviceGetAttribute(&f.minor, cudaDevAttrComputeCapabilityMinor, dev));
   return f;
+}
+
+/// The Hopper path's workspace: the balanced plan (header, cost and slot prefixes, the list of
+/// split requests; plan_bytes, a multiple of 256), then the partial outputs and lse of every slot
+/// the schedule may write.
+struct workspace_layout {
+  std::size_t plan_bytes = 0;
+  std::size_t bytes = 0;
+};
+
+inline workspace_layout workspace_layout_of(const DecodeShape& s, const CudaDecodeOptions& opt,
+                                            int sms) {
+  const int rows = s.rows_per_group();
+  const int row_blocks = (rows + hopper::rows_per_cta - 1) / hopper::rows_per_cta;
+  SplitScheduleOptions so;
+  so.sms = sms;
+  so.block_keys = hopper::block_keys;
+  so.overhead_blocks = opt.split_overhead_blocks;
+  so.num_splits = opt.num_splits;
+  const SplitScheduleBounds bounds = split_schedule_bounds(s.batch, row_blocks, so);
+  workspace_layout w;
+  if (opt.num_splits == 0) {
+    const std::size_t batch1 = static_cast<std::size_t>(s.batch) + 1;
+    const std::size_t split_requests = static_cast<std::size_t>(std::min(s.batch, bounds.parts));
+    const std::size_t plan = 256 + batch1 * (sizeof(std::int64_t) + sizeof(std::int32_t)) +
+                             split_requests * sizeof(std::int32_t);
+    w.plan_bytes = (plan + 255) / 256 * 256;
+  }
+  const std::size_t part_rows = static_cast<std::size_t>(bounds.slots) * rows;
+  w.bytes = w.plan_bytes + part_rows * (hopper::d_v + 1) * sizeof(float);
+  return w;
 }
 
 /// Launches `kernel` on `stream`, with programmatic dependent launch when `pdl` (the kernel
@@ -378,15 +420,17 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
 
   // One workspace: the plan (balanced), then the partial outputs (when some request is cut).
   const std::size_t batch1 = static_cast<std::size_t>(s.batch) + 1;
-  const std::size_t plan_bytes =
-      balanced ? 256 + batch1 * (sizeof(std::int64_t) + sizeof(std::int32_t)) +
-                     static_cast<std::size_t>(split_requests) * sizeof(std::int32_t)
-               : 0;
-  const std::size_t plan_aligned = (plan_bytes + 255) / 256 * 256;
+  const workspace_layout w = workspace_layout_of(s, opt, dev.sms);
   const std::size_t part_rows = static_cast<std::size_t>(bounds.slots) * p.rows;
-  const std::size_t bytes = plan_aligned + part_rows * (hopper::d_v + 1) * sizeof(float);
-  std::uint8_t* workspace = nullptr;
-  if (bytes > 0) AMLA_CUDA_CHECK(cudaMallocAsync(&workspace, bytes, stream));
+  std::uint8_t* workspace = static_cast<std::uint8_t*>(opt.workspace);
+  if (workspace != nullptr && opt.workspace_bytes < w.bytes) {
+    amla::detail::throw_invalid(
+        "amla::cuda::decode", "options.workspace_bytes", std::to_string(opt.workspace_bytes),
+        "must be at least decode_workspace_bytes() = " + std::to_string(w.bytes) +
+            " for this shape and schedule");
+  }
+  const bool own_workspace = workspace == nullptr && w.bytes > 0;
+  if (own_workspace) AMLA_CUDA_CHECK(cudaMallocAsync(&workspace, w.bytes, stream));
   std::int32_t* split_list = nullptr;
   if (balanced) {
     auto* header = reinterpret_cast<split_plan::header*>(workspace);
@@ -400,7 +444,7 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
               bounds.parts, header, cost_prefix, slot_prefix, split_list);
   }
   if (part_rows > 0) {
-    p.out_part = reinterpret_cast<float*>(workspace + plan_aligned);
+    p.out_part = reinterpret_cast<float*>(workspace + w.plan_bytes);
     p.lse_part = p.out_part + part_rows * hopper::d_v;
   }
 
@@ -437,7 +481,7 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
               dim3(static_cast<unsigned>(p.rows), static_cast<unsigned>(split_requests)),
               combine::threads, 0, opt.pdl, stream, c);
   }
-  if (workspace != nullptr) AMLA_CUDA_CHECK(cudaFreeAsync(workspace, stream));
+  if (own_workspace) AMLA_CUDA_CHECK(cudaFreeAsync(workspace, stream));
   DecodeLaunch launch;
   launch.kernel = kernel_kind::hopper;
   launch.num_splits = opt.num_splits;
@@ -512,6 +556,15 @@ inline DecodeLaunch decode(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
     return detail::dispatch<rescale_mode::amla>(in, out, scale, options, stream);
   }
   return detail::dispatch<rescale_mode::standard>(in, out, scale, options, stream);
+}
+
+/// Bytes of CudaDecodeOptions::workspace that decode() needs for this shape and options on the
+/// current device (the Hopper kernel's split-KV plan and partial outputs; 0 when it needs none).
+/// An upper bound for any seqlens: it depends on the batch, not on the lengths.
+inline std::size_t decode_workspace_bytes(const DecodeShape& shape,
+                                          const CudaDecodeOptions& options = {}) {
+  validate_shape("amla::cuda::decode_workspace_bytes", shape, true);
+  return detail::workspace_layout_of(shape, options, detail::current_device().sms).bytes;
 }
 
 }  // namespace amla::cuda

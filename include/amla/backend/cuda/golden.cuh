@@ -80,7 +80,10 @@ struct shared_storage {
 };
 
 /// Scores of this thread's rows (2w, 2w + 1) and keys (lane, lane + 32) of the tile at k0 (keys
-/// past `visible` are never read), times the scale: s[row][key].
+/// past `visible` are never read), times the scale: s[row][key]. The scale multiply and the
+/// subtraction of the max are separately rounded (_rn): fused into one FMA in one pass and not
+/// the other, the two passes' scores would differ, and by far more than a rounding where a score
+/// is huge (exp(x - m) of a score equal to the max must be exactly 1).
 __device__ __forceinline__ void tile_scores(double (&s)[2][2], shared_storage& sm, const params& p,
                                             int b, int t, int h0, int nrows, int g, int k0,
                                             int visible) {
@@ -119,7 +122,7 @@ __device__ __forceinline__ void tile_scores(double (&s)[2][2], shared_storage& s
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
 #pragma unroll
-    for (int j = 0; j < 2; ++j) s[i][j] *= p.scale;
+    for (int j = 0; j < 2; ++j) s[i][j] = __dmul_rn(s[i][j], p.scale);
   }
 }
 
@@ -174,8 +177,8 @@ __global__ void __launch_bounds__(threads, 1) golden_kernel(const params p) {
       tile_scores(s, sm, p, b, t, h0, nrows, g, k0, visible);
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
-        const double pa = k0 + lane < visible ? exp(s[i][0] - m[i]) : 0.0;
-        const double pb = k0 + lane + 32 < visible ? exp(s[i][1] - m[i]) : 0.0;
+        const double pa = k0 + lane < visible ? exp(__dsub_rn(s[i][0], m[i])) : 0.0;
+        const double pb = k0 + lane + 32 < visible ? exp(__dsub_rn(s[i][1], m[i])) : 0.0;
         l[i] += pa + pb;
         sm.p[2 * warp + i][lane] = pa;
         sm.p[2 * warp + i][lane + 32] = pb;

@@ -200,14 +200,10 @@ __device__ __forceinline__ piece_rows rows_of(const params& p, const SplitPiece&
   return c;
 }
 
-/// One bulk tensor copy with the kernel's L2 policy (hint 0: none).
+/// One bulk tensor copy with the kernel's L2 policy (evict normal when there is no hint).
 __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, int c0, int c1,
-                                         std::uint64_t* bar, int hint, std::uint64_t policy) {
-  if (hint != 0) {
-    ptx::tma_load_2d_hint(dst, map, c0, c1, bar, policy);
-  } else {
-    ptx::tma_load_2d(dst, map, c0, c1, bar);
-  }
+                                         std::uint64_t* bar, std::uint64_t policy) {
+  ptx::tma_load_2d_hint(dst, map, c0, c1, bar, policy);
 }
 
 /// Issues the TMA loads of chunks [c_lo, c_hi) of KV block kb into buffer `buf` (one thread).
@@ -220,20 +216,22 @@ __device__ __forceinline__ void load_kv(shared_storage& sm, const CUtensorMap* m
   const int ps = p.shape.page_size;
   if (ps >= block_keys) {
     const int row = pr.table[key0 / ps] * ps + key0 % ps;
+#pragma unroll 1
     for (int c = c_lo; c < c_hi; ++c) {
       ptx::mbar_arrive_expect_tx(&sm.bar_kv[buf][c], chunk_bytes);
-      tma_load(sm.kv[buf] + c * chunk_bytes, map, c * 64, row, &sm.bar_kv[buf][c], p.kv_l2_hint,
-               policy);
+      tma_load(sm.kv[buf] + c * chunk_bytes, map, c * 64, row, &sm.bar_kv[buf][c], policy);
     }
   } else {
     const int subs = block_keys / ps;
+#pragma unroll 1
     for (int c = c_lo; c < c_hi; ++c) {
       ptx::mbar_arrive_expect_tx(&sm.bar_kv[buf][c], chunk_bytes);
+#pragma unroll 1
       for (int s = 0; s < subs; ++s) {
         const int key = key0 + s * ps;
         const int row = key < pr.seqlen ? pr.table[key / ps] * ps : -ps;
         tma_load(sm.kv[buf] + c * chunk_bytes + s * ps * 128, map, c * 64, row, &sm.bar_kv[buf][c],
-                 p.kv_l2_hint, policy);
+                 policy);
       }
     }
   }
@@ -248,8 +246,9 @@ __device__ __forceinline__ void load_piece(shared_storage& sm, const CUtensorMap
   if (pr.kb_begin >= pr.kb_end) return;
   ptx::mbar_arrive_expect_tx(&sm.bar_q, tile_bytes);
   const int q_row = pr.request * p.rows + row_first;
+#pragma unroll 1
   for (int c = 0; c < chunks; ++c) {
-    tma_load(sm.q + c * chunk_bytes, tm_q, c * 64, q_row, &sm.bar_q, p.kv_l2_hint, policy);
+    tma_load(sm.q + c * chunk_bytes, tm_q, c * 64, q_row, &sm.bar_q, policy);
   }
   load_kv(sm, tm_kv, p, pr, policy, 0, pr.kb_begin, 0, chunks);
   if (pr.kb_begin + 1 < pr.kb_end) load_kv(sm, tm_kv, p, pr, policy, 1, pr.kb_begin + 1, 0, chunks);
@@ -301,7 +300,7 @@ __device__ __forceinline__ void scale_mask(float (&s)[32], float scale_log2, boo
   for (int i = 0; i < 32; ++i) {
     const int key = key_base + 8 * (i / 4) + 2 * quad + (i & 1);
     const int vis = (i & 2) ? vis1 : vis0;
-    const float v = s[i] * scale_log2;
+    const float v = __fmul_rn(s[i], scale_log2);  // never fused with the later s - m
     s[i] = (!masked || key < vis) ? v : neg_inf_f;
   }
 }
@@ -752,8 +751,9 @@ __global__ void __launch_bounds__(threads, 1)
     }
     const float lt0 = sm.l_part[0][r0] + sm.l_part[1][r0];
     const float lt1 = sm.l_part[0][r1] + sm.l_part[1][r1];
-    // A row with no visible key in this piece gets (0, -inf); one whose running max stayed -inf
-    // although it saw keys (every score -inf) gets NaN: O / l = 0 / 0, and its lse below.
+    // A row with no visible key in this piece gets (0, -inf): its O is exactly 0 (P = 0 and every
+    // V row of the piece zeroed), times 0. One whose running max stayed -inf although it saw keys
+    // (every score -inf) gets NaN: O / l = 0 / 0, and its lse below.
     const int key_lo = pr.kb_begin * block_keys, key_hi = pr.kb_end * block_keys;
     const bool empty0 = min(pr.vis0, key_hi) <= key_lo, empty1 = min(pr.vis1, key_hi) <= key_lo;
     const float inv0 = empty0 ? 0.0f : 1.0f / output_divisor<Mode>(f0, lt0);
@@ -769,12 +769,12 @@ __global__ void __launch_bounds__(threads, 1)
       for (int jj = 0; jj < 32; ++jj) {
         const int col = col0 + 8 * jj;
         if (write0) {
-          *reinterpret_cast<__nv_bfloat162*>(p.out + out0 + col) = __floats2bfloat162_rn(
-              empty0 ? 0.0f : o[4 * jj + 0] * inv0, empty0 ? 0.0f : o[4 * jj + 1] * inv0);
+          *reinterpret_cast<__nv_bfloat162*>(p.out + out0 + col) =
+              __floats2bfloat162_rn(o[4 * jj + 0] * inv0, o[4 * jj + 1] * inv0);
         }
         if (write1) {
-          *reinterpret_cast<__nv_bfloat162*>(p.out + out1 + col) = __floats2bfloat162_rn(
-              empty1 ? 0.0f : o[4 * jj + 2] * inv1, empty1 ? 0.0f : o[4 * jj + 3] * inv1);
+          *reinterpret_cast<__nv_bfloat162*>(p.out + out1 + col) =
+              __floats2bfloat162_rn(o[4 * jj + 2] * inv1, o[4 * jj + 3] * inv1);
         }
       }
     } else {
@@ -784,13 +784,11 @@ __global__ void __launch_bounds__(threads, 1)
         const int col = col0 + 8 * jj;
         if (write0) {
           *reinterpret_cast<float2*>(part_out + static_cast<std::int64_t>(rr0) * d_v + col) =
-              make_float2(empty0 ? 0.0f : o[4 * jj + 0] * inv0,
-                          empty0 ? 0.0f : o[4 * jj + 1] * inv0);
+              make_float2(o[4 * jj + 0] * inv0, o[4 * jj + 1] * inv0);
         }
         if (write1) {
           *reinterpret_cast<float2*>(part_out + static_cast<std::int64_t>(rr1) * d_v + col) =
-              make_float2(empty1 ? 0.0f : o[4 * jj + 2] * inv1,
-                          empty1 ? 0.0f : o[4 * jj + 3] * inv1);
+              make_float2(o[4 * jj + 2] * inv1, o[4 * jj + 3] * inv1);
         }
       }
     }

@@ -93,7 +93,7 @@ __global__ void __launch_bounds__(threads) decode_kernel(const params p) {
       const __nv_bfloat16* k_row = p.k + cache_row(k0 + tid) * sh.d_qk;
       float acc = 0.0f;
       for (int d = 0; d < sh.d_qk; ++d) acc = fmaf(q_s[d], __bfloat162float(k_row[d]), acc);
-      s = acc * p.scale_log2;
+      s = __fmul_rn(acc, p.scale_log2);  // never fused with the later s - m
     }
     // Block max over the 64 candidates (warps 0 and 1).
     if (tid < 64) {
