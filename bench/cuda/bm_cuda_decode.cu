@@ -312,7 +312,7 @@ int main(int argc, char** argv) {
     }
     struct Row {
       std::string name;
-      int batch, s_q, s_k, parts;
+      int batch, s_q, s_k, pieces;
       double us[2], tflops[2];
     };
     std::vector<Row> rows(configs.size());
@@ -385,11 +385,11 @@ int main(int argc, char** argv) {
         r.batch = c.batch;
         r.s_q = c.s_q;
         r.s_k = c.s_k;
-        r.parts = launch.parts;
+        r.pieces = launch.pieces;
         r.us[pass] = ms * 1e3;
         r.tflops[pass] = tflops;
-        std::printf("pass %d  %-28s b %3d s_q %d s_k %5d parts %3d: %9.1f us %7.1f TFLOPS\n",
-                    pass + 1, name.c_str(), c.batch, c.s_q, c.s_k, launch.parts, ms * 1e3, tflops);
+        std::printf("pass %d  %-28s b %3d s_q %d s_k %5d pieces %3d: %9.1f us %7.1f TFLOPS\n",
+                    pass + 1, name.c_str(), c.batch, c.s_q, c.s_k, launch.pieces, ms * 1e3, tflops);
         std::fflush(stdout);
         AMLA_CUDA_CHECK(cudaFree(q));
         AMLA_CUDA_CHECK(cudaFree(kv));
@@ -403,13 +403,13 @@ int main(int argc, char** argv) {
     AMLA_CUDA_CHECK(cudaFree(flush));
 
     std::printf(
-        "\n| kernel | b | s_q | s_k | parts | time (us), 2 passes | TFLOPS, 2 passes | / cuBLAS "
+        "\n| kernel | b | s_q | s_k | pieces | time (us), 2 passes | TFLOPS, 2 passes | / cuBLAS "
         "(%.0f) |\n",
         gemm_tflops);
     std::printf("|---|---|---|---|---|---|---|---|\n");
     for (const Row& r : rows) {
       std::printf("| %s | %d | %d | %d | %d | %.1f / %.1f | %.1f / %.1f | %.3f |\n", r.name.c_str(),
-                  r.batch, r.s_q, r.s_k, r.parts, r.us[0], r.us[1], r.tflops[0], r.tflops[1],
+                  r.batch, r.s_q, r.s_k, r.pieces, r.us[0], r.us[1], r.tflops[0], r.tflops[1],
                   std::max(r.tflops[0], r.tflops[1]) / gemm_tflops);
     }
   } catch (const std::exception& e) {

@@ -523,8 +523,8 @@ void run_case(const Case& c, std::uint64_t seed, cudaStream_t stream) {
       std::size_t differ = 0;
       for (std::size_t i = 0; i < o.size(); ++i) differ += o[i].bits != safe[i].bits ? 1 : 0;
       if (c.trap_col < 0) g_lemma_garbage += differ;
-      std::printf("  %-28s parts %3d  differs from %s in %zu elements (Lemma 3.1 violations)\n",
-                  v.name, launch.parts, v.twin, differ);
+      std::printf("  %-28s pieces %3d  differs from %s in %zu elements (Lemma 3.1 violations)\n",
+                  v.name, launch.pieces, v.twin, differ);
       std::fflush(stdout);
       if (c.trap_col >= 0) {
         EXPECT(differ > 0, "%s %s: the Lemma 3.1 trap produced no garbage", c.name.c_str(), v.name);
@@ -548,9 +548,9 @@ void run_case(const Case& c, std::uint64_t seed, cudaStream_t stream) {
       (mi == 0 ? g_vs_cpu_std : g_vs_cpu_amla).push_back(vs_cpu);
     }
     std::printf(
-        "  %-28s parts %3d  err %.3e (L %.3e R %.3e)  lse %.2e  vs simple %.3e  vs CPU %s "
+        "  %-28s pieces %3d  err %.3e (L %.3e R %.3e)  lse %.2e  vs simple %.3e  vs CPU %s "
         "%.3e  unwritten %zu empty-wrong %zu bad-rows %zu %s\n",
-        v.name, launch.parts, m.rel_fro, m.rel_fro_left, m.rel_fro_right, m.lse_max_err, vs_simple,
+        v.name, launch.pieces, m.rel_fro, m.rel_fro_left, m.rel_fro_right, m.lse_max_err, vs_simple,
         mi == 0 ? "Base" : "AMLA", vs_cpu, m.unwritten, m.empty_wrong, m.bad_rows,
         m.first_bad.c_str());
     std::fflush(stdout);
@@ -1066,8 +1066,8 @@ void large_sweep(cudaStream_t stream) {
       }
       const double rel = std::sqrt(num / den);
       const char* name = mode == ac::rescale_mode::amla ? "hopper/amla" : "hopper/standard";
-      std::printf("  %-16s parts %3d  err %.3e  lse %.2e  unwritten %zu\n", name, launch.parts, rel,
-                  lse_err, unwritten);
+      std::printf("  %-16s pieces %3d  err %.3e  lse %.2e  unwritten %zu\n", name, launch.pieces,
+                  rel, lse_err, unwritten);
       EXPECT(unwritten == 0, "large sweep %s s_q %d: %zu outputs unwritten", name, s_q, unwritten);
       EXPECT(rel < tol_out, "large sweep %s s_q %d: error %.3e", name, s_q, rel);
       EXPECT(lse_err < tol_lse, "large sweep %s s_q %d: lse error %.3e", name, s_q, lse_err);
@@ -1101,10 +1101,10 @@ void schedule_checks(std::mt19937_64& rng, cudaStream_t stream) {
     const amla::SplitSchedule gpu =
         ac::detail::split_plan::plan_to_host(d_lens.ptr, batch, row_blocks, o, stream);
     const amla::SplitSchedule cpu = amla::make_split_schedule(lens, row_blocks, o);
-    const bool same = gpu.cost_prefix == cpu.cost_prefix && gpu.slot_prefix == cpu.slot_prefix &&
-                      gpu.scalars.part_cost == cpu.scalars.part_cost &&
-                      gpu.scalars.num_parts == cpu.scalars.num_parts &&
-                      gpu.num_slots == cpu.num_slots;
+    const bool same =
+        gpu.cost_prefix == cpu.cost_prefix && gpu.slot_prefix == cpu.slot_prefix &&
+        gpu.piece_prefix == cpu.piece_prefix && gpu.scalars.part_cost == cpu.scalars.part_cost &&
+        gpu.scalars.num_parts == cpu.scalars.num_parts && gpu.num_slots == cpu.num_slots;
     mismatches += same ? 0 : 1;
   }
   std::printf("  60 random batches (up to 3000 requests): %d plans differ from the CPU's\n",

@@ -2,6 +2,7 @@
 // replay, and its validation. Hand-computed schedules first, then properties on random batches.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <set>
@@ -51,6 +52,26 @@ void check_cover(const SplitSchedule& s, const SplitScheduleReplay& r) {
     CHECK(r.pieces_per_request[i] >= 1);
   }
   CHECK(static_cast<int>(slots.size()) == s.num_slots);
+  // The kernel's flat numbering (piece_at) lists the same pieces, request by request.
+  std::vector<SplitPiece> by_request;
+  for (const SplitPartLoad& part : r.parts) {
+    by_request.insert(by_request.end(), part.pieces.begin(), part.pieces.end());
+  }
+  std::stable_sort(by_request.begin(), by_request.end(),
+                   [](const SplitPiece& a, const SplitPiece& b) { return a.request < b.request; });
+  const int count = split_schedule::piece_count(v);
+  REQUIRE(count == static_cast<int>(by_request.size()));
+  for (int i = 0; i < count; ++i) {
+    SplitPiece pc;
+    REQUIRE(split_schedule::piece_at(v, i, pc));
+    const SplitPiece& want = by_request[static_cast<std::size_t>(i)];
+    CHECK(pc.request == want.request);
+    CHECK(pc.block_begin == want.block_begin);
+    CHECK(pc.block_end == want.block_end);
+    CHECK(pc.slot == want.slot);
+  }
+  SplitPiece past;
+  CHECK(!split_schedule::piece_at(v, count, past));
 }
 
 }  // namespace
@@ -169,6 +190,7 @@ TEST_CASE("random batches are covered exactly, within the bounds, balanced to tw
     const SplitScheduleBounds bounds =
         split_schedule_bounds(batch, row_blocks, opts(sms, overhead));
     CHECK(v.num_parts <= bounds.parts);
+    CHECK(split_schedule::piece_count(v) <= bounds.pieces);
     CHECK(s.num_slots <= bounds.slots);
     const SplitScheduleReplay r = replay_split_schedule(v);
     check_cover(s, r);

@@ -5,11 +5,13 @@
 // A request b of seqlen L_b is n_b = ceil(L_b / block_keys) KV blocks. Its query rows are cut into
 // `row_blocks` CTAs' worth (the CUDA Hopper kernel: ceil(s_q h_q / 64) blocks of 64 rows, h_kv 1);
 // every row block of a request walks the same KV blocks, so a schedule decides only which KV
-// blocks of which request each *part* takes on, and a part is run by row_blocks CTAs (grid
-// row_blocks x parts). A piece is one request's share of a part: a contiguous block range. A
-// request cut into several pieces writes one normalised partial output and lse per piece (a
-// slot) and a combine merges them (attention/split_kv.hpp is the CPU mirror); a request in one
-// piece writes its output directly.
+// blocks of which request each *part* takes on: the parts are the SM slots of one wave (sms /
+// row_blocks of them). A piece is one request's share of a part: a contiguous block range. The
+// CUDA kernel runs one CTA per (row block, piece) and lets the GPU's block scheduler hand them to
+// SMs (pieces are numbered request by request: piece_at); the replay groups them by part to show
+// the balance a wave gets. A request cut into several pieces writes one normalised partial output
+// and lse per piece (a slot) and a combine merges them (attention/split_kv.hpp is the CPU
+// mirror); a request in one piece writes its output directly.
 //
 // ---- Balanced schedule (num_splits = 0) ---------------------------------------------------------
 // After FlashMLA's get_mla_metadata. Every piece costs, besides its blocks, a fixed overhead of
@@ -31,7 +33,8 @@
 // parts = batch k; k = 1 is no split-KV. Slots b k + s when k > 1.
 //
 // The functions on SplitScheduleView are host-device: the CUDA kernel reads its pieces with the
-// same code the CPU replay runs (backend/cuda/driver.cuh computes the view's arrays on the GPU).
+// same code the CPU replay runs (backend/cuda/detail/split_plan.cuh computes the view's arrays on
+// the GPU).
 #pragma once
 
 #include <algorithm>
@@ -70,10 +73,11 @@ struct SplitScheduleView {
   int num_splits = 0;  ///< 0: balanced, else k
   int overhead_blocks = 5;
   int block_keys = 64;
-  std::int64_t part_cost = 1;                 ///< W (balanced)
-  const std::int32_t* seqlens = nullptr;      ///< [batch]
-  const std::int64_t* cost_prefix = nullptr;  ///< [batch + 1]: C_b (balanced)
-  const std::int32_t* slot_prefix = nullptr;  ///< [batch + 1]: first slot of each split request
+  std::int64_t part_cost = 1;                  ///< W (balanced)
+  const std::int32_t* seqlens = nullptr;       ///< [batch]
+  const std::int64_t* cost_prefix = nullptr;   ///< [batch + 1]: C_b (balanced)
+  const std::int32_t* slot_prefix = nullptr;   ///< [batch + 1]: first slot of each split request
+  const std::int32_t* piece_prefix = nullptr;  ///< [batch + 1]: first piece of each request
 };
 
 namespace split_schedule {
@@ -117,37 +121,87 @@ AMLA_HOST_DEVICE inline int first_request(const SplitScheduleView& v, int part) 
   return lo;
 }
 
+/// Pieces of request b: its part count (1 for a request with no block). Balanced schedule.
+AMLA_HOST_DEVICE constexpr int pieces_of(std::int64_t c0, std::int64_t c1, int overhead,
+                                         std::int64_t w) {
+  return last_part(c0, c1, overhead, w) - first_part(c0, c1, overhead, w) + 1;
+}
+
+/// Request b's piece in part `part` (first_part(b) <= part <= last_part(b)). Balanced schedule.
+AMLA_HOST_DEVICE inline SplitPiece balanced_piece(const SplitScheduleView& v, int b, int part) {
+  const std::int64_t c0 = v.cost_prefix[b], c1 = v.cost_prefix[b + 1], w = v.part_cost;
+  const int ovh = v.overhead_blocks;
+  const int n = blocks_of(v.seqlens[b], v.block_keys);
+  const std::int64_t start = c0 + ovh;
+  const std::int64_t lo = static_cast<std::int64_t>(part) * w - start;
+  const std::int64_t hi = static_cast<std::int64_t>(part + 1) * w - start;
+  SplitPiece piece;
+  piece.request = b;
+  piece.block_begin = static_cast<int>(std::max<std::int64_t>(0, std::min<std::int64_t>(n, lo)));
+  piece.block_end = static_cast<int>(std::max<std::int64_t>(0, std::min<std::int64_t>(n, hi)));
+  piece.slot =
+      slots_of(c0, c1, ovh, w) > 0 ? v.slot_prefix[b] + (part - first_part(c0, c1, ovh, w)) : -1;
+  return piece;
+}
+
+/// Request b's piece s of k (fixed splits).
+AMLA_HOST_DEVICE inline SplitPiece fixed_piece(const SplitScheduleView& v, int b, int s) {
+  const int k = v.num_splits;
+  const int n = blocks_of(v.seqlens[b], v.block_keys);
+  const int per = (n + k - 1) / k;
+  SplitPiece piece;
+  piece.request = b;
+  piece.block_begin = std::min(n, s * per);
+  piece.block_end = std::min(n, (s + 1) * per);
+  piece.slot = k > 1 ? b * k + s : -1;
+  return piece;
+}
+
 /// The next piece of part `part` at or after request `cursor`: fills `piece`, advances the
 /// cursor past it and returns true; false when the part has no more pieces.
 AMLA_HOST_DEVICE inline bool next_piece(const SplitScheduleView& v, int part, int& cursor,
                                         SplitPiece& piece) {
   if (part >= v.num_parts || cursor >= v.batch) return false;
   const int b = cursor;
-  const int n = blocks_of(v.seqlens[b], v.block_keys);
   if (v.num_splits > 0) {
-    const int k = v.num_splits;
-    if (b != part / k) return false;  // exactly one piece per part
-    const int s = part % k;
-    const int per = (n + k - 1) / k;
-    piece.request = b;
-    piece.block_begin = std::min(n, s * per);
-    piece.block_end = std::min(n, (s + 1) * per);
-    piece.slot = k > 1 ? b * k + s : -1;
-    cursor = b + 1;
+    if (b != part / v.num_splits) return false;  // exactly one piece per part
+    piece = fixed_piece(v, b, part % v.num_splits);
+  } else {
+    if (first_part(v.cost_prefix[b], v.cost_prefix[b + 1], v.overhead_blocks, v.part_cost) > part) {
+      return false;  // this request (and every later one) starts past the part
+    }
+    piece = balanced_piece(v, b, part);
+  }
+  cursor = b + 1;
+  return true;
+}
+
+/// Pieces of the whole schedule: what a grid of one CTA per piece (per row block) runs.
+AMLA_HOST_DEVICE inline int piece_count(const SplitScheduleView& v) {
+  return v.num_splits > 0 ? v.batch * v.num_splits : v.piece_prefix[v.batch];
+}
+
+/// Piece `index` of the schedule, numbered request by request (a request's pieces in part
+/// order): fills `piece` and returns true, or false past the last piece.
+AMLA_HOST_DEVICE inline bool piece_at(const SplitScheduleView& v, int index, SplitPiece& piece) {
+  if (index < 0 || index >= piece_count(v)) return false;
+  if (v.num_splits > 0) {
+    piece = fixed_piece(v, index / v.num_splits, index % v.num_splits);
     return true;
   }
-  const std::int64_t c0 = v.cost_prefix[b], c1 = v.cost_prefix[b + 1], w = v.part_cost;
-  const int ovh = v.overhead_blocks;
-  const int first = first_part(c0, c1, ovh, w);
-  if (first > part) return false;  // this request (and every later one) starts past the part
-  const std::int64_t start = c0 + ovh;
-  const std::int64_t lo = static_cast<std::int64_t>(part) * w - start;
-  const std::int64_t hi = static_cast<std::int64_t>(part + 1) * w - start;
-  piece.request = b;
-  piece.block_begin = static_cast<int>(std::max<std::int64_t>(0, std::min<std::int64_t>(n, lo)));
-  piece.block_end = static_cast<int>(std::max<std::int64_t>(0, std::min<std::int64_t>(n, hi)));
-  piece.slot = slots_of(c0, c1, ovh, w) > 0 ? v.slot_prefix[b] + (part - first) : -1;
-  cursor = b + 1;
+  // The last b with piece_prefix[b] <= index: binary search (piece_prefix is increasing).
+  int lo = 0, hi = v.batch - 1;
+  while (lo < hi) {
+    const int mid = lo + (hi - lo + 1) / 2;
+    if (v.piece_prefix[mid] <= index) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  const int first =
+      first_part(v.cost_prefix[lo], v.cost_prefix[lo + 1], v.overhead_blocks, v.part_cost);
+  piece = balanced_piece(v, lo, first + (index - v.piece_prefix[lo]));
   return true;
 }
 
@@ -157,23 +211,26 @@ AMLA_HOST_DEVICE inline bool next_piece(const SplitScheduleView& v, int part, in
 struct SplitSchedule {
   SplitScheduleView scalars;  ///< batch, parts, W, ... (its pointers unused)
   std::vector<std::int32_t> seqlens;
-  std::vector<std::int64_t> cost_prefix;  ///< [batch + 1] (balanced) or empty
-  std::vector<std::int32_t> slot_prefix;  ///< [batch + 1] (balanced) or empty
-  int num_slots = 0;                      ///< partial outputs the combine merges
+  std::vector<std::int64_t> cost_prefix;   ///< [batch + 1] (balanced) or empty
+  std::vector<std::int32_t> slot_prefix;   ///< [batch + 1] (balanced) or empty
+  std::vector<std::int32_t> piece_prefix;  ///< [batch + 1] (balanced) or empty
+  int num_slots = 0;                       ///< partial outputs the combine merges
 
   SplitScheduleView view() const {
     SplitScheduleView v = scalars;
     v.seqlens = seqlens.data();
     v.cost_prefix = cost_prefix.empty() ? nullptr : cost_prefix.data();
     v.slot_prefix = slot_prefix.empty() ? nullptr : slot_prefix.data();
+    v.piece_prefix = piece_prefix.empty() ? nullptr : piece_prefix.data();
     return v;
   }
 };
 
-/// Parts a launch needs for a batch (an upper bound of the schedule's num_parts: the balanced
-/// schedule may use fewer) and the partial slots it may write, known before the seqlens are.
+/// Parts of a batch's schedule (an upper bound of its num_parts: the balanced schedule may use
+/// fewer), and the pieces and partial slots it may have, known before the seqlens are.
 struct SplitScheduleBounds {
   int parts = 1;
+  int pieces = 1;
   int slots = 0;
 };
 
@@ -202,11 +259,13 @@ inline SplitScheduleBounds split_schedule_bounds(int batch, int row_blocks,
     AMLA_REQUIRE(parts <= INT32_MAX, "options.num_splits", o.num_splits,
                  "batch * num_splits must stay below 2^31");
     b.parts = static_cast<int>(parts);
+    b.pieces = b.parts;
     b.slots = o.num_splits > 1 ? b.parts : 0;
   } else {
     b.parts = std::max(1, o.sms / row_blocks);
-    // Each inner boundary between parts cuts at most one request, adding one slot to it and two
-    // when it is that request's first cut.
+    // Each inner boundary between parts cuts at most one request: one more piece, and one more
+    // slot (two when it is that request's first cut).
+    b.pieces = batch + b.parts - 1;
     b.slots = 2 * (b.parts - 1);
   }
   return b;
@@ -263,6 +322,13 @@ inline SplitSchedule make_split_schedule(std::span<const std::int32_t> seqlens, 
                                                       o.overhead_blocks, v.part_cost);
     }
     s.num_slots = s.slot_prefix.back();
+    s.piece_prefix.assign(static_cast<std::size_t>(batch) + 1, 0);
+    for (int b = 0; b < batch; ++b) {
+      const auto i = static_cast<std::size_t>(b);
+      s.piece_prefix[i + 1] =
+          s.piece_prefix[i] + split_schedule::pieces_of(s.cost_prefix[i], s.cost_prefix[i + 1],
+                                                        o.overhead_blocks, v.part_cost);
+    }
   }
   return s;
 }

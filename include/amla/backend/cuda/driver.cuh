@@ -16,8 +16,11 @@
 // cache slot holds, NaN included. Non-finite values a row does see propagate as in the float64
 // golden: NaN in its Q row or a visible K row makes its out and lse NaN, NaN in a visible V
 // column makes that output column NaN; a score that overflows FP32 makes the row NaN, never the
-// empty-row result (problem/conventions.hpp; the AMLA hardware add turns a non-finite O element
-// into garbage like any element outside Lemma 3.1, as attention/amla.hpp's hardware mode does).
+// empty-row result (problem/conventions.hpp). Two exceptions: the AMLA hardware add turns a
+// non-finite O element into garbage like any element outside Lemma 3.1, as attention/amla.hpp's
+// hardware mode does; and in the Hopper kernel, a key a causal mask shows to some rows of a CTA
+// only, whose score is -inf for a row that sees it (an infinite K value), weighs 0 without the
+// NaN golden's 0 * Inf gives the columns of its infinite values (detail/hopper_kernel.cuh).
 //
 // Kernels:
 //   simple  any shape: one CTA per query row, FP32 throughout (detail/simple_kernel.cuh).
@@ -138,8 +141,8 @@ struct CudaDecodeOptions {
 /// What decode() launched.
 struct DecodeLaunch {
   kernel_kind kernel = kernel_kind::simple;
-  int num_splits = 1;           ///< the fixed split count, or 0 for the balanced schedule
-  int parts = 1;                ///< parts of the schedule (CTAs per row block; the grid's y)
+  int num_splits = 1;  ///< the fixed split count, or 0 for the balanced schedule
+  int pieces = 1;      ///< CTAs per row block (the grid's y: the schedule's bound of pieces)
   std::string fallback_reason;  ///< why automatic chose the simple kernel (empty otherwise)
 };
 
@@ -327,7 +330,7 @@ inline workspace_layout workspace_layout_of(const DecodeShape& s, const CudaDeco
   if (opt.num_splits == 0) {
     const std::size_t batch1 = static_cast<std::size_t>(s.batch) + 1;
     const std::size_t split_requests = static_cast<std::size_t>(std::min(s.batch, bounds.parts));
-    const std::size_t plan = 256 + batch1 * (sizeof(std::int64_t) + sizeof(std::int32_t)) +
+    const std::size_t plan = 256 + batch1 * (sizeof(std::int64_t) + 2 * sizeof(std::int32_t)) +
                              split_requests * sizeof(std::int32_t);
     w.plan_bytes = (plan + 255) / 256 * 256;
   }
@@ -436,12 +439,14 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
     auto* header = reinterpret_cast<split_plan::header*>(workspace);
     auto* cost_prefix = reinterpret_cast<std::int64_t*>(workspace + 256);
     auto* slot_prefix = reinterpret_cast<std::int32_t*>(cost_prefix + batch1);
-    split_list = slot_prefix + batch1;
+    auto* piece_prefix = slot_prefix + batch1;
+    split_list = piece_prefix + batch1;
     p.plan = header;
     v.cost_prefix = cost_prefix;
     v.slot_prefix = slot_prefix;
+    v.piece_prefix = piece_prefix;
     launch_ex(split_plan::plan_kernel, dim3(1), split_plan::threads, 0, false, stream, v,
-              bounds.parts, header, cost_prefix, slot_prefix, split_list);
+              bounds.parts, header, cost_prefix, slot_prefix, piece_prefix, split_list);
   }
   if (part_rows > 0) {
     p.out_part = reinterpret_cast<float*>(workspace + w.plan_bytes);
@@ -464,7 +469,7 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
   }
   AMLA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(hopper::smem_bytes)));
-  launch_ex(kernel, dim3(static_cast<unsigned>(p.row_blocks), static_cast<unsigned>(bounds.parts)),
+  launch_ex(kernel, dim3(static_cast<unsigned>(p.row_blocks), static_cast<unsigned>(bounds.pieces)),
             hopper::threads, hopper::smem_bytes, opt.pdl, stream, tm_q, tm_kv, p);
   if (bounds.slots > 0) {
     combine::params c{};
@@ -485,7 +490,7 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
   DecodeLaunch launch;
   launch.kernel = kernel_kind::hopper;
   launch.num_splits = opt.num_splits;
-  launch.parts = bounds.parts;
+  launch.pieces = bounds.pieces;
   return launch;
 }
 

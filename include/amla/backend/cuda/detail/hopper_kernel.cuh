@@ -7,13 +7,12 @@
 //
 // ---- Work decomposition: a tile schedule ------------------------------------------------------
 // The s_q * h_q query rows of a request (r = t * h_q + h, token-major as amla's HeadGroup) are cut
-// into row blocks of 64 rows. The grid is (row_blocks, parts): CTA (m, p) runs row block m of
-// every piece of part p of the split-KV schedule (problem/split_schedule.hpp), one piece after the
-// other: a piece is one request's contiguous range of 64-key KV blocks. A piece that is a whole
-// request writes out and lse; a piece of a request cut into several writes its normalised FP32
-// partial and lse to its slot, and combine.cuh merges the slots. When a piece ends, the first
-// thread issues the next piece's Q and first two KV blocks before the outputs are written, so
-// those loads overlap the epilogue.
+// into row blocks of 64 rows. The grid is (row_blocks, pieces): CTA (m, i) runs row block m of
+// piece i of the split-KV schedule (problem/split_schedule.hpp: piece_at), one request's
+// contiguous range of 64-key KV blocks. A piece that is a whole request writes out and lse; a
+// piece of a request cut into several writes its normalised FP32 partial and lse to its slot, and
+// combine.cuh merges the slots. CTAs past the schedule's last piece (the launch sizes the grid by
+// a bound, the GPU computes the plan) return at once.
 //
 // ---- Shared memory (218 KB) --------------------------------------------------------------
 //   Q         64 x 576 BF16 as 9 column chunks of 64 x 64 (8 KB each, 128-byte swizzle)  72 KB
@@ -54,13 +53,17 @@
 // ---- Keys a row does not see (problem/conventions.hpp) --------------------------------------
 // Scores of keys past a row's visible count are -inf before the max. V rows the tensor cores
 // multiply by P = 0 must be finite (0 * NaN = NaN), so before each P V the warpgroup zeroes, in
-// its half of V, every key from the CTA's smallest visible count on (vis_min: keys past the
-// sequence, and keys a causal mask shows to later tokens of the CTA only), after adding the
-// contributions of the keys in [vis_min, vis_max) on the CUDA cores for exactly the rows that
-// see them (ragged_pv). Scores are NaN-propagating: the row max uses max.NaN, so a NaN in Q or a
-// visible K makes the row's out and lse NaN, a NaN in a visible V column that column; a score
-// that overflows FP32 to +inf makes the row NaN (inf - inf), and a row whose every visible score
-// is -inf gets NaN, not the empty-row result, which only a row with no visible key gets.
+// its half of V, the keys past the CTA's last visible one (vis_max: past the sequence, or hidden
+// from every row), and replaces the non-finite values of the keys a causal mask shows to some
+// rows of the CTA only ([vis_min, vis_max), when a CTA holds several tokens) by 0. Those values
+// still reach the rows that see them: V is the first 512 columns of K, so a NaN or Inf there
+// makes the row's score NaN or +-inf, and a NaN or +inf score makes the row NaN. Only a score of
+// -inf (an infinite K value against a query value of the other sign) differs from the float64
+// golden: the key weighs 0, and golden's 0 * Inf puts NaN in the columns of its infinite values,
+// where the kernel has their value without that key. Scores are NaN-propagating: the row max uses
+// max.NaN, so a NaN in Q or a visible K makes the row's out and lse NaN; a score that overflows
+// FP32 to +inf makes the row NaN (inf - inf), and a row whose every visible score is -inf gets
+// NaN, not the empty-row result, which only a row with no visible key gets.
 //
 // ---- In the simulator's vocabulary (amla/sim) ---------------------------------------------
 //   Cube: the tensor cores, driven by wgmma from both warpgroups: C1 (Q K^T) per block, C2 (P V)
@@ -387,59 +390,26 @@ __device__ __forceinline__ void store_p_tile(std::uint8_t* tile, const std::uint
   }
 }
 
-/// Zeroes V rows [first_key, 64) of chunks [c_lo, c_hi): keys no row of the CTA may take through
-/// the tensor cores (past the last visible one, which may hold anything, NaN included, and would
-/// poison P V with 0 * NaN; or visible to some rows only, whose contributions ragged_pv adds).
-/// Called by one warpgroup (128 threads) that then fences and syncs before its wgmma reads them.
-__device__ __forceinline__ void zero_v_rows(std::uint8_t* buf, int first_key, int c_lo, int c_hi,
-                                            int tid_wg) {
-  const int rows = block_keys - first_key;
-  const int units = rows * 8 * (c_hi - c_lo);  // 16-byte units
-  for (int u = tid_wg; u < units; u += 128) {
-    const int c = c_lo + u / (rows * 8);
-    const int rem = u % (rows * 8);
-    const int row = first_key + rem / 8;
-    *reinterpret_cast<uint4*>(buf + c * chunk_bytes + row * 128 + (rem % 8) * 16) =
-        make_uint4(0u, 0u, 0u, 0u);
-  }
-}
-
-/// The BF16 element (row, col) of a 64 x 64 tile chunk with the 128-byte swizzle, as a float.
-__device__ __forceinline__ float tile_at(const std::uint8_t* chunk, int row, int col) {
-  const std::uint16_t bits = *reinterpret_cast<const std::uint16_t*>(
-      chunk + row * 128 + (((col >> 3) ^ (row & 7)) << 4) + (col & 7) * 2);
-  return __uint_as_float(static_cast<std::uint32_t>(bits) << 16);
-}
-
-/// O += P V over the keys [k_lo, k_hi) of a block (relative to key0, its first key) on the CUDA
-/// cores, each row taking only the keys it sees (key0 + k < vis): the keys a causal mask shows to
-/// some rows of the CTA and hides from others. The tensor cores cannot skip a key per row (0 * NaN
-/// is NaN), so the caller zeroes these V rows for them afterwards. P comes from the block's P tile
-/// (chunk 8), V from this warpgroup's half (chunks c0..c0 + 3), o in the wgmma m64n256 layout.
-__device__ __forceinline__ void ragged_pv(float (&o)[128], const std::uint8_t* buf, int c0,
-                                          int k_lo, int k_hi, int key0, int vis0, int vis1, int r0,
-                                          int quad) {
-  const std::uint8_t* ptile = buf + 8 * chunk_bytes;
-  const int r1 = r0 + 8;
-  for (int k = k_lo; k < k_hi; ++k) {
-    const bool see0 = key0 + k < vis0, see1 = key0 + k < vis1;
-    if (!see0 && !see1) continue;
-    const float p0 = tile_at(ptile, r0, k), p1 = tile_at(ptile, r1, k);
-#pragma unroll
-    for (int jj = 0; jj < 32; ++jj) {
-      const std::uint8_t* chunk = buf + (c0 + jj / 8) * chunk_bytes;
-      const std::uint32_t v2 = *reinterpret_cast<const std::uint32_t*>(
-          chunk + k * 128 + (((jj % 8) ^ (k & 7)) << 4) + quad * 4);
-      const float v_lo = __uint_as_float(v2 << 16), v_hi = __uint_as_float(v2 & 0xFFFF0000u);
-      if (see0) {
-        o[4 * jj + 0] = fmaf(p0, v_lo, o[4 * jj + 0]);
-        o[4 * jj + 1] = fmaf(p0, v_hi, o[4 * jj + 1]);
-      }
-      if (see1) {
-        o[4 * jj + 2] = fmaf(p1, v_lo, o[4 * jj + 2]);
-        o[4 * jj + 3] = fmaf(p1, v_hi, o[4 * jj + 3]);
-      }
+/// Prepares V rows [first_key, 64) of chunks [c0, c0 + 4) for the tensor cores, which multiply
+/// every row of V by every row's P, 0 included (0 * NaN = NaN): rows from `hidden_key` on (past
+/// the CTA's last visible key: anything, NaN included, may be there) become zeros; rows in
+/// [first_key, hidden_key) (keys a causal mask shows to some rows of the CTA and hides from
+/// others) keep their finite values and have their non-finite ones replaced by 0. Called by one
+/// warpgroup (128 threads) that then fences and syncs before its wgmma reads them.
+__device__ __forceinline__ void prepare_v_rows(std::uint8_t* buf, int first_key, int hidden_key,
+                                               int c0, int tid_wg) {
+  // Thread t of the warpgroup owns word t % 32 (two BF16) of chunk c0 + t / 32 in every row: no
+  // index arithmetic and few live registers, since the accumulators are live across this.
+  std::uint32_t* w =
+      reinterpret_cast<std::uint32_t*>(buf + (c0 + tid_wg / 32) * chunk_bytes) + tid_wg % 32;
+  for (int row = first_key; row < block_keys; ++row) {
+    std::uint32_t x = 0u;
+    if (row < hidden_key) {
+      x = w[row * 32];  // exponent all ones: Inf or NaN
+      if ((x & 0x7F800000u) == 0x7F800000u) x &= 0x0000FFFFu;
+      if ((x & 0x00007F80u) == 0x00007F80u) x &= 0xFFFF0000u;
     }
+    w[row * 32] = x;
   }
 }
 
@@ -490,21 +460,11 @@ __device__ __forceinline__ bool hides_keys(const piece_rows& pr, int kb) {
   return (kb + 1) * block_keys > pr.vis_min;
 }
 
-/// Before a warpgroup's P V of block kb in `buf` when hides_keys(kb): the contributions of the
-/// keys [vis_min, vis_max) to the rows that see them (CUDA cores), then every V row of this
-/// warpgroup's half from vis_min on zeroed for the tensor cores. The P tile must be complete
-/// (published by the other warpgroup, or stored by this one: the first barrier covers that); the
-/// caller fences and syncs `bar` before its wgmma.
-__device__ __forceinline__ void hide_keys(float (&o)[128], std::uint8_t* buf, int c0, int kb,
-                                          const piece_rows& pr, int bar, int tid_wg, int r0,
-                                          int quad) {
+/// prepare_v_rows for block kb of the piece, this warpgroup's half of V (chunks c0..c0 + 3).
+__device__ __forceinline__ void hide_keys(std::uint8_t* buf, int c0, int kb, const piece_rows& pr,
+                                          int tid_wg) {
   const int key0 = kb * block_keys;
-  const int from = max(pr.vis_min - key0, 0);
-  const int ragged_end = min(pr.vis_max - key0, block_keys);
-  ptx::bar_sync(bar, 128);  // the P tile is complete
-  if (from < ragged_end) ragged_pv(o, buf, c0, from, ragged_end, key0, pr.vis0, pr.vis1, r0, quad);
-  ptx::bar_sync(bar, 128);  // every warp has read the V rows it adds
-  zero_v_rows(buf, from, c0, c0 + 4, tid_wg);
+  prepare_v_rows(buf, max(pr.vis_min - key0, 0), max(pr.vis_max - key0, 0), c0, tid_wg);
 }
 
 /// Writes 1 to *flag when the code running it was compiled for sm_90a (the Hopper kernel's real
@@ -531,7 +491,7 @@ __global__ void __launch_bounds__(threads, 1)
   shared_storage& sm = *reinterpret_cast<shared_storage*>(
       (reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) & ~static_cast<std::uintptr_t>(1023));
 
-  const int row_block = blockIdx.x, part = blockIdx.y;
+  const int row_block = blockIdx.x;
   const int wg = threadIdx.x / 128;
   const int tid_wg = threadIdx.x % 128;
   const int warp = tid_wg / 32, lane = threadIdx.x % 32;
@@ -553,41 +513,31 @@ __global__ void __launch_bounds__(threads, 1)
   // launch: the plan, or whatever produced the inputs) are complete.
   ptx::griddep_wait();
 
-  const std::uint64_t policy = ptx::make_l2_policy(p.kv_l2_hint);
-  int cursor = split_schedule::first_request(schedule_of(p), part);
   SplitPiece piece;
-  bool have = split_schedule::next_piece(schedule_of(p), part, cursor, piece);
-  if (have && threadIdx.x == 0) {
-    load_piece(sm, &tm_q, &tm_kv, p, rows_of(p, piece, row_first, r0, r1), row_first, policy);
-  }
-  // mbarrier phases this thread waits on: Q (both warpgroups), KV[0] (WG0) or KV[1] (WG1).
-  std::uint32_t q_parity = 0, kv_parity = 0;
-
-  while (have) {
-    const piece_rows pr = rows_of(p, piece, row_first, r0, r1);
-
+  if (!split_schedule::piece_at(schedule_of(p), blockIdx.y, piece)) return;  // past the last piece
+  const piece_rows pr = rows_of(p, piece, row_first, r0, r1);
+  const std::uint64_t policy = ptx::make_l2_policy(p.kv_l2_hint);
+  if (threadIdx.x == 0) load_piece(sm, &tm_q, &tm_kv, p, pr, row_first, policy);
+  {
     float o[128];
 #pragma unroll
     for (int i = 0; i < 128; ++i) o[i] = 0.0f;
     row_frame f0, f1;            // frames of rows r0, r1 (after the last block seen by this WG)
     float l0 = 0.0f, l1 = 0.0f;  // this thread's partial row sums of its own blocks
 
-    if (pr.kb_begin < pr.kb_end) {
-      ptx::mbar_wait(&sm.bar_q, q_parity);
-      q_parity ^= 1u;
-    }
+    if (pr.kb_begin < pr.kb_end) ptx::mbar_wait(&sm.bar_q, 0);
 
     for (int j = 0;; ++j) {
       const int kb_a = pr.kb_begin + 2 * j;
       if (kb_a >= pr.kb_end) break;
       const int kb_b = kb_a + 1;
       const bool has_b = kb_b < pr.kb_end;
+      const std::uint32_t parity = static_cast<std::uint32_t>(j & 1);
       float s[32];
 
       if (wg == 0) {
         // ---- WG0: S_A, frame A, P_A (into KV[0] chunk 8, for both warpgroups) ----
-        qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 0, kv_parity, p.stagger_qk != 0);
-        kv_parity ^= 1u;
+        qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 0, parity, p.stagger_qk != 0);
         scale_mask(s, p.scale_log2, hides_keys(pr, kb_a), kb_a * block_keys, pr.vis0, pr.vis1,
                    quad);
         float mx0, mx1;
@@ -613,7 +563,7 @@ __global__ void __launch_bounds__(threads, 1)
         // ---- WG0: O_L = step_A(O_L) + P_A V_A[:, L] (P_A from shared memory: holding its
         // fragments in registers across the rescale would cost 16 registers per thread) ----
         rescale_rows<Mode, SafeAdd>(o, sa0, sa1);
-        if (hides_keys(pr, kb_a)) hide_keys(o, sm.kv[0], 0, kb_a, pr, bar_wg0, tid_wg, r0, quad);
+        if (hides_keys(pr, kb_a)) hide_keys(sm.kv[0], 0, kb_a, pr, tid_wg);
         ptx::fence_proxy_async_smem();
         ptx::bar_sync(bar_wg0, 128);  // all of P_A (and the zeroed rows) written
         pv_issue(o, sm.kv[0], 0);
@@ -631,7 +581,7 @@ __global__ void __launch_bounds__(threads, 1)
           const frame_step sb1{mb1.frame, mb1.o_scale, mb1.o_add, 1.0f, 1.0f};
           rescale_rows<Mode, SafeAdd>(o, sb0, sb1);
           if (hides_keys(pr, kb_b)) {
-            hide_keys(o, sm.kv[1], 0, kb_b, pr, bar_wg0, tid_wg, r0, quad);
+            hide_keys(sm.kv[1], 0, kb_b, pr, tid_wg);
             ptx::fence_proxy_async_smem();
             ptx::bar_sync(bar_wg0, 128);
           }
@@ -657,8 +607,7 @@ __global__ void __launch_bounds__(threads, 1)
         // A overlaps it) ----
         if (p.stagger_qk) ptx::bar_sync(bar_qk, 256);
         if (has_b) {
-          qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 1, kv_parity);
-          kv_parity ^= 1u;
+          qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 1, parity);
           scale_mask(s, p.scale_log2, hides_keys(pr, kb_b), kb_b * block_keys, pr.vis0, pr.vis1,
                      quad);
         } else {
@@ -675,7 +624,7 @@ __global__ void __launch_bounds__(threads, 1)
           rescale_rows<Mode, SafeAdd>(o, sa0, sa1);
         }
         if (hides_keys(pr, kb_a)) {
-          hide_keys(o, sm.kv[0], 4, kb_a, pr, bar_wg1, tid_wg, r0, quad);
+          hide_keys(sm.kv[0], 4, kb_a, pr, tid_wg);
           ptx::fence_proxy_async_smem();
           ptx::bar_sync(bar_wg1, 128);
         }
@@ -718,7 +667,7 @@ __global__ void __launch_bounds__(threads, 1)
         if (has_b) {
           rescale_rows<Mode, SafeAdd>(o, sb0, sb1);
           if (hides_keys(pr, kb_b)) {
-            hide_keys(o, sm.kv[1], 4, kb_b, pr, bar_wg1, tid_wg, r0, quad);
+            hide_keys(sm.kv[1], 4, kb_b, pr, tid_wg);
             ptx::fence_proxy_async_smem();
             ptx::bar_sync(bar_wg1, 128);
           }
@@ -743,12 +692,7 @@ __global__ void __launch_bounds__(threads, 1)
       sm.l_part[wg][r0] = l0;
       sm.l_part[wg][r1] = l1;
     }
-    __syncthreads();  // also: this piece's last reads of Q and KV are done
-    SplitPiece next;
-    const bool have_next = split_schedule::next_piece(schedule_of(p), part, cursor, next);
-    if (have_next && threadIdx.x == 0) {
-      load_piece(sm, &tm_q, &tm_kv, p, rows_of(p, next, row_first, r0, r1), row_first, policy);
-    }
+    __syncthreads();
     const float lt0 = sm.l_part[0][r0] + sm.l_part[1][r0];
     const float lt1 = sm.l_part[0][r1] + sm.l_part[1][r1];
     // A row with no visible key in this piece gets (0, -inf): its O is exactly 0 (P = 0 and every
@@ -806,9 +750,6 @@ __global__ void __launch_bounds__(threads, 1)
         if (write1) lp[rr1] = lse1;
       }
     }
-    __syncthreads();  // l_part and the message slots are rewritten by the next piece
-    piece = next;
-    have = have_next;
   }
   // Only now may the combine start launching: its CTAs must never take an SM that a CTA of this
   // grid still waits for.

@@ -55,11 +55,12 @@ __device__ __forceinline__ T block_inclusive_scan(T v, T* scratch, T& total) {
 }
 
 /// One CTA of `threads` threads. v: a balanced schedule's batch, overhead, block keys and device
-/// seqlens; max_parts: the launch's parts (split_schedule_bounds). Writes cost_prefix[batch + 1],
-/// slot_prefix[batch + 1], the requests with slots in split_list, and the header.
+/// seqlens; max_parts: the schedule's part bound (split_schedule_bounds). Writes
+/// cost_prefix[batch + 1], slot_prefix[batch + 1], piece_prefix[batch + 1], the requests with
+/// slots in split_list, and the header.
 __global__ void __launch_bounds__(threads)
     plan_kernel(SplitScheduleView v, int max_parts, header* out, std::int64_t* cost_prefix,
-                std::int32_t* slot_prefix, std::int32_t* split_list) {
+                std::int32_t* slot_prefix, std::int32_t* piece_prefix, std::int32_t* split_list) {
   __shared__ std::int64_t scratch64[threads / 32];
   __shared__ std::int32_t scratch32[threads / 32];
   ptx::griddep_wait();
@@ -79,22 +80,29 @@ __global__ void __launch_bounds__(threads)
   std::int64_t w;
   int parts;
   balance_parts(carry, max_parts, w, parts);
-  std::int32_t slot_carry = 0, list_carry = 0;
-  if (tid == 0) slot_prefix[0] = 0;
+  std::int32_t slot_carry = 0, list_carry = 0, piece_carry = 0;
+  if (tid == 0) {
+    slot_prefix[0] = 0;
+    piece_prefix[0] = 0;
+  }
   for (int base = 0; base < v.batch; base += threads) {
     const int b = base + tid;
-    const int slots = b < v.batch ? split_schedule::slots_of(cost_prefix[b], cost_prefix[b + 1],
-                                                             v.overhead_blocks, w)
-                                  : 0;
-    std::int32_t slot_total, list_total;
+    const std::int64_t c0 = b < v.batch ? cost_prefix[b] : 0;
+    const std::int64_t c1 = b < v.batch ? cost_prefix[b + 1] : 0;
+    const int slots = b < v.batch ? split_schedule::slots_of(c0, c1, v.overhead_blocks, w) : 0;
+    const int pieces = b < v.batch ? split_schedule::pieces_of(c0, c1, v.overhead_blocks, w) : 0;
+    std::int32_t slot_total, list_total, piece_total;
     const std::int32_t slot_incl = block_inclusive_scan(slots, scratch32, slot_total);
     const std::int32_t list_incl = block_inclusive_scan(slots > 0 ? 1 : 0, scratch32, list_total);
+    const std::int32_t piece_incl = block_inclusive_scan(pieces, scratch32, piece_total);
     if (b < v.batch) {
       slot_prefix[b + 1] = slot_carry + slot_incl;
+      piece_prefix[b + 1] = piece_carry + piece_incl;
       if (slots > 0) split_list[list_carry + list_incl - 1] = b;
     }
     slot_carry += slot_total;
     list_carry += list_total;
+    piece_carry += piece_total;
   }
   if (tid == 0) *out = header{w, parts, list_carry};
 }
@@ -110,23 +118,26 @@ inline SplitSchedule plan_to_host(const std::int32_t* seqlens, int batch, int ro
   header* h = nullptr;
   std::int64_t* cost = nullptr;
   std::int32_t* slots = nullptr;
+  std::int32_t* pieces = nullptr;
   std::int32_t* list = nullptr;
   AMLA_CUDA_CHECK(cudaMallocAsync(&h, sizeof(header), stream));
   AMLA_CUDA_CHECK(cudaMallocAsync(&cost, n1 * sizeof(std::int64_t), stream));
   AMLA_CUDA_CHECK(cudaMallocAsync(&slots, n1 * sizeof(std::int32_t), stream));
+  AMLA_CUDA_CHECK(cudaMallocAsync(&pieces, n1 * sizeof(std::int32_t), stream));
   AMLA_CUDA_CHECK(cudaMallocAsync(&list, n1 * sizeof(std::int32_t), stream));
   SplitScheduleView v;
   v.batch = batch;
   v.overhead_blocks = o.overhead_blocks;
   v.block_keys = o.block_keys;
   v.seqlens = seqlens;
-  plan_kernel<<<1, threads, 0, stream>>>(v, bounds.parts, h, cost, slots, list);
+  plan_kernel<<<1, threads, 0, stream>>>(v, bounds.parts, h, cost, slots, pieces, list);
   AMLA_CUDA_CHECK_LAUNCH("amla::cuda::detail::split_plan::plan_kernel");
   SplitSchedule s;
   header hh{};
   s.seqlens.resize(static_cast<std::size_t>(batch));
   s.cost_prefix.resize(n1);
   s.slot_prefix.resize(n1);
+  s.piece_prefix.resize(n1);
   AMLA_CUDA_CHECK(cudaMemcpyAsync(&hh, h, sizeof(header), cudaMemcpyDeviceToHost, stream));
   AMLA_CUDA_CHECK(cudaMemcpyAsync(s.seqlens.data(), seqlens,
                                   s.seqlens.size() * sizeof(std::int32_t), cudaMemcpyDeviceToHost,
@@ -135,9 +146,11 @@ inline SplitSchedule plan_to_host(const std::int32_t* seqlens, int batch, int ro
                                   cudaMemcpyDeviceToHost, stream));
   AMLA_CUDA_CHECK(cudaMemcpyAsync(s.slot_prefix.data(), slots, n1 * sizeof(std::int32_t),
                                   cudaMemcpyDeviceToHost, stream));
+  AMLA_CUDA_CHECK(cudaMemcpyAsync(s.piece_prefix.data(), pieces, n1 * sizeof(std::int32_t),
+                                  cudaMemcpyDeviceToHost, stream));
   AMLA_CUDA_CHECK(cudaStreamSynchronize(stream));
   for (void* ptr : {static_cast<void*>(h), static_cast<void*>(cost), static_cast<void*>(slots),
-                    static_cast<void*>(list)}) {
+                    static_cast<void*>(pieces), static_cast<void*>(list)}) {
     AMLA_CUDA_CHECK(cudaFreeAsync(ptr, stream));
   }
   s.scalars.batch = batch;
