@@ -133,9 +133,9 @@ struct shared_storage {
   std::uint64_t bar_kv[2][chunks];
 };
 
-/// Dynamic shared memory to request: the storage plus slack to align it to 1024 bytes (the
-/// 128-byte swizzle repeats every 1024 bytes and descriptors assume aligned tiles).
-inline constexpr std::size_t smem_bytes = sizeof(shared_storage) + 1024;
+/// Dynamic shared memory to request. Its start is 1024-byte aligned (the 128-byte swizzle repeats
+/// every 1024 bytes and the descriptors assume aligned tiles; the kernel checks it).
+inline constexpr std::size_t smem_bytes = sizeof(shared_storage);
 static_assert(smem_bytes <= 227 * 1024, "the Hopper kernel's shared memory exceeds 227 KB");
 
 struct params {
@@ -219,17 +219,14 @@ __device__ __forceinline__ void load_kv(shared_storage& sm, const CUtensorMap* m
   const int ps = p.shape.page_size;
   if (ps >= block_keys) {
     const int row = pr.table[key0 / ps] * ps + key0 % ps;
-#pragma unroll 1
     for (int c = c_lo; c < c_hi; ++c) {
       ptx::mbar_arrive_expect_tx(&sm.bar_kv[buf][c], chunk_bytes);
       tma_load(sm.kv[buf] + c * chunk_bytes, map, c * 64, row, &sm.bar_kv[buf][c], policy);
     }
   } else {
     const int subs = block_keys / ps;
-#pragma unroll 1
     for (int c = c_lo; c < c_hi; ++c) {
       ptx::mbar_arrive_expect_tx(&sm.bar_kv[buf][c], chunk_bytes);
-#pragma unroll 1
       for (int s = 0; s < subs; ++s) {
         const int key = key0 + s * ps;
         const int row = key < pr.seqlen ? pr.table[key / ps] * ps : -ps;
@@ -249,7 +246,6 @@ __device__ __forceinline__ void load_piece(shared_storage& sm, const CUtensorMap
   if (pr.kb_begin >= pr.kb_end) return;
   ptx::mbar_arrive_expect_tx(&sm.bar_q, tile_bytes);
   const int q_row = pr.request * p.rows + row_first;
-#pragma unroll 1
   for (int c = 0; c < chunks; ++c) {
     tma_load(sm.q + c * chunk_bytes, tm_q, c * 64, q_row, &sm.bar_q, policy);
   }
@@ -299,12 +295,18 @@ __device__ __forceinline__ void qk_product(float (&s)[32], shared_storage& sm, i
 /// r1 = r0 + 8 (e >= 2); element i holds key 8 (i / 4) + 2 quad + (i & 1) of the block.
 __device__ __forceinline__ void scale_mask(float (&s)[32], float scale_log2, bool masked,
                                            int key_base, int vis0, int vis1, int quad) {
+  // Two loops, not one with `masked` folded into the select: the unmasked one (every block but a
+  // piece's last ones) is 32 multiplies, without 32 compares and selects.
+  if (masked) {
 #pragma unroll
-  for (int i = 0; i < 32; ++i) {
-    const int key = key_base + 8 * (i / 4) + 2 * quad + (i & 1);
-    const int vis = (i & 2) ? vis1 : vis0;
-    const float v = __fmul_rn(s[i], scale_log2);  // never fused with the later s - m
-    s[i] = (!masked || key < vis) ? v : neg_inf_f;
+    for (int i = 0; i < 32; ++i) {
+      const int key = key_base + 8 * (i / 4) + 2 * quad + (i & 1);
+      const float v = __fmul_rn(s[i], scale_log2);  // never fused with the later s - m
+      s[i] = key < ((i & 2) ? vis1 : vis0) ? v : neg_inf_f;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 32; ++i) s[i] = __fmul_rn(s[i], scale_log2);
   }
 }
 
@@ -487,9 +489,11 @@ __global__ void __launch_bounds__(threads, 1)
 #if defined(__CUDA_ARCH__) && !defined(AMLA_CUDA_SM90A_ENABLED)
   AMLA_CUDA_ARCH_UNSUPPORTED("the Hopper decode kernel (wgmma, TMA)");
 #else
-  extern __shared__ std::uint8_t smem_raw[];
-  shared_storage& sm = *reinterpret_cast<shared_storage*>(
-      (reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) & ~static_cast<std::uintptr_t>(1023));
+  // Dynamic shared memory starts 1024-byte aligned (the kernel has no static shared memory), so
+  // the storage is the array itself: every address in it is a constant offset the compiler sees.
+  extern __shared__ __align__(1024) std::uint8_t smem_raw[];
+  shared_storage& sm = *reinterpret_cast<shared_storage*>(smem_raw);
+  if (ptx::smem_u32(smem_raw) % 1024 != 0) __trap();
 
   const int row_block = blockIdx.x;
   const int wg = threadIdx.x / 128;
