@@ -1119,12 +1119,12 @@ void schedule_checks(std::mt19937_64& rng, cudaStream_t stream) {
     amla::SplitScheduleOptions o;
     o.sms = sms;
     const std::vector<std::int32_t> lens(static_cast<std::size_t>(sh.batch), sh.s_k);
-    const amla::SplitScheduleReplay r =
-        amla::replay_split_schedule(amla::make_split_schedule(lens, 2 * sh.s_q, o).view());
+    const amla::SplitScheduleReplay r = amla::replay_split_schedule(
+        amla::make_split_schedule(lens, 2 * sh.s_q, o).view(), 2 * sh.s_q, sms);
     std::printf(
-        "  b %3d s_q %d s_k %5d: %zu parts, max cost %lld, imbalance %.3f, %d split "
+        "  b %3d s_q %d s_k %5d: %d pieces, makespan %lld blocks, imbalance %.3f, %d split "
         "requests\n",
-        sh.batch, sh.s_q, sh.s_k, r.parts.size(), static_cast<long long>(r.max_cost), r.imbalance,
+        sh.batch, sh.s_q, sh.s_k, r.pieces, static_cast<long long>(r.makespan), r.imbalance,
         r.split_requests);
   }
 }

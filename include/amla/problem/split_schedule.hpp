@@ -4,29 +4,30 @@
 // ---- Work ---------------------------------------------------------------------------------------
 // A request b of seqlen L_b is n_b = ceil(L_b / block_keys) KV blocks. Its query rows are cut into
 // `row_blocks` CTAs' worth (the CUDA Hopper kernel: ceil(s_q h_q / 64) blocks of 64 rows, h_kv 1);
-// every row block of a request walks the same KV blocks, so a schedule decides only which KV
-// blocks of which request each *part* takes on: the parts are the SM slots of one wave (sms /
-// row_blocks of them). A piece is one request's share of a part: a contiguous block range. The
-// CUDA kernel runs one CTA per (row block, piece) and lets the GPU's block scheduler hand them to
-// SMs (pieces are numbered request by request: piece_at); the replay groups them by part to show
-// the balance a wave gets. A request cut into several pieces writes one normalised partial output
-// and lse per piece (a slot) and a combine merges them (attention/split_kv.hpp is the CPU
-// mirror); a request in one piece writes its output directly.
+// every row block of a request walks the same KV blocks, so a schedule decides only how each
+// request's blocks are cut into pieces, contiguous block ranges. The CUDA kernel runs one CTA per
+// (row block, piece), the pieces numbered request by request (piece_at), and the GPU's block
+// scheduler hands the CTAs to SMs in that order as SMs free up; replay_split_schedule plays that
+// assignment on the CPU and reports which SM gets which (request, blocks) and the balance. A
+// request cut into several pieces writes one normalised partial output and lse per piece (a slot)
+// and a combine merges them (attention/split_kv.hpp is the CPU mirror); a request in one piece
+// writes its output directly.
 //
 // ---- Balanced schedule (num_splits = 0) ---------------------------------------------------------
-// After FlashMLA's get_mla_metadata. Every piece costs, besides its blocks, a fixed overhead of
-// `overhead_blocks` blocks (loading Q, filling the pipeline, writing the result; FlashMLA counts
-// 5). Lay the requests end to end on a cost axis: request b occupies [C_b, C_b+1) with
-// C_b+1 - C_b = overhead + n_b, its overhead first, then its blocks (block j at C_b + overhead +
-// j). With parts = max(1, sms / row_blocks) (one wave of CTAs) and W = ceil(C_B / parts), part p
-// owns the positions [p W, (p + 1) W): its pieces are the requests whose blocks meet that interval,
-// each with the blocks inside it (an empty request goes to the part that holds its start). So each
-// part gets W units of work (plus at most two overheads the axis charges to a neighbour: the
-// request crossing its start, an empty request crossing its end), the long requests are cut
-// where the parts' boundaries fall, and a batch that fills the GPU keeps most requests whole.
-// Unlike FlashMLA's walk, a continued piece is not charged a second overhead: the boundaries are
-// then closed-form (a binary search), so every CTA finds its own pieces and a GPU computes a plan
-// with two prefix sums.
+// After FlashMLA's get_mla_metadata, sized for CTAs that run one piece each (FlashMLA's are
+// persistent and run a part of the axis each). Every piece costs, besides its blocks, a fixed
+// overhead of `overhead_blocks` blocks (loading Q, filling the pipeline, writing the result;
+// FlashMLA counts 5). Lay the requests end to end on a cost axis: request b occupies [C_b, C_b+1)
+// with C_b+1 - C_b = overhead + n_b, its overhead first, then its blocks (block j at C_b + overhead
+// + j). Cut the axis into `parts` intervals of W = ceil(C_B / parts): a request's blocks are cut
+// where an interval ends, one piece per interval they meet (an empty request is one empty piece),
+// so every piece is at most W units and the long requests take the most pieces. Each inner
+// boundary cuts at most one request, so there are at most batch + parts - 1 pieces, and
+// parts = max(1, sms / row_blocks - batch + 1) keeps them to one wave of CTAs while the batch is
+// smaller than a wave: a batch that fills the GPU is not cut at all, a single request is cut into
+// a wave of equal pieces. Unlike FlashMLA's walk, a continued piece is not charged a second
+// overhead: the cuts are then closed-form, so a CTA finds its piece by a binary search and a GPU
+// computes the plan with prefix sums (backend/cuda/detail/split_plan.cuh).
 //
 // ---- Fixed splits (num_splits = k >= 1) ---------------------------------------------------------
 // Every request in k equal pieces of ceil(n_b / k) blocks (some possibly empty), one part each:
@@ -104,23 +105,6 @@ AMLA_HOST_DEVICE constexpr int slots_of(std::int64_t c0, std::int64_t c1, int ov
   return n > 1 ? n : 0;
 }
 
-/// The first request that may have a piece in part p (the cursor next_piece starts from).
-AMLA_HOST_DEVICE inline int first_request(const SplitScheduleView& v, int part) {
-  if (v.num_splits > 0) return part / v.num_splits;
-  // The first b whose last part is >= part: binary search (last_part is non-decreasing in b).
-  int lo = 0, hi = v.batch;
-  while (lo < hi) {
-    const int mid = lo + (hi - lo) / 2;
-    if (last_part(v.cost_prefix[mid], v.cost_prefix[mid + 1], v.overhead_blocks, v.part_cost) <
-        part) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
-  return lo;
-}
-
 /// Pieces of request b: its part count (1 for a request with no block). Balanced schedule.
 AMLA_HOST_DEVICE constexpr int pieces_of(std::int64_t c0, std::int64_t c1, int overhead,
                                          std::int64_t w) {
@@ -155,25 +139,6 @@ AMLA_HOST_DEVICE inline SplitPiece fixed_piece(const SplitScheduleView& v, int b
   piece.block_end = std::min(n, (s + 1) * per);
   piece.slot = k > 1 ? b * k + s : -1;
   return piece;
-}
-
-/// The next piece of part `part` at or after request `cursor`: fills `piece`, advances the
-/// cursor past it and returns true; false when the part has no more pieces.
-AMLA_HOST_DEVICE inline bool next_piece(const SplitScheduleView& v, int part, int& cursor,
-                                        SplitPiece& piece) {
-  if (part >= v.num_parts || cursor >= v.batch) return false;
-  const int b = cursor;
-  if (v.num_splits > 0) {
-    if (b != part / v.num_splits) return false;  // exactly one piece per part
-    piece = fixed_piece(v, b, part % v.num_splits);
-  } else {
-    if (first_part(v.cost_prefix[b], v.cost_prefix[b + 1], v.overhead_blocks, v.part_cost) > part) {
-      return false;  // this request (and every later one) starts past the part
-    }
-    piece = balanced_piece(v, b, part);
-  }
-  cursor = b + 1;
-  return true;
 }
 
 /// Pieces of the whole schedule: what a grid of one CTA per piece (per row block) runs.
@@ -262,7 +227,9 @@ inline SplitScheduleBounds split_schedule_bounds(int batch, int row_blocks,
     b.pieces = b.parts;
     b.slots = o.num_splits > 1 ? b.parts : 0;
   } else {
-    b.parts = std::max(1, o.sms / row_blocks);
+    // One wave of CTAs (see the file comment); a batch of a wave or more is not cut.
+    b.parts = static_cast<int>(
+        std::max<std::int64_t>(1, static_cast<std::int64_t>(o.sms / row_blocks) - batch + 1));
     // Each inner boundary between parts cuts at most one request: one more piece, and one more
     // slot (two when it is that request's first cut).
     b.pieces = batch + b.parts - 1;
@@ -333,66 +300,87 @@ inline SplitSchedule make_split_schedule(std::span<const std::int32_t> seqlens, 
   return s;
 }
 
-/// What one part (the CTAs of one SM slot) does under a schedule.
-struct SplitPartLoad {
+/// What one SM does under a schedule: the CTAs (one row block of a piece each) it runs, in order.
+struct SplitSmLoad {
   std::vector<SplitPiece> pieces;
-  std::int64_t blocks = 0;  ///< KV blocks it walks (per row block)
-  std::int64_t cost = 0;    ///< blocks + overhead per piece
+  std::int64_t cost = 0;  ///< sum of (blocks + overhead) of its CTAs
 };
 
-/// The replay of a schedule: every part's pieces and the balance of the whole.
+/// The replay of a schedule on a GPU of `sms` SMs: the CTAs (piece i, row block m) launched in
+/// the kernel's order (i major), each to the SM that is free first (the lowest-numbered among
+/// ties), one CTA per SM at a time, a CTA taking its piece's blocks plus the overhead.
 struct SplitScheduleReplay {
-  std::vector<SplitPartLoad> parts;
+  std::vector<SplitSmLoad> sms;
   std::vector<int> pieces_per_request;  ///< 1: written directly; > 1: merged by the combine
-  std::int64_t total_blocks = 0;
-  std::int64_t max_cost = 0;
-  double mean_cost = 0;
-  /// max_cost / mean_cost: 1 is perfect balance; the makespan over the ideal.
+  int pieces = 0;
+  std::int64_t total_blocks = 0;  ///< KV blocks walked, per row block
+  std::int64_t makespan = 0;      ///< the busiest SM's cost
+  double mean_cost = 0;           ///< total cost over the SMs
+  /// makespan / mean_cost: 1 is perfect balance; the time over the ideal.
   double imbalance = 1;
   int split_requests = 0;  ///< requests the combine merges
 
-  /// One line per part and a summary (for examples and test logs).
+  /// One line per SM that works and a summary (for examples and test logs).
   std::string describe() const {
     std::string s;
-    for (std::size_t p = 0; p < parts.size(); ++p) {
-      s += "part " + std::to_string(p) + ": cost " + std::to_string(parts[p].cost) + ",";
-      for (const SplitPiece& pc : parts[p].pieces) {
-        s += " r" + std::to_string(pc.request) + "[" + std::to_string(pc.block_begin) + "," +
-             std::to_string(pc.block_end) + ")";
-        if (pc.slot >= 0) s += "@" + std::to_string(pc.slot);
+    auto put = [&s](const char* text, std::int64_t value) {
+      s.append(text);
+      s.append(std::to_string(value));
+    };
+    for (std::size_t m = 0; m < sms.size(); ++m) {
+      if (sms[m].pieces.empty()) continue;
+      put("SM ", static_cast<std::int64_t>(m));
+      put(": cost ", sms[m].cost);
+      s.push_back(',');
+      for (const SplitPiece& pc : sms[m].pieces) {
+        put(" r", pc.request);
+        put("[", pc.block_begin);
+        put(",", pc.block_end);
+        s.push_back(')');
+        if (pc.slot >= 0) put("@", pc.slot);
       }
-      s += "\n";
+      s.push_back('\n');
     }
-    s += "blocks " + std::to_string(total_blocks) + ", max cost " + std::to_string(max_cost) +
-         ", imbalance " + detail::to_text(imbalance) + ", split requests " +
-         std::to_string(split_requests) + "\n";
+    put("", pieces);
+    put(" pieces, blocks ", total_blocks);
+    put(", makespan ", makespan);
+    s.append(", imbalance ");
+    s.append(detail::to_text(imbalance));
+    put(", split requests ", split_requests);
+    s.push_back('\n');
     return s;
   }
 };
 
-/// Replays a schedule part by part with the kernel's own piece iteration (next_piece).
-inline SplitScheduleReplay replay_split_schedule(const SplitScheduleView& v) {
+/// Replays a schedule with the kernel's piece numbering (piece_at) on `sms` SMs, each piece run by
+/// `row_blocks` CTAs. Throws amla::invalid_argument on sms or row_blocks below 1.
+inline SplitScheduleReplay replay_split_schedule(const SplitScheduleView& v, int row_blocks,
+                                                 int sms) {
+  AMLA_REQUIRE(sms >= 1, "sms", sms, "must be >= 1");
+  AMLA_REQUIRE(row_blocks >= 1, "row_blocks", row_blocks, "must be >= 1");
   SplitScheduleReplay r;
-  r.parts.resize(static_cast<std::size_t>(std::max(0, v.num_parts)));
+  r.sms.resize(static_cast<std::size_t>(sms));
   r.pieces_per_request.assign(static_cast<std::size_t>(std::max(0, v.batch)), 0);
-  for (int p = 0; p < v.num_parts; ++p) {
-    SplitPartLoad& load = r.parts[static_cast<std::size_t>(p)];
-    int cursor = split_schedule::first_request(v, p);
+  r.pieces = split_schedule::piece_count(v);
+  std::int64_t total = 0;
+  for (int i = 0; i < r.pieces; ++i) {
     SplitPiece pc;
-    while (split_schedule::next_piece(v, p, cursor, pc)) {
-      load.pieces.push_back(pc);
-      load.blocks += pc.block_end - pc.block_begin;
-      load.cost += pc.block_end - pc.block_begin + v.overhead_blocks;
-      ++r.pieces_per_request[static_cast<std::size_t>(pc.request)];
+    split_schedule::piece_at(v, i, pc);
+    const std::int64_t blocks = pc.block_end - pc.block_begin;
+    r.total_blocks += blocks;
+    ++r.pieces_per_request[static_cast<std::size_t>(pc.request)];
+    for (int m = 0; m < row_blocks; ++m) {
+      auto sm = std::min_element(
+          r.sms.begin(), r.sms.end(),
+          [](const SplitSmLoad& a, const SplitSmLoad& b) { return a.cost < b.cost; });
+      sm->pieces.push_back(pc);
+      sm->cost += blocks + v.overhead_blocks;
+      total += blocks + v.overhead_blocks;
     }
-    r.total_blocks += load.blocks;
-    r.max_cost = std::max(r.max_cost, load.cost);
   }
-  std::int64_t sum = 0;
-  for (const SplitPartLoad& l : r.parts) sum += l.cost;
-  r.mean_cost =
-      r.parts.empty() ? 0.0 : static_cast<double>(sum) / static_cast<double>(r.parts.size());
-  r.imbalance = r.mean_cost > 0 ? static_cast<double>(r.max_cost) / r.mean_cost : 1.0;
+  for (const SplitSmLoad& l : r.sms) r.makespan = std::max(r.makespan, l.cost);
+  r.mean_cost = static_cast<double>(total) / static_cast<double>(sms);
+  r.imbalance = r.mean_cost > 0 ? static_cast<double>(r.makespan) / r.mean_cost : 1.0;
   for (int n : r.pieces_per_request) r.split_requests += n > 1 ? 1 : 0;
   return r;
 }
