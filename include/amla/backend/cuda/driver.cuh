@@ -104,14 +104,11 @@ struct CudaDecodeOptions {
   std::optional<float> softmax_scale;  ///< default 1 / sqrt(d_qk); finite and > 0
   rescale_mode mode = rescale_mode::standard;
   kernel_kind kernel = kernel_kind::automatic;
-  /// Split-KV of the Hopper kernel (problem/split_schedule.hpp): 0 is the balanced schedule
-  /// (each part of one wave gets an equal share of the batch's blocks, long requests cut where
-  /// the shares end); k in [1, 64] cuts every request in k equal pieces (1: no split-KV). The
-  /// simple kernel never splits.
+  /// Split-KV of the Hopper kernel (problem/split_schedule.hpp): 0 sizes the pieces from the batch
+  /// and the lengths (a batch that fills a wave of CTAs is not cut; a smaller one is cut into one
+  /// wave of pieces of about equal length, the longest requests into the most); k in [1, 64]
+  /// cuts every request in k equal pieces (1: no split-KV). The simple kernel never splits.
   int num_splits = 0;
-  /// The balanced schedule's cost of a piece besides its blocks (its prologue and epilogue), in
-  /// blocks; FlashMLA uses 5. A tuning knob: results do not depend on it.
-  int split_overhead_blocks = 5;
   /// Chain the Hopper kernel's plan, decode and combine kernels with programmatic dependent
   /// launch (each starts while the one before finishes). A tuning knob.
   bool pdl = true;
@@ -216,9 +213,7 @@ inline float validate_host(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
               opt.kernel == kernel_kind::hopper,
           "options.kernel", static_cast<int>(opt.kernel), "must be automatic, simple or hopper");
   require(opt.num_splits >= 0 && opt.num_splits <= max_splits, "options.num_splits", opt.num_splits,
-          "must lie in [0, 64] (0 = the balanced schedule)");
-  require(opt.split_overhead_blocks >= 1 && opt.split_overhead_blocks <= 1 << 20,
-          "options.split_overhead_blocks", opt.split_overhead_blocks, "must lie in [1, 2^20]");
+          "must lie in [0, 64] (0 = sized from the batch and lengths)");
   require(opt.rescale == pow2_mode::hardware || opt.rescale == pow2_mode::safe, "options.rescale",
           static_cast<int>(opt.rescale),
           "must be pow2_mode::hardware or safe (checked needs the CPU recurrence's report)");
@@ -308,7 +303,18 @@ inline device_facts current_device() {
   return f;
 }
 
-/// The Hopper path's workspace: the balanced plan (header, cost and slot prefixes, the list of
+/// The schedule bounds of a shape on a GPU of `sms` SMs (the Hopper kernel's row blocks).
+inline SplitScheduleBounds split_bounds(const DecodeShape& s, const CudaDecodeOptions& opt,
+                                        int sms) {
+  const int row_blocks = (s.rows_per_group() + hopper::rows_per_cta - 1) / hopper::rows_per_cta;
+  SplitScheduleOptions so;
+  so.sms = sms;
+  so.block_keys = hopper::block_keys;
+  so.num_splits = opt.num_splits;
+  return split_schedule_bounds(s.batch, row_blocks, so);
+}
+
+/// The Hopper path's workspace: the sized plan (header, piece and slot prefixes, the list of
 /// split requests; plan_bytes, a multiple of 256), then the partial outputs and lse of every slot
 /// the schedule may write.
 struct workspace_layout {
@@ -319,22 +325,14 @@ struct workspace_layout {
 inline workspace_layout workspace_layout_of(const DecodeShape& s, const CudaDecodeOptions& opt,
                                             int sms) {
   const int rows = s.rows_per_group();
-  const int row_blocks = (rows + hopper::rows_per_cta - 1) / hopper::rows_per_cta;
-  SplitScheduleOptions so;
-  so.sms = sms;
-  so.block_keys = hopper::block_keys;
-  so.overhead_blocks = opt.split_overhead_blocks;
-  so.num_splits = opt.num_splits;
-  const SplitScheduleBounds bounds = split_schedule_bounds(s.batch, row_blocks, so);
+  const SplitScheduleBounds bounds = split_bounds(s, opt, sms);
   workspace_layout w;
   if (opt.num_splits == 0) {
     const std::size_t batch1 = static_cast<std::size_t>(s.batch) + 1;
-    const std::size_t split_requests = static_cast<std::size_t>(std::min(s.batch, bounds.parts));
-    const std::size_t plan = 256 + batch1 * (sizeof(std::int64_t) + 2 * sizeof(std::int32_t)) +
-                             split_requests * sizeof(std::int32_t);
+    const std::size_t plan = 256 + 3 * batch1 * sizeof(std::int32_t);
     w.plan_bytes = (plan + 255) / 256 * 256;
   }
-  const std::size_t part_rows = static_cast<std::size_t>(bounds.slots) * rows;
+  const std::size_t part_rows = static_cast<std::size_t>(bounds.partials) * rows;
   w.bytes = w.plan_bytes + part_rows * (hopper::d_v + 1) * sizeof(float);
   return w;
 }
@@ -405,26 +403,20 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
   p.out = reinterpret_cast<__nv_bfloat16*>(out.out);
   p.lse = out.lse;
 
-  SplitScheduleOptions so;
-  so.sms = dev.sms;
-  so.block_keys = hopper::block_keys;
-  so.overhead_blocks = opt.split_overhead_blocks;
-  so.num_splits = opt.num_splits;
-  const SplitScheduleBounds bounds = split_schedule_bounds(s.batch, p.row_blocks, so);
-  const bool balanced = opt.num_splits == 0;
+  const SplitScheduleBounds bounds = split_bounds(s, opt, dev.sms);
+  const bool sized = opt.num_splits == 0;
   SplitScheduleView& v = p.schedule;
   v.batch = s.batch;
-  v.num_parts = bounds.parts;
   v.num_splits = opt.num_splits;
-  v.overhead_blocks = so.overhead_blocks;
-  v.block_keys = so.block_keys;
+  v.block_keys = hopper::block_keys;
   v.seqlens = in.seqlens;
-  const int split_requests = balanced ? std::min(s.batch, bounds.parts) : s.batch;
+  // A split request has two pieces or more.
+  const int split_requests = sized ? std::min(s.batch, bounds.partials / 2) : s.batch;
 
-  // One workspace: the plan (balanced), then the partial outputs (when some request is cut).
+  // One workspace: the plan (sized), then the partial outputs (when some request is cut).
   const std::size_t batch1 = static_cast<std::size_t>(s.batch) + 1;
   const workspace_layout w = workspace_layout_of(s, opt, dev.sms);
-  const std::size_t part_rows = static_cast<std::size_t>(bounds.slots) * p.rows;
+  const std::size_t part_rows = static_cast<std::size_t>(bounds.partials) * p.rows;
   std::uint8_t* workspace = static_cast<std::uint8_t*>(opt.workspace);
   if (workspace != nullptr && opt.workspace_bytes < w.bytes) {
     amla::detail::throw_invalid(
@@ -435,18 +427,16 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
   const bool own_workspace = workspace == nullptr && w.bytes > 0;
   if (own_workspace) AMLA_CUDA_CHECK(cudaMallocAsync(&workspace, w.bytes, stream));
   std::int32_t* split_list = nullptr;
-  if (balanced) {
+  if (sized) {
     auto* header = reinterpret_cast<split_plan::header*>(workspace);
-    auto* cost_prefix = reinterpret_cast<std::int64_t*>(workspace + 256);
-    auto* slot_prefix = reinterpret_cast<std::int32_t*>(cost_prefix + batch1);
-    auto* piece_prefix = slot_prefix + batch1;
-    split_list = piece_prefix + batch1;
+    auto* piece_prefix = reinterpret_cast<std::int32_t*>(workspace + 256);
+    auto* slot_prefix = piece_prefix + batch1;
+    split_list = slot_prefix + batch1;
     p.plan = header;
-    v.cost_prefix = cost_prefix;
-    v.slot_prefix = slot_prefix;
     v.piece_prefix = piece_prefix;
+    v.slot_prefix = slot_prefix;
     launch_ex(split_plan::plan_kernel, dim3(1), split_plan::threads, 0, false, stream, v,
-              bounds.parts, header, cost_prefix, slot_prefix, piece_prefix, split_list);
+              bounds.slots, header, piece_prefix, slot_prefix, split_list);
   }
   if (part_rows > 0) {
     p.out_part = reinterpret_cast<float*>(workspace + w.plan_bytes);
@@ -471,7 +461,7 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
                                        static_cast<int>(hopper::smem_bytes)));
   launch_ex(kernel, dim3(static_cast<unsigned>(p.row_blocks), static_cast<unsigned>(bounds.pieces)),
             hopper::threads, hopper::smem_bytes, opt.pdl, stream, tm_q, tm_kv, p);
-  if (bounds.slots > 0) {
+  if (bounds.partials > 0) {
     combine::params c{};
     c.shape = s;
     c.rows = p.rows;

@@ -148,8 +148,8 @@ struct params {
   float scale_log2;
   const std::int32_t* block_table;
   const std::int32_t* seqlens;
-  /// The split-KV schedule: its seqlens are `seqlens`; a balanced one takes part_cost and
-  /// num_parts from `plan` (split_plan.cuh computes them on the GPU).
+  /// The split-KV schedule: its seqlens are `seqlens`; a sized one takes its piece length from
+  /// `plan` (split_plan.cuh computes it on the GPU).
   SplitScheduleView schedule;
   const split_plan::header* plan;
   __nv_bfloat16* out;  ///< final outputs (pieces with slot -1)
@@ -158,13 +158,12 @@ struct params {
   float* lse_part;  ///< [slots, rows]
 };
 
-/// The schedule as the kernel reads it: a balanced one's W and part count come from the plan the
-/// kernel before this one wrote (read at each piece boundary, so they hold no register).
+/// The schedule as the kernel reads it: a sized one's piece length comes from the plan the kernel
+/// before this one wrote.
 __device__ __forceinline__ SplitScheduleView schedule_of(const params& p) {
   SplitScheduleView v = p.schedule;
   if (v.num_splits == 0) {
-    v.part_cost = p.plan->part_cost;
-    v.num_parts = p.plan->num_parts;
+    v.piece_blocks = p.plan->piece_blocks;
   }
   return v;
 }
