@@ -17,7 +17,8 @@
 # Needs nvcc, CMake and Eigen 3.4 (not Catch2 or Google Benchmark: the CUDA test and timing
 # programs are plain executables). AMLA_DEPS_PREFIX names a prefix holding Eigen
 # (include/eigen3, share/eigen3/cmake) when the system has none; AMLA_CUDA_BUILD_DIR the build
-# folder (default build-cuda). Logs go to $AMLA_CUDA_LOG_DIR when set.
+# folder (default build-cuda). Logs go to $AMLA_CUDA_LOG_DIR when set; AMLA_CUDA_TEST_TIMEOUT bounds
+# the tests in seconds (default 900).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 quick=0
@@ -83,7 +84,8 @@ status=0
 tail -n 1 "$logs/validate.log"
 test_mode=gpu
 [ $quick_tests = 1 ] && test_mode=gpu-quick
-timeout 900 "$build/cuda_decode" "$test_mode" "${simple_only[@]}" 2>&1 | tee "$logs/test.log"
+timeout "${AMLA_CUDA_TEST_TIMEOUT:-900}" "$build/cuda_decode" "$test_mode" "${simple_only[@]}" 2>&1 |
+  tee "$logs/test.log"
 rc=${PIPESTATUS[0]}
 [ "$rc" -ne 0 ] && status=1
 
@@ -107,6 +109,7 @@ if [ $profile = 1 ] && [ "$rc" -ne 2 ] && [ "$rc" -ne 3 ] && [ "$rc" -ne 124 ]; 
       timeout 240 ncu --kernel-name regex:decode_kernel --launch-skip 2 --launch-count 1 \
         --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
         --section WarpStateStats --section SchedulerStats --section Occupancy \
+        --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
         "$build/bm_cuda_decode" --profile $shape >>"$logs/ncu.log" 2>&1 ||
         echo "ncu failed on $shape (exit $?)" | tee -a "$logs/ncu.log"
     done
@@ -135,6 +138,12 @@ if [ $record = 1 ]; then
   splice_block "$doc" cuda-tests cuda.sh "cuda_decode validate; cuda_decode $test_mode ${simple_only[*]}" \
     "$logs/record-tests.txt"
   splice_block "$doc" cuda-bench cuda.sh "bm_cuda_decode ${bench_args[*]}" "$logs/bench.log"
+  if [ $profile = 1 ]; then
+    grep -E "^  [a-z_]+.*decode_kernel|Duration|SM Frequency|Throughput|Issue Slots Busy|Executed Ipc A|is the highest|Warp Cycles Per Issued|Eligible Warps|stalled" \
+      "$logs/ncu.log" >"$logs/record-profile.txt" || true
+    splice_block "$doc" cuda-profile cuda.sh \
+      "ncu on bm_cuda_decode --profile 128 2 16384 and --profile 128 1 1024" "$logs/record-profile.txt"
+  fi
   [ -n "${OUT:-}" ] && cp "$doc" "$OUT/"
   echo "recorded into $doc"
 fi

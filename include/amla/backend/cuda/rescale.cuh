@@ -131,17 +131,18 @@ __device__ __forceinline__ pattern_add_window kept_window(std::int32_t k) {
   return k == 0 ? pattern_add_window{0u, 0xFFFFFFFFu} : pattern_add_window_of(k);
 }
 
-/// The safe add as the Hopper kernel does it: inside the exact window [lo, lo + span) the raw
-/// add; below it (a zero, a subnormal, or a value the add would push below the normal range) the
-/// signed zero; above it the value unchanged (Inf and NaN pass through, as pattern_add_intended
-/// passes them; a finite value there, within k of FLT_MAX, keeps its value where the intended add
-/// would overflow). It differs from pattern_add_intended only where that returns a subnormal
-/// (|value| < 2^-126, flushed to zero) or overflows.
-__device__ __forceinline__ float amla_add_flush(float o, std::uint32_t k, pattern_add_window w) {
+/// The safe add as the Hopper kernel does it, in three instructions: where the magnitude lies below
+/// the exact window's low end `lo` (a zero, a subnormal, or a value the add would push below the
+/// normal range) the result is the signed zero, elsewhere the raw add. It differs from
+/// pattern_add_intended only where that returns a subnormal (|value| < 2^-126): a flush to zero;
+/// and on a non-finite element, which the add turns into garbage as the hardware form does (the
+/// Hopper kernel's O meets one only through an infinite K value, driver.cuh). The top of the
+/// window (overflow to Inf) cannot be reached by a finite O element: |O| stays below the key
+/// count times max |V|.
+__device__ __forceinline__ float amla_add_flush(float o, std::uint32_t k, std::uint32_t lo) {
   const std::uint32_t u = __float_as_uint(o);
   const std::uint32_t mag = u & 0x7FFFFFFFu;
-  const std::uint32_t add = w.contains(mag) ? k : (mag < w.lo ? 0u - mag : 0u);
-  return __uint_as_float(u + add);  // u - mag keeps only the sign
+  return __uint_as_float(u + (mag >= lo ? k : 0u - mag));  // u - mag keeps only the sign
 }
 
 }  // namespace detail
