@@ -99,8 +99,9 @@ AMLA_HOST_DEVICE inline SplitPiece piece_of(int b, int n, int k, int s, int firs
   const int per = (n + k - 1) / k;
   SplitPiece piece;
   piece.request = b;
-  piece.block_begin = std::min(n, s * per);
-  piece.block_end = std::min(n, (s + 1) * per);
+  // (no std::min: host-device code that nvcc compiles without --expt-relaxed-constexpr)
+  piece.block_begin = s * per < n ? s * per : n;
+  piece.block_end = (s + 1) * per < n ? (s + 1) * per : n;
   piece.slot = k > 1 ? first_slot + s : -1;
   return piece;
 }
