@@ -413,6 +413,19 @@ struct Variant {
   bool stagger = true;
 };
 
+/// The decode options of a variant.
+ac::CudaDecodeOptions options_for(const Variant& v, bool causal) {
+  ac::CudaDecodeOptions opt;
+  opt.causal = causal;
+  opt.mode = v.mode;
+  opt.kernel = v.kernel;
+  opt.num_splits = v.splits;
+  opt.kv_l2_hint = v.hint;
+  opt.rescale = v.rescale;
+  opt.stagger_qk = v.stagger;
+  return opt;
+}
+
 constexpr double tol_out = 3e-3;
 constexpr double tol_lse = 1e-3;
 constexpr double tol_simple_vs_cpu_amla = 5e-4;
@@ -487,16 +500,10 @@ void run_case(const Case& c, std::uint64_t seed, cudaStream_t stream) {
   DeviceBuffer<std::uint8_t> workspace(ws_bytes);
   for (const Variant& v : variants) {
     if (g_simple_only && v.kernel != kernel_kind::simple) continue;
-    ac::CudaDecodeOptions opt;
-    opt.causal = c.causal;
-    opt.mode = v.mode;
-    opt.kernel = v.kernel;
-    // The trap needs the recurrence across blocks within one CTA: the balanced schedule may
-    // give every block its own piece (the combine then rescales, not the integer add).
-    opt.num_splits = c.trap_col >= 0 && v.splits == 0 ? 1 : v.splits;
-    opt.kv_l2_hint = v.hint;
-    opt.rescale = v.rescale;
-    opt.stagger_qk = v.stagger;
+    ac::CudaDecodeOptions opt = options_for(v, c.causal);
+    // The trap needs the recurrence across blocks within one CTA: the sized schedule may cut
+    // the requests (the combine then rescales, not the integer add).
+    if (c.trap_col >= 0 && v.splits == 0) opt.num_splits = 1;
     opt.workspace = workspace.ptr;
     opt.workspace_bytes = workspace.n;
     AMLA_CUDA_CHECK(cudaMemsetAsync(out.ptr, 0xFF, out.n * sizeof(amla::bf16), stream));  // NaN
@@ -635,14 +642,6 @@ struct Hostile {
   bool clean_reference = true;
 };
 
-struct HostileVariant {
-  const char* name;
-  ac::kernel_kind kernel;
-  ac::rescale_mode mode;
-  int splits;
-  amla::pow2_mode rescale;
-};
-
 /// Checks one kernel's (or the GPU golden's) outputs against the wanted semantics: reference
 /// elements within `tol` (row-relative, and lse absolutely), NaN / +Inf where wanted (unless
 /// `columns_free`: the hardware AMLA add turns a non-finite O element into garbage), empty rows
@@ -732,7 +731,7 @@ void run_hostile(const Hostile& c, cudaStream_t stream) {
   using ac::rescale_mode;
   constexpr auto hw = amla::pow2_mode::hardware;
   constexpr auto safe = amla::pow2_mode::safe;
-  const HostileVariant variants[] = {
+  const Variant variants[] = {
       {"simple/standard", kernel_kind::simple, rescale_mode::standard, 0, safe},
       {"simple/amla", kernel_kind::simple, rescale_mode::amla, 0, safe},
       {"hopper/standard", kernel_kind::hopper, rescale_mode::standard, 0, safe},
@@ -742,14 +741,9 @@ void run_hostile(const Hostile& c, cudaStream_t stream) {
       {"hopper/amla/3 splits", kernel_kind::hopper, rescale_mode::amla, 3, safe},
       {"hopper/amla-hw", kernel_kind::hopper, rescale_mode::amla, 0, hw},
   };
-  for (const HostileVariant& v : variants) {
+  for (const Variant& v : variants) {
     if (g_simple_only && v.kernel != kernel_kind::simple) continue;
-    ac::CudaDecodeOptions opt;
-    opt.causal = c.causal;
-    opt.mode = v.mode;
-    opt.kernel = v.kernel;
-    opt.num_splits = v.splits;
-    opt.rescale = v.rescale;
+    const ac::CudaDecodeOptions opt = options_for(v, c.causal);
     AMLA_CUDA_CHECK(cudaMemsetAsync(out.ptr, 0xFF, out.n * sizeof(amla::bf16), stream));
     AMLA_CUDA_CHECK(cudaMemsetAsync(lse.ptr, 0xFF, lse.n * sizeof(float), stream));
     try {
@@ -962,25 +956,11 @@ void golden_checks(bool quick, std::mt19937_64& rng, cudaStream_t stream) {
   ds.seed = rng();
   golden_case("DeepSeek varlen, causal", ds, true, stream);
   golden_case("DeepSeek varlen, full", ds, false, stream);
-  ct::ProblemSpec gqa;
-  gqa.s_q = 3;
-  gqa.h_q = 12;
-  gqa.h_kv = 3;
-  gqa.d_qk = 80;
-  gqa.d_v = 72;
-  gqa.separate_v = true;
-  gqa.page_size = 16;
-  gqa.seqlens = {0, 17, 300, 1000};
-  gqa.seed = rng();
+  // ProblemSpec's fields in order: s_q, h_q, seqlens, page_size, spread, seed, h_kv, d_qk, d_v,
+  // separate_v.
+  const ct::ProblemSpec gqa{3, 12, {0, 17, 300, 1000}, 16, 1.0, rng(), 3, 80, 72, true};
   golden_case("GQA 12/3, d 80/72, separate V, page 16", gqa, true, stream);
-  ct::ProblemSpec mha;
-  mha.h_q = 4;
-  mha.h_kv = 4;
-  mha.d_qk = 64;
-  mha.d_v = 64;
-  mha.page_size = 1;
-  mha.seqlens = {5, 33};
-  mha.seed = rng();
+  const ct::ProblemSpec mha{1, 4, {5, 33}, 1, 1.0, rng(), 4, 64, 64, false};
   golden_case("MHA 4/4, d 64, page 1", mha, false, stream);
   if (!quick) {
     ct::ProblemSpec big;

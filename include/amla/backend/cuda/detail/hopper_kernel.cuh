@@ -468,6 +468,25 @@ __device__ __forceinline__ void hide_keys(std::uint8_t* buf, int c0, int kb, con
   prepare_v_rows(buf, max(pr.vis_min - key0, 0), max(pr.vis_max - key0, 0), c0, tid_wg);
 }
 
+/// One warpgroup's P V of block kb in `buf` (its half of V: chunks c0..c0 + 3): O moved to the
+/// block's frame (rescale_rows), the V rows some row of the CTA does not see prepared
+/// (hide_keys), the wgmma issued and committed; the caller waits. own_p: this warpgroup stored
+/// the P tile itself, so all its warps must have written it before the wgmma reads it (a tile
+/// from the other warpgroup was ordered by the named barrier that published it).
+template <rescale_mode Mode, bool SafeAdd>
+__device__ __forceinline__ void pv_step(float (&o)[128], const frame_step& st0,
+                                        const frame_step& st1, std::uint8_t* buf, int c0, int kb,
+                                        const piece_rows& pr, int bar, int tid_wg, bool own_p) {
+  rescale_rows<Mode, SafeAdd>(o, st0, st1);
+  const bool hide = hides_keys(pr, kb);
+  if (hide) hide_keys(buf, c0, kb, pr, tid_wg);
+  if (hide || own_p) {
+    ptx::fence_proxy_async_smem();
+    ptx::bar_sync(bar, 128);  // the P tile and the prepared rows written
+  }
+  pv_issue(o, buf, c0);
+}
+
 /// Writes 1 to *flag when the code running it was compiled for sm_90a (the Hopper kernel's real
 /// body is there), 0 otherwise. The host asks once per device (driver.cuh, hopper_kernel_built).
 __global__ void sm90a_probe(int* flag) {
@@ -565,11 +584,7 @@ __global__ void __launch_bounds__(threads, 1)
 
         // ---- WG0: O_L = step_A(O_L) + P_A V_A[:, L] (P_A from shared memory: holding its
         // fragments in registers across the rescale would cost 16 registers per thread) ----
-        rescale_rows<Mode, SafeAdd>(o, sa0, sa1);
-        if (hides_keys(pr, kb_a)) hide_keys(sm.kv[0], 0, kb_a, pr, tid_wg);
-        ptx::fence_proxy_async_smem();
-        ptx::bar_sync(bar_wg0, 128);  // all of P_A (and the zeroed rows) written
-        pv_issue(o, sm.kv[0], 0);
+        pv_step<Mode, SafeAdd>(o, sa0, sa1, sm.kv[0], 0, kb_a, pr, bar_wg0, tid_wg, true);
         ptx::wgmma_wait<0>();
         ptx::fence_regs(o);
         ptx::bar_sync(bar_wg0, 128);  // every warp of WG0 is done reading KV[0] chunks 0-3 and 8
@@ -582,13 +597,7 @@ __global__ void __launch_bounds__(threads, 1)
           const frame_message mb0 = sm.msg_b[r0], mb1 = sm.msg_b[r1];
           const frame_step sb0{mb0.frame, mb0.o_scale, mb0.o_add, 1.0f, 1.0f};
           const frame_step sb1{mb1.frame, mb1.o_scale, mb1.o_add, 1.0f, 1.0f};
-          rescale_rows<Mode, SafeAdd>(o, sb0, sb1);
-          if (hides_keys(pr, kb_b)) {
-            hide_keys(sm.kv[1], 0, kb_b, pr, tid_wg);
-            ptx::fence_proxy_async_smem();
-            ptx::bar_sync(bar_wg0, 128);
-          }
-          pv_issue(o, sm.kv[1], 0);
+          pv_step<Mode, SafeAdd>(o, sb0, sb1, sm.kv[1], 0, kb_b, pr, bar_wg0, tid_wg, false);
           // l_L (blocks A so far) moves from frame A to frame B.
           if (sa0.next.m != neg_inf_f) l0 *= fast_exp2(sa0.next.m - mb0.frame.m);
           if (sa1.next.m != neg_inf_f) l1 *= fast_exp2(sa1.next.m - mb1.frame.m);
@@ -624,14 +633,8 @@ __global__ void __launch_bounds__(threads, 1)
         {
           const frame_step sa0{ma0.frame, ma0.o_scale, ma0.o_add, 1.0f, 1.0f};
           const frame_step sa1{ma1.frame, ma1.o_scale, ma1.o_add, 1.0f, 1.0f};
-          rescale_rows<Mode, SafeAdd>(o, sa0, sa1);
+          pv_step<Mode, SafeAdd>(o, sa0, sa1, sm.kv[0], 4, kb_a, pr, bar_wg1, tid_wg, false);
         }
-        if (hides_keys(pr, kb_a)) {
-          hide_keys(sm.kv[0], 4, kb_a, pr, tid_wg);
-          ptx::fence_proxy_async_smem();
-          ptx::bar_sync(bar_wg1, 128);
-        }
-        pv_issue(o, sm.kv[0], 4);
 
         // ---- WG1: frame B and P_B while P_A V_A runs ----
         float mx0, mx1;
@@ -668,13 +671,7 @@ __global__ void __launch_bounds__(threads, 1)
         // ---- WG1: O_R = step_B(O_R) + P_B V_B[:, R] (P_B from shared memory; the barrier
         // above ordered all four warps' rows of it) ----
         if (has_b) {
-          rescale_rows<Mode, SafeAdd>(o, sb0, sb1);
-          if (hides_keys(pr, kb_b)) {
-            hide_keys(sm.kv[1], 4, kb_b, pr, tid_wg);
-            ptx::fence_proxy_async_smem();
-            ptx::bar_sync(bar_wg1, 128);
-          }
-          pv_issue(o, sm.kv[1], 4);
+          pv_step<Mode, SafeAdd>(o, sb0, sb1, sm.kv[1], 4, kb_b, pr, bar_wg1, tid_wg, false);
           ptx::wgmma_wait<0>();
           ptx::fence_regs(o);
           ptx::bar_sync(bar_wg1, 128);
