@@ -77,6 +77,9 @@ if(AMLA_BUILD_CUDA_TESTS)
       file(CONFIGURE OUTPUT ${out} CONTENT "#include <${h}>\n#include <${h}>\n")
       list(APPEND _amla_cuh_sources ${out})
     endforeach()
+    # amla.cuda's launches (python/src/cuda_bridge.cu) compile with the backend here too, where
+    # the Python package is built without it.
+    list(APPEND _amla_cuh_sources ${PROJECT_SOURCE_DIR}/python/src/cuda_bridge.cu)
     add_library(cuda_self_contained_headers OBJECT ${_amla_cuh_sources})
     target_link_libraries(cuda_self_contained_headers PRIVATE amla::cuda amla_cuda_dev_options)
     set_target_properties(cuda_self_contained_headers PROPERTIES
