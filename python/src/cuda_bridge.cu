@@ -23,13 +23,16 @@ ac::DeviceDecodeInputs device_inputs(const Inputs& in) {
 template <class T>
 T choose(const char* arg, const std::string& text,
          std::initializer_list<std::pair<const char*, T>> choices) {
-  std::string names;
+  std::string names = "must be one of ";
+  bool first = true;
   for (const auto& [name, value] : choices) {
     if (text == name) return value;
-    names += names.empty() ? "" : ", ";
-    names += "'" + std::string(name) + "'";
+    names.append(first ? "'" : ", '").append(name).append("'");
+    first = false;
   }
-  amla::detail::throw_invalid("amla.cuda.decode", arg, "'" + text + "'", "must be one of " + names);
+  std::string given = "'";
+  given.append(text).append("'");
+  amla::detail::throw_invalid("amla.cuda.decode", arg, given, names);
 }
 
 }  // namespace
