@@ -25,6 +25,9 @@ Every recurrence takes the keywords
 
 and the kernel emulations (all but golden) take precision="bf16" (the kernel's BF16 operands and
 casts) or "float32" (no BF16 rounding anywhere) and block_size (keys per KV block).
+
+amla.cuda runs the CUDA backend on CUDA tensors (torch, through DLPack) when the package was
+built with it (amla.cuda.available).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ __all__ = [
     "golden", "base", "amla", "seesaw", "transposed", "split_kv", "run",
     "DecodeResult", "AmlaResult", "AmlaReport", "VIOLATION_DTYPE", "BF16",
     "LseConvention", "AMLA_LSE", "FLASHMLA_LSE", "FLASHINFER_LSE", "convert_lse",
-    "cases", "testing", "flashinfer", "formats", "sim", "mla",
+    "cases", "testing", "flashinfer", "formats", "sim", "mla", "cuda",
 ]
 
 
@@ -101,3 +104,4 @@ def split_kv(q, kv, block_table, seqlens, *, precision: str = "bf16",
 
 
 from . import cases, flashinfer, formats, mla, sim, testing  # noqa: E402  (they use the functions above)
+from . import cuda  # noqa: E402  (the CUDA backend when built with it; cuda.available says)

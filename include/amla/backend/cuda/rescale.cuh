@@ -61,8 +61,17 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
-/// The max to subtract: m, or 0 for a row that has seen no key (all its scores are -inf, so
-/// exp2(-inf - 0) = 0 and no NaN appears).
+/// max(a, b) that propagates NaN (PTX max.NaN, sm_80): a NaN score makes the running max, and
+/// with it the row's every later quantity, NaN (problem/conventions.hpp), where fmaxf would drop
+/// it and a row of NaN scores would look empty.
+__device__ __forceinline__ float max_nan(float a, float b) {
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+
+/// The max to subtract: m, or 0 for a row whose scores so far are all -inf (none seen, or every
+/// one overflowed to -inf), so that exp2(-inf - 0) = 0 and no NaN appears.
 __device__ __forceinline__ float usable_max(float m) {
   return m == neg_inf_f ? 0.0f : m;
 }
@@ -125,9 +134,11 @@ __device__ __forceinline__ pattern_add_window kept_window(std::int32_t k) {
 /// The safe add as the Hopper kernel does it, in three instructions: where the magnitude lies below
 /// the exact window's low end `lo` (a zero, a subnormal, or a value the add would push below the
 /// normal range) the result is the signed zero, elsewhere the raw add. It differs from
-/// pattern_add_intended only where that returns a subnormal (|value| < 2^-126): a flush to zero.
-/// The top of the window (overflow to Inf) cannot be reached by an O element: |O| stays below
-/// the key count times max |V|.
+/// pattern_add_intended only where that returns a subnormal (|value| < 2^-126): a flush to zero;
+/// and on a non-finite element, which the add turns into garbage as the hardware form does (the
+/// Hopper kernel's O meets one only through an infinite K value, driver.cuh). The top of the
+/// window (overflow to Inf) cannot be reached by a finite O element: |O| stays below the key
+/// count times max |V|.
 __device__ __forceinline__ float amla_add_flush(float o, std::uint32_t k, std::uint32_t lo) {
   const std::uint32_t u = __float_as_uint(o);
   const std::uint32_t mag = u & 0x7FFFFFFFu;
