@@ -109,8 +109,8 @@ __device__ __forceinline__ void wgmma_batch(wgmma_smem& sm, int buf, float (&s)[
   } else {
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
-      ptx::wgmma_m64n256k16_ss_btrans(o, hk::desc_kmajor(sm.kv[buf] + 8 * hk::chunk_bytes, kk),
-                                      hk::desc_v(sm.kv[buf], 4 * buf, kk), 1);
+      ptx::wgmma_m64n256k16_ss<true>(o, hk::desc_kmajor(sm.kv[buf] + 8 * hk::chunk_bytes, kk),
+                                     hk::desc_v(sm.kv[buf], 4 * buf, kk), 1);
     }
   }
   ptx::wgmma_commit();
