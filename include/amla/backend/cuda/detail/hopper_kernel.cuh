@@ -290,27 +290,23 @@ __device__ __forceinline__ void qk_product(float (&s)[32], shared_storage& sm, i
   ptx::fence_regs(s);
 }
 
-/// Scales scores to base 2 and masks keys a row cannot see (-inf). Rows r0 (elements e < 2) and
+/// Masks the raw scores of keys a row cannot see (-inf). Rows r0 (elements e < 2) and
 /// r1 = r0 + 8 (e >= 2); element i holds key 8 (i / 4) + 2 quad + (i & 1) of the block.
-__device__ __forceinline__ void scale_mask(float (&s)[32], float scale_log2, bool masked,
-                                           int key_base, int vis0, int vis1, int quad) {
-  // Two loops, not one with `masked` folded into the select: the unmasked one (every block but a
-  // piece's last ones) is 32 multiplies, without 32 compares and selects.
-  if (masked) {
+__device__ __forceinline__ void mask_scores(float (&s)[32], int key_base, int vis0, int vis1,
+                                            int quad) {
 #pragma unroll
-    for (int i = 0; i < 32; ++i) {
-      const int key = key_base + 8 * (i / 4) + 2 * quad + (i & 1);
-      const float v = __fmul_rn(s[i], scale_log2);  // never fused with the later s - m
-      s[i] = key < ((i & 2) ? vis1 : vis0) ? v : neg_inf_f;
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < 32; ++i) s[i] = __fmul_rn(s[i], scale_log2);
+  for (int i = 0; i < 32; ++i) {
+    const int key = key_base + 8 * (i / 4) + 2 * quad + (i & 1);
+    if (key >= ((i & 2) ? vis1 : vis0)) s[i] = neg_inf_f;
   }
 }
 
-/// Row maxima of rows r0 (mx0) and r1 (mx1) over the block, NaN-propagating (rescale.cuh).
-__device__ __forceinline__ void row_max(const float (&s)[32], float& mx0, float& mx1) {
+/// Row maxima of rows r0 (mx0) and r1 (mx1) over the block in base 2, NaN-propagating
+/// (rescale.cuh): the raw maximum times scale_log2, which is the maximum of the scaled scores bit
+/// for bit (rounding a product by a positive constant is monotonic), one multiply per row instead
+/// of one per score on the way to the frame step.
+__device__ __forceinline__ void row_max(const float (&s)[32], float scale_log2, float& mx0,
+                                        float& mx1) {
   mx0 = neg_inf_f;
   mx1 = neg_inf_f;
 #pragma unroll
@@ -326,18 +322,21 @@ __device__ __forceinline__ void row_max(const float (&s)[32], float& mx0, float&
     mx0 = max_nan(mx0, __shfl_xor_sync(0xffffffffu, mx0, o));
     mx1 = max_nan(mx1, __shfl_xor_sync(0xffffffffu, mx1, o));
   }
+  mx0 = __fmul_rn(mx0, scale_log2);
+  mx1 = __fmul_rn(mx1, scale_log2);
 }
 
-/// s <- exp2(s - m) per row; returns this thread's partial row sums (the quad reduction waits
-/// until the end, since l only ever gets per-row scales).
-__device__ __forceinline__ void exponentiate(float (&s)[32], float m0, float m1, float& sum0,
-                                             float& sum1) {
+/// s <- exp2(s scale_log2 - m) per row (the product rounded on its own, as the CPU recurrence
+/// scales its scores); returns this thread's partial row sums (the quad reduction waits until the
+/// end, since l only ever gets per-row scales).
+__device__ __forceinline__ void exponentiate(float (&s)[32], float scale_log2, float m0, float m1,
+                                             float& sum0, float& sum1) {
   const float u0 = usable_max(m0), u1 = usable_max(m1);
   sum0 = 0.0f;
   sum1 = 0.0f;
 #pragma unroll
   for (int i = 0; i < 32; ++i) {
-    const float e = fast_exp2(s[i] - ((i & 2) ? u1 : u0));
+    const float e = fast_exp2(__fmul_rn(s[i], scale_log2) - ((i & 2) ? u1 : u0));
     s[i] = e;
     if (i & 2) {
       sum1 += e;
@@ -560,10 +559,9 @@ __global__ void __launch_bounds__(threads, 1)
       if (wg == 0) {
         // ---- WG0: S_A, frame A, P_A (into KV[0] chunk 8, for both warpgroups) ----
         qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 0, parity, p.stagger_qk != 0);
-        scale_mask(s, p.scale_log2, hides_keys(pr, kb_a), kb_a * block_keys, pr.vis0, pr.vis1,
-                   quad);
+        if (hides_keys(pr, kb_a)) mask_scores(s, kb_a * block_keys, pr.vis0, pr.vis1, quad);
         float mx0, mx1;
-        row_max(s, mx0, mx1);
+        row_max(s, p.scale_log2, mx0, mx1);
         const frame_step sa0 = step_frame<Mode>(f0, max_nan(f0.m, mx0));
         const frame_step sa1 = step_frame<Mode>(f1, max_nan(f1.m, mx1));
         if (quad == 0) {
@@ -571,7 +569,7 @@ __global__ void __launch_bounds__(threads, 1)
           sm.msg_a[r1] = frame_message{sa1.next, sa1.o_scale, sa1.o_add};
         }
         float sum0, sum1;
-        exponentiate(s, sa0.next.m, sa1.next.m, sum0, sum1);
+        exponentiate(s, p.scale_log2, sa0.next.m, sa1.next.m, sum0, sum1);
         l0 = l0 * sa0.l_scale + sum0;
         l1 = l1 * sa1.l_scale + sum1;
         {
@@ -620,8 +618,7 @@ __global__ void __launch_bounds__(threads, 1)
         if (p.stagger_qk) ptx::bar_sync(bar_qk, 256);
         if (has_b) {
           qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 1, parity);
-          scale_mask(s, p.scale_log2, hides_keys(pr, kb_b), kb_b * block_keys, pr.vis0, pr.vis1,
-                     quad);
+          if (hides_keys(pr, kb_b)) mask_scores(s, kb_b * block_keys, pr.vis0, pr.vis1, quad);
         } else {
 #pragma unroll
           for (int i = 0; i < 32; ++i) s[i] = neg_inf_f;
@@ -638,7 +635,7 @@ __global__ void __launch_bounds__(threads, 1)
 
         // ---- WG1: frame B and P_B while P_A V_A runs ----
         float mx0, mx1;
-        row_max(s, mx0, mx1);
+        row_max(s, p.scale_log2, mx0, mx1);
         // An absent block B is the identity step (no add, no scale): frame B = frame A.
         const frame_step sb0 =
             has_b ? step_frame<Mode>(ma0.frame, max_nan(ma0.frame.m, mx0)) : frame_step{ma0.frame};
@@ -650,7 +647,7 @@ __global__ void __launch_bounds__(threads, 1)
         }
         float sum0 = 0.0f, sum1 = 0.0f;
         if (has_b) {
-          exponentiate(s, sb0.next.m, sb1.next.m, sum0, sum1);
+          exponentiate(s, p.scale_log2, sb0.next.m, sb1.next.m, sum0, sum1);
           std::uint32_t pb[4][4];
           make_p_fragments<Mode == rescale_mode::amla>(pb, s, sb0.p_scale, sb1.p_scale);
           store_p_tile(sm.kv[1] + 8 * chunk_bytes, pb, r0, quad);
