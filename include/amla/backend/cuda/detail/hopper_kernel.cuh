@@ -107,20 +107,23 @@ inline constexpr int tile_bytes = chunks * chunk_bytes;
 inline constexpr int threads = 256;
 
 enum barrier_id : int {
-  bar_p_a = 1,     ///< WG0 -> WG1: frame A and P_A published
-  bar_p_b = 2,     ///< WG1 -> WG0: frame B and P_B published
-  bar_wg0 = 3,     ///< WG0 alone (128 threads)
-  bar_wg1 = 4,     ///< WG1 alone
-  bar_qk = 5,      ///< WG0 -> WG1: S_A issued, WG1 may issue S_B (params::stagger_qk)
-  bar_a_done = 6,  ///< WG0 -> WG1: WG0's P_A V_A done (KV[0] chunk 8 may be refilled)
-  bar_b_done = 7,  ///< WG0 -> WG1: WG0's P_B V_B done (KV[1] chunk 8 may be refilled)
+  bar_p_a = 1,      ///< WG0 -> WG1: frame A and P_A published
+  bar_p_b = 2,      ///< WG1 -> WG0: frame B and P_B published
+  bar_wg0 = 3,      ///< WG0 alone (128 threads)
+  bar_wg1 = 4,      ///< WG1 alone
+  bar_qk = 5,       ///< WG0 -> WG1: S_A issued, WG1 may issue S_B (params::stagger_qk)
+  bar_a_done = 6,   ///< WG0 -> WG1: WG0's P_A V_A done (KV[0] chunk 8 may be refilled)
+  bar_b_done = 7,   ///< WG0 -> WG1: WG0's P_B V_B done (KV[1] chunk 8 may be refilled)
+  bar_frame_a = 8,  ///< WG0 -> WG1: frame A published (before P_A)
 };
 
-/// A row's frame as published to the other warpgroup, with the step that produced it.
+/// A row's frame as published to the other warpgroup, with the step that produced it and (AMLA)
+/// the frame's scalars, which the next step starts from (rescale.cuh, step_frame).
 struct frame_message {
   row_frame frame;
   float o_scale;
   std::int32_t o_add;
+  amla_scalars scalars;
 };
 
 struct shared_storage {
@@ -132,6 +135,17 @@ struct shared_storage {
   std::uint64_t bar_q;
   std::uint64_t bar_kv[2][chunks];
 };
+
+/// The AMLA scalars of this warpgroup's frame `f` of a row, published in `msg` by the step that
+/// made it: the defaults while the row has seen no key (msg not yet written), nothing in the
+/// standard mode.
+template <rescale_mode Mode>
+__device__ __forceinline__ amla_scalars scalars_of(const row_frame& f, const frame_message& msg) {
+  if constexpr (Mode == rescale_mode::amla) {
+    if (f.m != neg_inf_f) return msg.scalars;
+  }
+  return amla_scalars{};
+}
 
 /// Dynamic shared memory to request. Its start is 1024-byte aligned (the 128-byte swizzle repeats
 /// every 1024 bytes and the descriptors assume aligned tiles; the kernel checks it).
@@ -252,13 +266,31 @@ __device__ __forceinline__ void load_piece(shared_storage& sm, const CUtensorMap
   if (pr.kb_begin + 1 < pr.kb_end) load_kv(sm, tm_kv, p, pr, policy, 1, pr.kb_begin + 1, 0, chunks);
 }
 
+/// A shared memory matrix descriptor (ptx::smem_desc_sw128, 128-byte swizzle, 1024-byte 8-row
+/// groups) kept as its two 32-bit words, built once per buffer and stepped per wgmma: the start
+/// address (bytes / 16) is the low word's lowest 14 bits, and every address of the kernel's storage
+/// lies below 2^18 bytes, so moving the descriptor by a multiple of 16 bytes is one 32-bit add to
+/// the low word with no carry out of the field (building it anew costs about eight
+/// uniform-datapath instructions per wgmma).
+struct smem_desc {
+  std::uint32_t lo, hi;
+  __device__ __forceinline__ std::uint64_t at(std::uint32_t bytes) const {
+    return static_cast<std::uint64_t>(hi) << 32 | (lo + (bytes >> 4));
+  }
+};
+/// The descriptor of `base` with the given leading byte offset (K-major tiles: unused, 16;
+/// V as an MN-major operand: the distance between its 64-column chunks).
+__device__ __forceinline__ smem_desc make_desc(const std::uint8_t* base, std::uint32_t lead_bytes) {
+  const std::uint64_t d = ptx::smem_desc_sw128(ptx::smem_u32(base), lead_bytes, 1024);
+  return smem_desc{static_cast<std::uint32_t>(d), static_cast<std::uint32_t>(d >> 32)};
+}
 /// Descriptor of a K-major 64-row tile chunk (Q, K or P), k-step kk (16 columns) within it.
 __device__ __forceinline__ std::uint64_t desc_kmajor(const std::uint8_t* chunk, int kk) {
-  return ptx::smem_desc_sw128(ptx::smem_u32(chunk) + kk * 32, 16, 1024);
+  return make_desc(chunk, 16).at(kk * 32);
 }
 /// Descriptor of V (MN-major B operand): 16 keys from key 16 kk, 256 columns from chunk c0.
 __device__ __forceinline__ std::uint64_t desc_v(const std::uint8_t* buf, int c0, int kk) {
-  return ptx::smem_desc_sw128(ptx::smem_u32(buf + c0 * chunk_bytes) + kk * 2048, chunk_bytes, 1024);
+  return make_desc(buf, chunk_bytes).at(c0 * chunk_bytes + kk * 2048);
 }
 
 /// S = Q K^T for the block in buffer `buf`, consuming chunks in the order given. With `signal`,
@@ -267,6 +299,7 @@ template <int C0, int C1, int C2, int C3, int C4, int C5, int C6, int C7, int C8
 __device__ __forceinline__ void qk_product(float (&s)[32], shared_storage& sm, int buf,
                                            std::uint32_t parity, bool signal = false) {
   constexpr int order[chunks] = {C0, C1, C2, C3, C4, C5, C6, C7, C8};
+  const smem_desc dq = make_desc(sm.q, 16), dk = make_desc(sm.kv[buf], 16);
 #pragma unroll
   for (int i = 0; i < 32; ++i) s[i] = 0.0f;
   ptx::fence_regs(s);
@@ -279,9 +312,8 @@ __device__ __forceinline__ void qk_product(float (&s)[32], shared_storage& sm, i
     ptx::wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
-      ptx::wgmma_m64n64k16_ss_kmajor(s, desc_kmajor(sm.q + c * chunk_bytes, kk),
-                                     desc_kmajor(sm.kv[buf] + c * chunk_bytes, kk),
-                                     (ci | kk) != 0 ? 1 : 0);
+      const std::uint32_t at = c * chunk_bytes + kk * 32;
+      ptx::wgmma_m64n64k16_ss_kmajor(s, dq.at(at), dk.at(at), (ci | kk) != 0 ? 1 : 0);
     }
   }
   ptx::wgmma_commit();
@@ -445,12 +477,12 @@ __device__ __forceinline__ void rescale_rows(float (&o)[N], const frame_step& st
 /// Issues O (+)= P V for one warpgroup's half and commits it (the caller waits): P is the block's
 /// 64 x 64 tile in chunk 8 of `buf`, V the 256 columns from chunk c0.
 __device__ __forceinline__ void pv_issue(float (&o)[128], const std::uint8_t* buf, int c0) {
+  const smem_desc dp = make_desc(buf + 8 * chunk_bytes, 16), dv = make_desc(buf, chunk_bytes);
   ptx::fence_regs(o);
   ptx::wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
-    ptx::wgmma_m64n256k16_ss<true>(o, desc_kmajor(buf + 8 * chunk_bytes, kk), desc_v(buf, c0, kk),
-                                   1);
+    ptx::wgmma_m64n256k16_ss<true>(o, dp.at(kk * 32), dv.at(c0 * chunk_bytes + kk * 2048), 1);
   }
   ptx::wgmma_commit();
 }
@@ -562,12 +594,18 @@ __global__ void __launch_bounds__(threads, 1)
         if (hides_keys(pr, kb_a)) mask_scores(s, kb_a * block_keys, pr.vis0, pr.vis1, quad);
         float mx0, mx1;
         row_max(s, p.scale_log2, mx0, mx1);
-        const frame_step sa0 = step_frame<Mode>(f0, max_nan(f0.m, mx0));
-        const frame_step sa1 = step_frame<Mode>(f1, max_nan(f1.m, mx1));
+        // The previous frame's AMLA scalars: frame B of the last pair, published in msg_b (which
+        // WG1 rewrites only after this pair's frame A).
+        amla_scalars fa0, fa1;
+        const frame_step sa0 =
+            step_frame<Mode>(f0, scalars_of<Mode>(f0, sm.msg_b[r0]), max_nan(f0.m, mx0), fa0);
+        const frame_step sa1 =
+            step_frame<Mode>(f1, scalars_of<Mode>(f1, sm.msg_b[r1]), max_nan(f1.m, mx1), fa1);
         if (quad == 0) {
-          sm.msg_a[r0] = frame_message{sa0.next, sa0.o_scale, sa0.o_add};
-          sm.msg_a[r1] = frame_message{sa1.next, sa1.o_scale, sa1.o_add};
+          sm.msg_a[r0] = frame_message{sa0.next, sa0.o_scale, sa0.o_add, fa0};
+          sm.msg_a[r1] = frame_message{sa1.next, sa1.o_scale, sa1.o_add, fa1};
         }
+        ptx::bar_arrive(bar_frame_a, 256);  // WG1's softmax of block B may start
         float sum0, sum1;
         exponentiate(s, p.scale_log2, sa0.next.m, sa1.next.m, sum0, sum1);
         l0 = l0 * sa0.l_scale + sum0;
@@ -624,30 +662,36 @@ __global__ void __launch_bounds__(threads, 1)
           for (int i = 0; i < 32; ++i) s[i] = neg_inf_f;
         }
 
+        // ---- WG1: frame B and the exponentials of S_B, while WG0 finishes block A's softmax ----
+        float mx0, mx1;
+        row_max(s, p.scale_log2, mx0, mx1);
+        ptx::bar_sync(bar_frame_a, 256);
+        const frame_message ma0 = sm.msg_a[r0], ma1 = sm.msg_a[r1];
+        // An absent block B is the identity step (no add, no scale): frame B = frame A.
+        amla_scalars fb0 = ma0.scalars, fb1 = ma1.scalars;
+        const frame_step sb0 =
+            has_b ? step_frame<Mode>(ma0.frame, ma0.scalars, max_nan(ma0.frame.m, mx0), fb0)
+                  : frame_step{ma0.frame};
+        const frame_step sb1 =
+            has_b ? step_frame<Mode>(ma1.frame, ma1.scalars, max_nan(ma1.frame.m, mx1), fb1)
+                  : frame_step{ma1.frame};
+        if (quad == 0) {
+          sm.msg_b[r0] = frame_message{sb0.next, sb0.o_scale, sb0.o_add, fb0};
+          sm.msg_b[r1] = frame_message{sb1.next, sb1.o_scale, sb1.o_add, fb1};
+        }
+        float sum0 = 0.0f, sum1 = 0.0f;
+        if (has_b) exponentiate(s, p.scale_log2, sb0.next.m, sb1.next.m, sum0, sum1);
+
         // ---- WG1: O_R = step_A(O_R) + P_A V_A[:, R] (P_A from WG0 through KV[0] chunk 8) ----
         ptx::bar_sync(bar_p_a, 256);
-        const frame_message ma0 = sm.msg_a[r0], ma1 = sm.msg_a[r1];
         {
           const frame_step sa0{ma0.frame, ma0.o_scale, ma0.o_add, 1.0f, 1.0f};
           const frame_step sa1{ma1.frame, ma1.o_scale, ma1.o_add, 1.0f, 1.0f};
           pv_step<Mode, SafeAdd>(o, sa0, sa1, sm.kv[0], 4, kb_a, pr, bar_wg1, tid_wg, false);
         }
 
-        // ---- WG1: frame B and P_B while P_A V_A runs ----
-        float mx0, mx1;
-        row_max(s, p.scale_log2, mx0, mx1);
-        // An absent block B is the identity step (no add, no scale): frame B = frame A.
-        const frame_step sb0 =
-            has_b ? step_frame<Mode>(ma0.frame, max_nan(ma0.frame.m, mx0)) : frame_step{ma0.frame};
-        const frame_step sb1 =
-            has_b ? step_frame<Mode>(ma1.frame, max_nan(ma1.frame.m, mx1)) : frame_step{ma1.frame};
-        if (quad == 0) {
-          sm.msg_b[r0] = frame_message{sb0.next, sb0.o_scale, sb0.o_add};
-          sm.msg_b[r1] = frame_message{sb1.next, sb1.o_scale, sb1.o_add};
-        }
-        float sum0 = 0.0f, sum1 = 0.0f;
+        // ---- WG1: P_B published while P_A V_A runs ----
         if (has_b) {
-          exponentiate(s, p.scale_log2, sb0.next.m, sb1.next.m, sum0, sum1);
           std::uint32_t pb[4][4];
           make_p_fragments<Mode == rescale_mode::amla>(pb, s, sb0.p_scale, sb1.p_scale);
           store_p_tile(sm.kv[1] + 8 * chunk_bytes, pb, r0, quad);
