@@ -14,15 +14,17 @@
 // combine.cuh merges the slots. CTAs past the schedule's last piece (the launch sizes the grid by
 // a bound, the GPU computes the plan) return at once.
 //
-// ---- Shared memory (218 KB) --------------------------------------------------------------
+// ---- Shared memory (220 KB) --------------------------------------------------------------
 //   Q         64 x 576 BF16 as 9 column chunks of 64 x 64 (8 KB each, 128-byte swizzle)  72 KB
 //   KV[0..1]  two KV blocks of 64 keys x 576, the same 9-chunk layout                    144 KB
-//   messages  per-row frames the warpgroups pass each other, the l exchange, mbarriers    2 KB
+//   messages  per-row frame steps (with AMLA's scalars) the warpgroups pass each other, the
+//             l exchange, mbarriers                                                       4 KB
 // Chunk c of a buffer holds columns [64c, 64c + 64). Chunks 0-3 are V's left half, 4-7 V's right
 // half, chunk 8 the RoPE part of K, used only by Q K^T; once that product is done, chunk 8 holds
 // the block's P (64 x 64 BF16, the same 8 KB swizzled layout) that both warpgroups' P V read. Every
 // chunk has its own mbarrier, so the TMA refills a chunk as soon as its last reader is done and Q
-// K^T consumes chunks in arrival order.
+// K^T consumes chunks in arrival order. The wgmma operands are addressed through descriptors built
+// once per buffer and stepped by one add (smem_desc).
 //
 // ---- The schedule: two warpgroups, O split by columns, blocks in pairs --------------------
 // Two consumer warpgroups, no producer warp: WG0 owns O_L = O[:, 0:256], WG1 owns
@@ -32,23 +34,26 @@
 //   1. WG0: S_A = Q K_A^T (wgmma SS, 36 x m64n64k16); WG1: S_B = Q K_B^T, issued once WG0 has
 //      issued S_A (named barrier 5, CudaDecodeOptions::stagger_qk), so that WG0's softmax of A
 //      overlaps S_B on the tensor cores.
-//   2. WG0: frame A = step(frame, rowmax S_A), P_A = exp2(S_A - m_A); publishes frame A and P_A
-//      (into KV[0] chunk 8); named barrier 1.
-//   3. WG0: O_L = step_A(O_L) + P_A V_A[:, L]; WG1: O_R = step_A(O_R) + P_A V_A[:, R] (both
-//      wgmma SS with P_A from shared memory: its fragments would cost 16 registers per thread
-//      across the O rescale, and the AMLA kernels have none to spare).
-//   4. WG1, while both halves of step 3 run: frame B = step(frame A, rowmax S_B), P_B; publishes
-//      them (P_B into KV[1] chunk 8); named barrier 2.
+//   2. WG0: frame A = step(frame, rowmax S_A), published at once (named barrier 8); then
+//      P_A = exp2(S_A - m_A) into KV[0] chunk 8 (named barrier 1).
+//   3. WG1, as soon as S_B and frame A are there: frame B = step(frame A, rowmax S_B) and
+//      P_B = exp2(S_B - m_B), its softmax overlapping WG0's; P_B into KV[1] chunk 8 (barrier 2)
+//      after O_R = step_A(O_R) + P_A V_A[:, R] is issued.
+//   4. WG0: O_L = step_A(O_L) + P_A V_A[:, L] (both halves wgmma SS with P_A from shared
+//      memory: its fragments would cost 16 registers per thread across the O rescale, and the
+//      AMLA kernels have none to spare).
 //   5. WG0: O_L = step_B(O_L) + P_B V_B[:, L]; WG1: O_R = step_B(O_R) + P_B V_B[:, R] (SS).
 // Both halves therefore follow the CPU recurrence's block order exactly, block size 64 (Base:
 // O = O exp(m_old - m_new) + BF16(P) V; AMLA: O = AS_FP32(AS_INT32(O) + k) + BF16(P S16) V).
 // This is the FlashMLA deep dive's idea (two warpgroups, one output split in halves, P handed
 // across in shared memory) without its seesaw reordering: block A's P V runs on both halves right
 // after frame A, so all of KV[0] is free one P V earlier and the next pair's first Q K^T finds its
-// data. Refills: KV[b] chunks 0-3 by WG0 after its step 3 (b = 0) or 5 (b = 1); KV[b] chunks
-// 4-8 by WG1 after its own step and after WG0 has signalled (named barriers 6, 7) that it is done
-// with chunk 8, the P tile both read. The refilling thread is the first of its warpgroup, after a
-// warpgroup barrier (every warp's wgmma is complete).
+// data. (The seesaw itself, with the next Q K^T issued behind the last P V and P from registers,
+// measured slower on an H100: bench/CUDA_RESULTS.md.) Refills: KV[b] chunks 0-3 by WG0 after its
+// step 4 (b = 0) or 5 (b = 1); KV[b] chunks 4-8 by WG1 after its own P V and after WG0 has
+// signalled (named barriers 6, 7) that it is done with chunk 8, the P tile both read. The
+// refilling thread is the first of its warpgroup, after a warpgroup barrier (every warp's wgmma
+// is complete).
 //
 // ---- Keys a row does not see (problem/conventions.hpp) --------------------------------------
 // Scores of keys past a row's visible count are -inf before the max. V rows the tensor cores
