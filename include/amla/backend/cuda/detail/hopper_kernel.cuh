@@ -14,15 +14,17 @@
 // combine.cuh merges the slots. CTAs past the schedule's last piece (the launch sizes the grid by
 // a bound, the GPU computes the plan) return at once.
 //
-// ---- Shared memory (218 KB) --------------------------------------------------------------
+// ---- Shared memory (220 KB) --------------------------------------------------------------
 //   Q         64 x 576 BF16 as 9 column chunks of 64 x 64 (8 KB each, 128-byte swizzle)  72 KB
 //   KV[0..1]  two KV blocks of 64 keys x 576, the same 9-chunk layout                    144 KB
-//   messages  per-row frames the warpgroups pass each other, the l exchange, mbarriers    2 KB
+//   messages  per-row frame steps (with AMLA's scalars) the warpgroups pass each other, the
+//             l exchange, mbarriers                                                       4 KB
 // Chunk c of a buffer holds columns [64c, 64c + 64). Chunks 0-3 are V's left half, 4-7 V's right
 // half, chunk 8 the RoPE part of K, used only by Q K^T; once that product is done, chunk 8 holds
 // the block's P (64 x 64 BF16, the same 8 KB swizzled layout) that both warpgroups' P V read. Every
 // chunk has its own mbarrier, so the TMA refills a chunk as soon as its last reader is done and Q
-// K^T consumes chunks in arrival order.
+// K^T consumes chunks in arrival order. The wgmma operands are addressed through descriptors built
+// once per buffer and stepped by one add (smem_desc).
 //
 // ---- The schedule: two warpgroups, O split by columns, blocks in pairs --------------------
 // Two consumer warpgroups, no producer warp: WG0 owns O_L = O[:, 0:256], WG1 owns
@@ -32,23 +34,26 @@
 //   1. WG0: S_A = Q K_A^T (wgmma SS, 36 x m64n64k16); WG1: S_B = Q K_B^T, issued once WG0 has
 //      issued S_A (named barrier 5, CudaDecodeOptions::stagger_qk), so that WG0's softmax of A
 //      overlaps S_B on the tensor cores.
-//   2. WG0: frame A = step(frame, rowmax S_A), P_A = exp2(S_A - m_A); publishes frame A and P_A
-//      (into KV[0] chunk 8); named barrier 1.
-//   3. WG0: O_L = step_A(O_L) + P_A V_A[:, L]; WG1: O_R = step_A(O_R) + P_A V_A[:, R] (both
-//      wgmma SS with P_A from shared memory: its fragments would cost 16 registers per thread
-//      across the O rescale, and the AMLA kernels have none to spare).
-//   4. WG1, while both halves of step 3 run: frame B = step(frame A, rowmax S_B), P_B; publishes
-//      them (P_B into KV[1] chunk 8); named barrier 2.
+//   2. WG0: frame A = step(frame, rowmax S_A), published at once (named barrier 8); then
+//      P_A = exp2(S_A - m_A) into KV[0] chunk 8 (named barrier 1).
+//   3. WG1, as soon as S_B and frame A are there: frame B = step(frame A, rowmax S_B) and
+//      P_B = exp2(S_B - m_B), its softmax overlapping WG0's; P_B into KV[1] chunk 8 (barrier 2)
+//      after O_R = step_A(O_R) + P_A V_A[:, R] is issued.
+//   4. WG0: O_L = step_A(O_L) + P_A V_A[:, L] (both halves wgmma SS with P_A from shared
+//      memory: its fragments would cost 16 registers per thread across the O rescale, and the
+//      AMLA kernels have none to spare).
 //   5. WG0: O_L = step_B(O_L) + P_B V_B[:, L]; WG1: O_R = step_B(O_R) + P_B V_B[:, R] (SS).
 // Both halves therefore follow the CPU recurrence's block order exactly, block size 64 (Base:
 // O = O exp(m_old - m_new) + BF16(P) V; AMLA: O = AS_FP32(AS_INT32(O) + k) + BF16(P S16) V).
 // This is the FlashMLA deep dive's idea (two warpgroups, one output split in halves, P handed
 // across in shared memory) without its seesaw reordering: block A's P V runs on both halves right
 // after frame A, so all of KV[0] is free one P V earlier and the next pair's first Q K^T finds its
-// data. Refills: KV[b] chunks 0-3 by WG0 after its step 3 (b = 0) or 5 (b = 1); KV[b] chunks
-// 4-8 by WG1 after its own step and after WG0 has signalled (named barriers 6, 7) that it is done
-// with chunk 8, the P tile both read. The refilling thread is the first of its warpgroup, after a
-// warpgroup barrier (every warp's wgmma is complete).
+// data. (The seesaw itself, with the next Q K^T issued behind the last P V and P from registers,
+// measured slower on an H100: bench/CUDA_RESULTS.md.) Refills: KV[b] chunks 0-3 by WG0 after its
+// step 4 (b = 0) or 5 (b = 1); KV[b] chunks 4-8 by WG1 after its own P V and after WG0 has
+// signalled (named barriers 6, 7) that it is done with chunk 8, the P tile both read. The
+// refilling thread is the first of its warpgroup, after a warpgroup barrier (every warp's wgmma
+// is complete).
 //
 // ---- Keys a row does not see (problem/conventions.hpp) --------------------------------------
 // Scores of keys past a row's visible count are -inf before the max. V rows the tensor cores
@@ -107,20 +112,23 @@ inline constexpr int tile_bytes = chunks * chunk_bytes;
 inline constexpr int threads = 256;
 
 enum barrier_id : int {
-  bar_p_a = 1,     ///< WG0 -> WG1: frame A and P_A published
-  bar_p_b = 2,     ///< WG1 -> WG0: frame B and P_B published
-  bar_wg0 = 3,     ///< WG0 alone (128 threads)
-  bar_wg1 = 4,     ///< WG1 alone
-  bar_qk = 5,      ///< WG0 -> WG1: S_A issued, WG1 may issue S_B (params::stagger_qk)
-  bar_a_done = 6,  ///< WG0 -> WG1: WG0's P_A V_A done (KV[0] chunk 8 may be refilled)
-  bar_b_done = 7,  ///< WG0 -> WG1: WG0's P_B V_B done (KV[1] chunk 8 may be refilled)
+  bar_p_a = 1,      ///< WG0 -> WG1: frame A and P_A published
+  bar_p_b = 2,      ///< WG1 -> WG0: frame B and P_B published
+  bar_wg0 = 3,      ///< WG0 alone (128 threads)
+  bar_wg1 = 4,      ///< WG1 alone
+  bar_qk = 5,       ///< WG0 -> WG1: S_A issued, WG1 may issue S_B (params::stagger_qk)
+  bar_a_done = 6,   ///< WG0 -> WG1: WG0's P_A V_A done (KV[0] chunk 8 may be refilled)
+  bar_b_done = 7,   ///< WG0 -> WG1: WG0's P_B V_B done (KV[1] chunk 8 may be refilled)
+  bar_frame_a = 8,  ///< WG0 -> WG1: frame A published (before P_A)
 };
 
-/// A row's frame as published to the other warpgroup, with the step that produced it.
+/// A row's frame as published to the other warpgroup, with the step that produced it and (AMLA)
+/// the frame's scalars, which the next step starts from (rescale.cuh, step_frame).
 struct frame_message {
   row_frame frame;
   float o_scale;
   std::int32_t o_add;
+  amla_scalars scalars;
 };
 
 struct shared_storage {
@@ -132,6 +140,17 @@ struct shared_storage {
   std::uint64_t bar_q;
   std::uint64_t bar_kv[2][chunks];
 };
+
+/// The AMLA scalars of this warpgroup's frame `f` of a row, published in `msg` by the step that
+/// made it: the defaults while the row has seen no key (msg not yet written), nothing in the
+/// standard mode.
+template <rescale_mode Mode>
+__device__ __forceinline__ amla_scalars scalars_of(const row_frame& f, const frame_message& msg) {
+  if constexpr (Mode == rescale_mode::amla) {
+    if (f.m != neg_inf_f) return msg.scalars;
+  }
+  return amla_scalars{};
+}
 
 /// Dynamic shared memory to request. Its start is 1024-byte aligned (the 128-byte swizzle repeats
 /// every 1024 bytes and the descriptors assume aligned tiles; the kernel checks it).
@@ -252,13 +271,31 @@ __device__ __forceinline__ void load_piece(shared_storage& sm, const CUtensorMap
   if (pr.kb_begin + 1 < pr.kb_end) load_kv(sm, tm_kv, p, pr, policy, 1, pr.kb_begin + 1, 0, chunks);
 }
 
+/// A shared memory matrix descriptor (ptx::smem_desc_sw128, 128-byte swizzle, 1024-byte 8-row
+/// groups) kept as its two 32-bit words, built once per buffer and stepped per wgmma: the start
+/// address (bytes / 16) is the low word's lowest 14 bits, and every address of the kernel's storage
+/// lies below 2^18 bytes, so moving the descriptor by a multiple of 16 bytes is one 32-bit add to
+/// the low word with no carry out of the field (building it anew costs about eight
+/// uniform-datapath instructions per wgmma).
+struct smem_desc {
+  std::uint32_t lo, hi;
+  __device__ __forceinline__ std::uint64_t at(std::uint32_t bytes) const {
+    return static_cast<std::uint64_t>(hi) << 32 | (lo + (bytes >> 4));
+  }
+};
+/// The descriptor of `base` with the given leading byte offset (K-major tiles: unused, 16;
+/// V as an MN-major operand: the distance between its 64-column chunks).
+__device__ __forceinline__ smem_desc make_desc(const std::uint8_t* base, std::uint32_t lead_bytes) {
+  const std::uint64_t d = ptx::smem_desc_sw128(ptx::smem_u32(base), lead_bytes, 1024);
+  return smem_desc{static_cast<std::uint32_t>(d), static_cast<std::uint32_t>(d >> 32)};
+}
 /// Descriptor of a K-major 64-row tile chunk (Q, K or P), k-step kk (16 columns) within it.
 __device__ __forceinline__ std::uint64_t desc_kmajor(const std::uint8_t* chunk, int kk) {
-  return ptx::smem_desc_sw128(ptx::smem_u32(chunk) + kk * 32, 16, 1024);
+  return make_desc(chunk, 16).at(kk * 32);
 }
 /// Descriptor of V (MN-major B operand): 16 keys from key 16 kk, 256 columns from chunk c0.
 __device__ __forceinline__ std::uint64_t desc_v(const std::uint8_t* buf, int c0, int kk) {
-  return ptx::smem_desc_sw128(ptx::smem_u32(buf + c0 * chunk_bytes) + kk * 2048, chunk_bytes, 1024);
+  return make_desc(buf, chunk_bytes).at(c0 * chunk_bytes + kk * 2048);
 }
 
 /// S = Q K^T for the block in buffer `buf`, consuming chunks in the order given. With `signal`,
@@ -267,6 +304,7 @@ template <int C0, int C1, int C2, int C3, int C4, int C5, int C6, int C7, int C8
 __device__ __forceinline__ void qk_product(float (&s)[32], shared_storage& sm, int buf,
                                            std::uint32_t parity, bool signal = false) {
   constexpr int order[chunks] = {C0, C1, C2, C3, C4, C5, C6, C7, C8};
+  const smem_desc dq = make_desc(sm.q, 16), dk = make_desc(sm.kv[buf], 16);
 #pragma unroll
   for (int i = 0; i < 32; ++i) s[i] = 0.0f;
   ptx::fence_regs(s);
@@ -279,9 +317,8 @@ __device__ __forceinline__ void qk_product(float (&s)[32], shared_storage& sm, i
     ptx::wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
-      ptx::wgmma_m64n64k16_ss_kmajor(s, desc_kmajor(sm.q + c * chunk_bytes, kk),
-                                     desc_kmajor(sm.kv[buf] + c * chunk_bytes, kk),
-                                     (ci | kk) != 0 ? 1 : 0);
+      const std::uint32_t at = c * chunk_bytes + kk * 32;
+      ptx::wgmma_m64n64k16_ss_kmajor(s, dq.at(at), dk.at(at), (ci | kk) != 0 ? 1 : 0);
     }
   }
   ptx::wgmma_commit();
@@ -290,27 +327,23 @@ __device__ __forceinline__ void qk_product(float (&s)[32], shared_storage& sm, i
   ptx::fence_regs(s);
 }
 
-/// Scales scores to base 2 and masks keys a row cannot see (-inf). Rows r0 (elements e < 2) and
+/// Masks the raw scores of keys a row cannot see (-inf). Rows r0 (elements e < 2) and
 /// r1 = r0 + 8 (e >= 2); element i holds key 8 (i / 4) + 2 quad + (i & 1) of the block.
-__device__ __forceinline__ void scale_mask(float (&s)[32], float scale_log2, bool masked,
-                                           int key_base, int vis0, int vis1, int quad) {
-  // Two loops, not one with `masked` folded into the select: the unmasked one (every block but a
-  // piece's last ones) is 32 multiplies, without 32 compares and selects.
-  if (masked) {
+__device__ __forceinline__ void mask_scores(float (&s)[32], int key_base, int vis0, int vis1,
+                                            int quad) {
 #pragma unroll
-    for (int i = 0; i < 32; ++i) {
-      const int key = key_base + 8 * (i / 4) + 2 * quad + (i & 1);
-      const float v = __fmul_rn(s[i], scale_log2);  // never fused with the later s - m
-      s[i] = key < ((i & 2) ? vis1 : vis0) ? v : neg_inf_f;
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < 32; ++i) s[i] = __fmul_rn(s[i], scale_log2);
+  for (int i = 0; i < 32; ++i) {
+    const int key = key_base + 8 * (i / 4) + 2 * quad + (i & 1);
+    if (key >= ((i & 2) ? vis1 : vis0)) s[i] = neg_inf_f;
   }
 }
 
-/// Row maxima of rows r0 (mx0) and r1 (mx1) over the block, NaN-propagating (rescale.cuh).
-__device__ __forceinline__ void row_max(const float (&s)[32], float& mx0, float& mx1) {
+/// Row maxima of rows r0 (mx0) and r1 (mx1) over the block in base 2, NaN-propagating
+/// (rescale.cuh): the raw maximum times scale_log2, which is the maximum of the scaled scores bit
+/// for bit (rounding a product by a positive constant is monotonic), one multiply per row instead
+/// of one per score on the way to the frame step.
+__device__ __forceinline__ void row_max(const float (&s)[32], float scale_log2, float& mx0,
+                                        float& mx1) {
   mx0 = neg_inf_f;
   mx1 = neg_inf_f;
 #pragma unroll
@@ -326,18 +359,21 @@ __device__ __forceinline__ void row_max(const float (&s)[32], float& mx0, float&
     mx0 = max_nan(mx0, __shfl_xor_sync(0xffffffffu, mx0, o));
     mx1 = max_nan(mx1, __shfl_xor_sync(0xffffffffu, mx1, o));
   }
+  mx0 = __fmul_rn(mx0, scale_log2);
+  mx1 = __fmul_rn(mx1, scale_log2);
 }
 
-/// s <- exp2(s - m) per row; returns this thread's partial row sums (the quad reduction waits
-/// until the end, since l only ever gets per-row scales).
-__device__ __forceinline__ void exponentiate(float (&s)[32], float m0, float m1, float& sum0,
-                                             float& sum1) {
+/// s <- exp2(s scale_log2 - m) per row (the product rounded on its own, as the CPU recurrence
+/// scales its scores); returns this thread's partial row sums (the quad reduction waits until the
+/// end, since l only ever gets per-row scales).
+__device__ __forceinline__ void exponentiate(float (&s)[32], float scale_log2, float m0, float m1,
+                                             float& sum0, float& sum1) {
   const float u0 = usable_max(m0), u1 = usable_max(m1);
   sum0 = 0.0f;
   sum1 = 0.0f;
 #pragma unroll
   for (int i = 0; i < 32; ++i) {
-    const float e = fast_exp2(s[i] - ((i & 2) ? u1 : u0));
+    const float e = fast_exp2(__fmul_rn(s[i], scale_log2) - ((i & 2) ? u1 : u0));
     s[i] = e;
     if (i & 2) {
       sum1 += e;
@@ -446,12 +482,12 @@ __device__ __forceinline__ void rescale_rows(float (&o)[N], const frame_step& st
 /// Issues O (+)= P V for one warpgroup's half and commits it (the caller waits): P is the block's
 /// 64 x 64 tile in chunk 8 of `buf`, V the 256 columns from chunk c0.
 __device__ __forceinline__ void pv_issue(float (&o)[128], const std::uint8_t* buf, int c0) {
+  const smem_desc dp = make_desc(buf + 8 * chunk_bytes, 16), dv = make_desc(buf, chunk_bytes);
   ptx::fence_regs(o);
   ptx::wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
-    ptx::wgmma_m64n256k16_ss<true>(o, desc_kmajor(buf + 8 * chunk_bytes, kk), desc_v(buf, c0, kk),
-                                   1);
+    ptx::wgmma_m64n256k16_ss<true>(o, dp.at(kk * 32), dv.at(c0 * chunk_bytes + kk * 2048), 1);
   }
   ptx::wgmma_commit();
 }
@@ -560,18 +596,23 @@ __global__ void __launch_bounds__(threads, 1)
       if (wg == 0) {
         // ---- WG0: S_A, frame A, P_A (into KV[0] chunk 8, for both warpgroups) ----
         qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 0, parity, p.stagger_qk != 0);
-        scale_mask(s, p.scale_log2, hides_keys(pr, kb_a), kb_a * block_keys, pr.vis0, pr.vis1,
-                   quad);
+        if (hides_keys(pr, kb_a)) mask_scores(s, kb_a * block_keys, pr.vis0, pr.vis1, quad);
         float mx0, mx1;
-        row_max(s, mx0, mx1);
-        const frame_step sa0 = step_frame<Mode>(f0, max_nan(f0.m, mx0));
-        const frame_step sa1 = step_frame<Mode>(f1, max_nan(f1.m, mx1));
+        row_max(s, p.scale_log2, mx0, mx1);
+        // The previous frame's AMLA scalars: frame B of the last pair, published in msg_b (which
+        // WG1 rewrites only after this pair's frame A).
+        amla_scalars fa0, fa1;
+        const frame_step sa0 =
+            step_frame<Mode>(f0, scalars_of<Mode>(f0, sm.msg_b[r0]), max_nan(f0.m, mx0), fa0);
+        const frame_step sa1 =
+            step_frame<Mode>(f1, scalars_of<Mode>(f1, sm.msg_b[r1]), max_nan(f1.m, mx1), fa1);
         if (quad == 0) {
-          sm.msg_a[r0] = frame_message{sa0.next, sa0.o_scale, sa0.o_add};
-          sm.msg_a[r1] = frame_message{sa1.next, sa1.o_scale, sa1.o_add};
+          sm.msg_a[r0] = frame_message{sa0.next, sa0.o_scale, sa0.o_add, fa0};
+          sm.msg_a[r1] = frame_message{sa1.next, sa1.o_scale, sa1.o_add, fa1};
         }
+        ptx::bar_arrive(bar_frame_a, 256);  // WG1's softmax of block B may start
         float sum0, sum1;
-        exponentiate(s, sa0.next.m, sa1.next.m, sum0, sum1);
+        exponentiate(s, p.scale_log2, sa0.next.m, sa1.next.m, sum0, sum1);
         l0 = l0 * sa0.l_scale + sum0;
         l1 = l1 * sa1.l_scale + sum1;
         {
@@ -620,37 +661,42 @@ __global__ void __launch_bounds__(threads, 1)
         if (p.stagger_qk) ptx::bar_sync(bar_qk, 256);
         if (has_b) {
           qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 1, parity);
-          scale_mask(s, p.scale_log2, hides_keys(pr, kb_b), kb_b * block_keys, pr.vis0, pr.vis1,
-                     quad);
+          if (hides_keys(pr, kb_b)) mask_scores(s, kb_b * block_keys, pr.vis0, pr.vis1, quad);
         } else {
 #pragma unroll
           for (int i = 0; i < 32; ++i) s[i] = neg_inf_f;
         }
 
+        // ---- WG1: frame B and the exponentials of S_B, while WG0 finishes block A's softmax ----
+        float mx0, mx1;
+        row_max(s, p.scale_log2, mx0, mx1);
+        ptx::bar_sync(bar_frame_a, 256);
+        const frame_message ma0 = sm.msg_a[r0], ma1 = sm.msg_a[r1];
+        // An absent block B is the identity step (no add, no scale): frame B = frame A.
+        amla_scalars fb0 = ma0.scalars, fb1 = ma1.scalars;
+        const frame_step sb0 =
+            has_b ? step_frame<Mode>(ma0.frame, ma0.scalars, max_nan(ma0.frame.m, mx0), fb0)
+                  : frame_step{ma0.frame};
+        const frame_step sb1 =
+            has_b ? step_frame<Mode>(ma1.frame, ma1.scalars, max_nan(ma1.frame.m, mx1), fb1)
+                  : frame_step{ma1.frame};
+        if (quad == 0) {
+          sm.msg_b[r0] = frame_message{sb0.next, sb0.o_scale, sb0.o_add, fb0};
+          sm.msg_b[r1] = frame_message{sb1.next, sb1.o_scale, sb1.o_add, fb1};
+        }
+        float sum0 = 0.0f, sum1 = 0.0f;
+        if (has_b) exponentiate(s, p.scale_log2, sb0.next.m, sb1.next.m, sum0, sum1);
+
         // ---- WG1: O_R = step_A(O_R) + P_A V_A[:, R] (P_A from WG0 through KV[0] chunk 8) ----
         ptx::bar_sync(bar_p_a, 256);
-        const frame_message ma0 = sm.msg_a[r0], ma1 = sm.msg_a[r1];
         {
           const frame_step sa0{ma0.frame, ma0.o_scale, ma0.o_add, 1.0f, 1.0f};
           const frame_step sa1{ma1.frame, ma1.o_scale, ma1.o_add, 1.0f, 1.0f};
           pv_step<Mode, SafeAdd>(o, sa0, sa1, sm.kv[0], 4, kb_a, pr, bar_wg1, tid_wg, false);
         }
 
-        // ---- WG1: frame B and P_B while P_A V_A runs ----
-        float mx0, mx1;
-        row_max(s, mx0, mx1);
-        // An absent block B is the identity step (no add, no scale): frame B = frame A.
-        const frame_step sb0 =
-            has_b ? step_frame<Mode>(ma0.frame, max_nan(ma0.frame.m, mx0)) : frame_step{ma0.frame};
-        const frame_step sb1 =
-            has_b ? step_frame<Mode>(ma1.frame, max_nan(ma1.frame.m, mx1)) : frame_step{ma1.frame};
-        if (quad == 0) {
-          sm.msg_b[r0] = frame_message{sb0.next, sb0.o_scale, sb0.o_add};
-          sm.msg_b[r1] = frame_message{sb1.next, sb1.o_scale, sb1.o_add};
-        }
-        float sum0 = 0.0f, sum1 = 0.0f;
+        // ---- WG1: P_B published while P_A V_A runs ----
         if (has_b) {
-          exponentiate(s, sb0.next.m, sb1.next.m, sum0, sum1);
           std::uint32_t pb[4][4];
           make_p_fragments<Mode == rescale_mode::amla>(pb, s, sb0.p_scale, sb1.p_scale);
           store_p_tile(sm.kv[1] + 8 * chunk_bytes, pb, r0, quad);
