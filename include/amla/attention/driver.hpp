@@ -303,7 +303,8 @@ void run_decode(const char* fn, const DecodeInputs<T>& in, const DecodeOptions& 
         dst[d] = amla::detail::store_as<OutT>(o(i, d), options.round_output_bf16);
       }
       if (!outputs.lse.empty()) {
-        outputs.lse[s.lse_offset(b, t, h)] = static_cast<LseT>(l[static_cast<std::size_t>(i)]);
+        outputs.lse[s.lse_offset(b, t, h)] =
+            amla::detail::store_lse<LseT>(l[static_cast<std::size_t>(i)]);
       }
     }
   };

@@ -11,7 +11,10 @@
 // Scalar (combine_splits is a template; float64 partials combine to float64 rounding). Each term
 // is a multiply then an add, no FMA. A split in which a row sees no key (an empty range, or one
 // past the row's causal window) has lse_s = -inf and weight exp(-inf) = 0: it is skipped, never
-// turned into NaN. When every split is empty the row gets out = 0 and lse = -inf.
+// turned into NaN. When every split is empty the row gets out = 0 and lse = -inf. A split that lost
+// the row (lse NaN: a NaN score, a score past FP32's range; problem/conventions.hpp) makes the
+// whole row NaN, as golden's row would be; a NaN or Inf in a partial's out reaches the combined
+// out element through its weight.
 #pragma once
 
 #include <Eigen/Core>
@@ -115,11 +118,16 @@ void combine_splits(
   constexpr Scalar neg_inf = -std::numeric_limits<Scalar>::infinity();
   for (Eigen::Index r = 0; r < rows; ++r) {
     Scalar max_lse = neg_inf;
-    for (const auto& p : parts) max_lse = std::max(max_lse, p.lse(r));
+    for (const auto& p : parts) max_lse = detail::max_propagating_nan(max_lse, p.lse(r));
     auto o = out.row(r);
     o.setZero();
     if (max_lse == neg_inf) {
       lse[static_cast<std::size_t>(r)] = neg_inf;
+      continue;
+    }
+    if (std::isnan(max_lse)) {  // a split lost the row (problem/conventions.hpp): so is the whole
+      o.setConstant(std::numeric_limits<Scalar>::quiet_NaN());
+      lse[static_cast<std::size_t>(r)] = std::numeric_limits<Scalar>::quiet_NaN();
       continue;
     }
     Scalar sum = 0;
