@@ -19,7 +19,8 @@
 //     modes only where the report shows no clamp event and no Lemma 3.1 violation; safe AMLA
 //     within twice Base's error plus 2^-8;
 //   * AMLA's checked mode computes hardware mode's values and both report the same counts, every
-//     violation located; split-KV with one split is Base bit for bit;
+//     violation located; split-KV with one split is Base bit for bit; two threads give what one
+//     gives, bit for bit;
 //   * with the hostile flag, one argument is made invalid and every entry point must throw
 //     amla::invalid_argument without writing its outputs.
 // Nothing may crash or trip AddressSanitizer or UBSan. A failed relation prints what differs
@@ -679,6 +680,18 @@ void fuzz_one(const Case& c, Bytes& in) {
   check_against_golden(c, p, o, runs);
   check_between(runs);
   check_unseen_keys(c, p, o, runs);
+  if (c.threads > 1) {  // the same results on one thread, bit for bit
+    at::DecodeOptions one = o;
+    one.threads = 1;
+    const std::vector<Run> serial = run_all(c, p.inputs(), one);
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      FUZZ_REQUIRE(std::memcmp(runs[i].out.data(), serial[i].out.data(),
+                               runs[i].out.size() * sizeof(double)) == 0 &&
+                       std::memcmp(runs[i].lse.data(), serial[i].lse.data(),
+                                   runs[i].lse.size() * sizeof(double)) == 0,
+                   std::string(runs[i].name) + ": results depend on the thread count");
+    }
+  }
 }
 
 }  // namespace

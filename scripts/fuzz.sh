@@ -5,8 +5,8 @@
 #                                        committed corpus fuzz/corpus/<target>/ (read only: the
 #                                        inputs it finds go to a temporary folder)
 #   scripts/fuzz.sh --merge [seconds]    the same, then merges what it found into the committed
-#                                        corpus (libFuzzer -merge=1 keeps only inputs that add
-#                                        coverage)
+#                                        corpus (libFuzzer's set-cover merge over edges: only
+#                                        inputs that reach code the corpus does not)
 # A failed relation, a crash or a sanitizer report stops the run with a non-zero status and
 # leaves the input in build-fuzz/artifacts/ (replay it: build-fuzz/<target> <file>); each finding
 # becomes a regression test in tests/. Build folder: build-fuzz/ (override with AMLA_FUZZ_DIR);
@@ -45,7 +45,7 @@ for src in fuzz/fuzz_*.cpp; do
     echo "fuzz.sh: $name FAILED; the input is in $dir/artifacts/" >&2
     status=1
   elif [ "$merge" = 1 ]; then
-    "$dir/$name" -merge=1 "$corpus" "$found"
+    "$dir/$name" -set_cover_merge=1 -use_counters=0 "$corpus" "$found"
   fi
   rm -rf "$found"
 done
