@@ -1,9 +1,12 @@
-// The contract every recurrence keeps (golden, Base, AMLA, seesaw, transposed in both block
-// orders, split-KV), tested once over all of them: empty and fully masked rows give out = 0 and
-// lse = -inf, keys no row sees (NaN-poisoned pages and slots) are never read, results do not
-// depend on the thread count, bad options and outputs are rejected naming the field, the owning
-// overloads return what the buffer overloads write, and the paged entry points agree with golden.
-// Each recurrence's own mathematics is tested in its own file.
+// The contract every recurrence keeps (golden, Base, AMLA in its three rescale modes, seesaw,
+// transposed in both block orders, split-KV), tested once over all of them: empty and fully masked
+// rows give out = 0 and lse = -inf, keys no row sees (NaN-poisoned pages and slots) are never read
+// and values a row does not see never reach it, NaN and Inf among what a row reads reach it as
+// golden's arithmetic carries them and what FP32 cannot hold loses the row to NaN
+// (problem/conventions.hpp), results do not depend on the thread count, bad options and outputs
+// are rejected naming the field, the owning overloads return what the buffer overloads write, and
+// the paged entry points agree with golden. Each recurrence's own mathematics is tested in its own
+// file.
 #include <catch2/catch.hpp>
 
 #include <cmath>
