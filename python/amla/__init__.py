@@ -68,8 +68,8 @@ def amla(q, kv, block_table, seqlens, *, precision: str = "bf16",
     """The AMLA recurrence (attention/amla.hpp): the output rescaled by an integer add on its FP32
     pattern. compensation "appendix_a" | "as_printed" | "none"; rescale "hardware" (the paper's
     clamped step and raw add; violations counted and located, clamp events counted) | "checked"
-    (the same values, clamp events located too) | "safe" (the exact, unclamped step and the
-    intended value where the add breaks Lemma 3.1); exponent_clamp (default -30, in [-126, -24]),
+    (the same values, clamp events located too) | "safe" (the intended value where the add breaks
+    Lemma 3.1, and the exact, unclamped step at a clamp event); exponent_clamp (default -30, in [-126, -24]),
     nudge (default 1e-6 in bf16, 0 in float32), n_cast "toward_zero" | "nearest_even"; block_size
     defaults to 512. Returns (out, lse, report)."""
     return run("amla", q, kv, block_table, seqlens,

@@ -37,7 +37,7 @@ VIOLATION_DTYPE = np.dtype(
         ("block", np.int64),
         ("row", np.int64),
         ("col", np.int64),
-        ("add", np.int64),
+        ("add", np.int32),
         ("before", np.float32),
         ("after", np.float32),
         ("intended", np.float32),

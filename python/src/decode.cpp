@@ -61,8 +61,8 @@ std::span<T> span_of(A& a) {
 /// clamp events column by column (amla/_decode.py turns the columns into numpy record arrays).
 nb::dict report_dict(const at::AmlaReport& r) {
   const std::size_t n = r.located.size();
-  std::vector<std::int64_t> block(n), row(n), col(n), add(n);
-  std::vector<std::int32_t> batch(n), kv_head(n);
+  std::vector<std::int64_t> block(n), row(n), col(n);
+  std::vector<std::int32_t> add(n), batch(n), kv_head(n);
   std::vector<float> before(n), after(n), intended(n);
   for (std::size_t i = 0; i < n; ++i) {
     const at::AmlaViolation& v = r.located[i];

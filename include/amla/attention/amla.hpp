@@ -61,9 +61,9 @@
 // add k (exponent part and mantissa part): a carry out of the mantissa into the exponent is fine,
 // a result or source outside the normal range is not. The first block of a row never adds
 // (Algorithm 2 line 15, per row: a row whose first visible key lies in a later block starts
-// there). Every violation is counted and located in the report in every mode (block, row, column,
-// the add k, the value before, after, and the intended value); finding them is cheap (one
-// branch-free flag per row, a second pass only over flagged rows).
+// there). Every violation of an integer add is counted and located in the report in every mode
+// (block, row, column, the add k, the value before, after, and the intended value); finding them is
+// cheap (one branch-free flag per row, a second pass only over flagged rows).
 //
 // ---- The exponent clamp
 // -------------------------------------------------------------------------- Line 13 clamps the
@@ -79,12 +79,13 @@
 // ---- The rescale modes (`AmlaOptions::rescale`, amla::pow2_mode) -------------------------------
 //   hardware  the clamped step and the raw add everywhere (what the NPU computes).
 //   checked   the same values; clamp events are located too.
-//   safe      what the exact step needs: no clamp (the step's k = Cast((n_i - n_{i-1} + eps +
-//             nudge) 2^23) in 64 bits, numeric/amla_step.hpp's amla_exact_add), and the add where
-//             it is exact, the intended value elsewhere: the same add carried out with an unbounded
-//             exponent, rounded once to FP32 (zeros stay zeros, tiny results round to subnormals,
-//             Inf/NaN pass through). A step below -255, which no 32-bit add can carry, is a
-//             violation for every element and gets the intended value everywhere.
+//   safe      the add where it is exact, the intended value elsewhere: the same add carried out
+//             with an unbounded exponent, rounded once to FP32 (zeros stay zeros, tiny results
+//             round to subnormals, Inf/NaN pass through); and at a clamp event what the exact step
+//             needs: the unclamped add (k = Cast((n_i - n_{i-1} + eps + nudge) 2^23) in 64 bits,
+//             numeric/amla_step.hpp's amla_exact_add, below INT32_MIN for a step below -255) with
+//             its intended value on every element. That step is no hardware add: it is reported
+//             as the clamp event, and its elements are not counted as violations.
 //
 // ---- Masks, empty rows, non-finite values and lse -----------------------------------------------
 // A row attends keys [0, visible) (attention/head_group.hpp). Masked keys get P = 0 and take no
@@ -172,19 +173,18 @@ struct AmlaViolation {
   Eigen::Index block = 0;  ///< KV block index (0-based: block i covers keys [i B, (i + 1) B))
   Eigen::Index row = 0;    ///< query row of the head group (r = t * heads_per_group + j)
   Eigen::Index col = 0;    ///< column of O (0 .. d_v - 1)
-  /// The integer k added to the pattern (outside the int32 range only for a safe-mode step below
-  /// -255 that the clamp would have cut).
-  std::int64_t add = 0;
-  float before = 0.0f;    ///< the O element before the add
-  float after = 0.0f;     ///< the raw 32-bit result AS_FP32(AS_INT32(before) + k mod 2^32)
-  float intended = 0.0f;  ///< the add with an unbounded exponent (what safe mode keeps)
-  int batch = 0;          ///< sequence (paged entry point; 0 for a lone head group)
-  int kv_head = 0;        ///< KV head (paged entry point; 0 for a lone head group)
+  std::int32_t add = 0;    ///< the integer k added to the pattern
+  float before = 0.0f;     ///< the O element before the add
+  float after = 0.0f;      ///< the raw hardware result AS_FP32(AS_INT32(before) + k)
+  float intended = 0.0f;   ///< the add with an unbounded exponent (what safe mode keeps)
+  int batch = 0;           ///< sequence (paged entry point; 0 for a lone head group)
+  int kv_head = 0;         ///< KV head (paged entry point; 0 for a lone head group)
 };
 
 /// One step of one row whose exponent step n_i - n_{i-1} fell below AmlaOptions::exponent_clamp
 /// (see the file comment): hardware and checked modes multiplied the older blocks by 2^clamp
-/// instead of 2^step; safe mode applied the step itself.
+/// instead of 2^step; safe mode applied the exact step (its elements are not listed as
+/// violations: no 32-bit add was made).
 struct AmlaClampEvent {
   Eigen::Index block = 0;  ///< KV block of the step (its new max)
   Eigen::Index row = 0;    ///< query row of the head group
@@ -193,10 +193,11 @@ struct AmlaClampEvent {
   int kv_head = 0;         ///< KV head (paged entry point; 0 for a lone head group)
 };
 
-/// What the rescales did. `violations` counts every element where the add broke Lemma 3.1 and
-/// `located` lists them, in every mode, ordered by (batch, kv_head, block, row, col). `clamped`
+/// What the rescales did. `violations` counts every element where an integer add broke Lemma 3.1
+/// and `located` lists them, in every mode, ordered by (batch, kv_head, block, row, col). `clamped`
 /// counts the clamp events in every mode and `clamps` lists them in checked and safe modes,
-/// ordered by (batch, kv_head, block, row).
+/// ordered by (batch, kv_head, block, row); safe mode's exact steps at clamp events are not adds
+/// of the hardware's and add nothing to `violations`.
 struct AmlaReport {
   std::size_t violations = 0;
   std::vector<AmlaViolation> located;
@@ -258,7 +259,7 @@ inline void amla_validate_options(const char* fn, const char* name, const AmlaOp
 
 /// Records an element whose add broke Lemma 3.1 (the report of amla_rescale_row).
 inline void amla_locate(AmlaReport& report, Eigen::Index block, Eigen::Index row, Eigen::Index col,
-                        std::int64_t k, float before, float after, float intended) {
+                        std::int32_t k, float before, float after, float intended) {
   ++report.violations;
   AmlaViolation v;
   v.block = block;
@@ -291,25 +292,22 @@ inline void amla_rescale_row(float* orow, Eigen::Index dv, const amla_scalars& p
       report.clamps.push_back(e);
     }
   }
-  const std::int64_t k = safe && st.clamped ? amla_exact_add(prev, now, step) : st.k;
-  if (k != static_cast<std::int32_t>(k)) {
-    // Safe mode, a step below -255: no 32-bit add holds it, every element gets the intended value.
-    for (Eigen::Index j = 0; j < dv; ++j) {
-      const float before = orow[j];
-      orow[j] = pattern_add_intended(before, k);
-      amla_locate(report, blk, r, j, k, before, pattern_add_hardware(before, k), orow[j]);
-    }
+  if (safe && st.clamped) {
+    // The exact step, which no clamped 32-bit add carries: the unclamped add with an unbounded
+    // exponent on every element (its k may lie below INT32_MIN), reported as the clamp event.
+    const std::int64_t exact = amla_exact_add(prev, now, step);
+    for (Eigen::Index j = 0; j < dv; ++j) orow[j] = pattern_add_intended(orow[j], exact);
     return;
   }
-  const auto k32 = static_cast<std::int32_t>(k);
-  if (!pattern_add_inplace(orow, dv, k32)) return;
+  const std::int32_t k = st.k;
+  if (!pattern_add_inplace(orow, dv, k)) return;
   // Rare path: the pattern before the add is the one after it minus k (mod 2^32).
   for (Eigen::Index j = 0; j < dv; ++j) {
     const float after = orow[j];
-    const float before = as_fp32(as_uint32(after) - static_cast<std::uint32_t>(k32));
-    if (pattern_add_is_exact(before, k32)) continue;
-    const float intended = pattern_add_intended(before, k32);
-    amla_locate(report, blk, r, j, k32, before, after, intended);
+    const float before = as_fp32(as_uint32(after) - static_cast<std::uint32_t>(k));
+    if (pattern_add_is_exact(before, k)) continue;
+    const float intended = pattern_add_intended(before, k);
+    amla_locate(report, blk, r, j, k, before, after, intended);
     // Inf and NaN keep their value in every mode (the intended value passes them through).
     if (safe || !std::isfinite(before)) orow[j] = intended;
   }

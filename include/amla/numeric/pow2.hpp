@@ -79,9 +79,8 @@ AMLA_HOST_DEVICE constexpr bool pattern_add_is_exact(float f, std::int32_t k) no
 }
 
 /// The raw operation AS_FP32(AS_INT32(f) + k) with the two's-complement wrap-around of a 32-bit
-/// integer add (what an NPU's AtomicAdd<int32> on the pattern computes; a k outside the int32
-/// range is taken modulo 2^32, as the 32-bit adder would).
-AMLA_HOST_DEVICE constexpr float pattern_add_hardware(float f, std::int64_t k) noexcept {
+/// integer add (what an NPU's AtomicAdd<int32> on the pattern computes).
+AMLA_HOST_DEVICE constexpr float pattern_add_hardware(float f, std::int32_t k) noexcept {
   // Unsigned arithmetic gives the same bits as a wrapping int32 add, without signed overflow UB.
   return as_fp32(as_uint32(f) + static_cast<std::uint32_t>(k));
 }
