@@ -6,7 +6,9 @@
 #      found of the CUDA programs and the standalone .cuh check; ctest runs every Catch2 test case,
 #      the examples' --demo runs, the standalone-header check and the packaging check
 #   4. the tests built again with AddressSanitizer + UBSan and run
-#   5. the Python package built and installed with pip, and its pytest suite (scripts/python-test.sh)
+#   5. the fuzz targets (fuzz/fuzz_*.cpp) built with clang, libFuzzer, ASan and UBSan and run 20 s
+#      each from their committed corpora (scripts/fuzz.sh)
+#   6. the Python package built and installed with pip, and its pytest suite (scripts/python-test.sh)
 # Each tests/<area>/ is one program compiled as a few unity translation units over one precompiled
 # header (tests/CMakeLists.txt); ctest still lists every test case as <area>/<test case>.
 # Build folders: build/ and build-sanitize/ (override with AMLA_BUILD_DIR / AMLA_SAN_DIR); Ninja
@@ -44,5 +46,6 @@ cmake --build "$san" -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir "$san" --output-on-failure -j "$jobs"
 
+scripts/fuzz.sh
 scripts/python-test.sh
 echo "test.sh: all passes green"
