@@ -19,7 +19,7 @@
 // empty-row result (problem/conventions.hpp). Exceptions: the AMLA hardware add is the raw add on
 // every element, so it turns a non-finite O element into garbage like any element outside
 // Lemma 3.1 (attention/amla.hpp keeps Inf and NaN through the add in every mode and locates
-// them as violations; compare a GPU row with a non-finite O against it in safe mode only). In the
+// them as violations; the GPU's safe add does not). In the
 // Hopper kernel (V the first 512 columns of K) a non-finite V value is a non-finite K value, so it
 // makes the score of every row that sees it NaN or +-inf; a NaN or +inf score makes the row NaN as
 // golden does, but a -inf score (an infinite K value against a query value of the other sign) only
