@@ -33,10 +33,10 @@ namespace calibrated_hopper {
 /// amla's kernel spends this many times the CUDA-core cycles its stages take in isolation (the
 /// probe runs the kernel's own functions, but not the named barriers, frame messages, proxy
 /// fences and wgmma waits between them). Fitted to the one-CTA run at s_k = 16384.
-inline constexpr double amla_kernel_cuda_factor = 1.863;
+inline constexpr double amla_kernel_cuda_factor = 1.341;
 /// Kernel time outside the SMs' work in a stream of launches on the H100 (launch, first CTA's
 /// start, the last one's retirement). Fitted to the one-CTA run at s_k = 1024.
-inline constexpr double h100_kernel_overhead_us = 5.62;
+inline constexpr double h100_kernel_overhead_us = 5.94;
 }  // namespace calibrated_hopper
 
 /// A Hopper-class GPU: SMs with tensor cores, CUDA cores, shared memory and a TMA, over one HBM.
@@ -81,9 +81,9 @@ struct GpuChip {
 
   /// The share of the SM a Q K^T batch and a softmax stage took side by side on the H100
   /// (arch::h100_sxm_measured, section overlap), as a ratio: the batch's 1152 cycles of tensor work
-  /// over its 1740.8 cycles, against the stage's work (half the 1133.6 cycles each of two took at
-  /// once) over the 1774.5 cycles it took while the batches ran (the stages after them ran alone,
-  /// 789.1 each). About 2.07.
+  /// over its 1503.5 cycles, against the stage's work (half the 1006.5 cycles each of two took at
+  /// once) over the 1912.1 cycles it took while the batches ran (the stages after them ran alone,
+  /// 765.3 each). About 2.91.
   static double measured_tensor_priority() {
     namespace m = arch::h100_sxm_measured;
     const double qk_total = m::overlap_qk_batches * m::overlap_qk_batch_cycles;
@@ -96,7 +96,7 @@ struct GpuChip {
     return qk_share / sm_share;
   }
   /// l2_refetch from the H100's blocks read by 2 and 4 SMs at once: each reader beyond the first
-  /// costs 0.054 (R = 2) and 0.057 (R = 4) of a fetch; the least-squares line through both, 0.056.
+  /// costs 0.049 (R = 2) and 0.061 (R = 4) of a fetch; the least-squares line through both, 0.060.
   static double measured_l2_refetch() {
     namespace m = arch::h100_sxm_measured;
     const double extra2 =
