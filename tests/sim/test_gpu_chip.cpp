@@ -42,6 +42,10 @@ TEST_CASE("the H100's derived figures follow from its measurements", "[sim][gpu_
   CHECK(c.hbm_fraction(1) == 1);
   CHECK(c.hbm_fraction(2) == Approx((1 + c.l2_refetch) / 2));
   CHECK(c.hbm_fraction(4) == Approx((1 + 3 * c.l2_refetch) / 4));
+  // A cold CTA: the one-CTA launch after an L2 flush less back to back, 49.4 - 38.6 = 10.8 us,
+  // less what launching alone adds to an empty kernel, 5.23 - 3.37 = 1.86 us: 8.94 us.
+  CHECK(c.cta_cold_start.us() == Approx(8.94));
+  CHECK(c.cta_cold_start.count == GpuChip::measured_cta_cold_start());
   // Bytes per cycle at the clock, and cycles of a duration.
   CHECK(c.hbm_bytes_per_cycle() == Approx(3.136e12 / 1.83e9));
   CHECK(c.cycles_of(amla::sim::Seconds{1e-6}) == amla::sim::Cycles{1830});
@@ -86,4 +90,6 @@ TEST_CASE("GpuChip::validate names the field at fault with its value", "[sim][gp
              Catch::Contains("'chip.wgmma_n64_latency' = -1"));
   CHECK_THAT(error([](GpuChip& c) { c.kernel_overhead = amla::sim::Seconds{2}; }),
              Catch::Contains("'chip.kernel_overhead' = 2"));
+  CHECK_THAT(error([](GpuChip& c) { c.cta_cold_start = amla::sim::Seconds{0.5}; }),
+             Catch::Contains("'chip.cta_cold_start' = 0.5"));
 }

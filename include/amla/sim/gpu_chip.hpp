@@ -28,7 +28,8 @@ namespace amla::sim {
 /// (sim/hopper_calibration.hpp; `example_06_hopper_decode_model --calibrate`; the kernel model
 /// is sim/hopper_decode.hpp) to amla's standard
 /// kernel run as one CTA alone on the H100 (s_k = 16384 and 1024): the SM's own pipeline, with
-/// nothing to share. Every other measurement is a prediction.
+/// nothing to share, started warm (back to back, its inputs stay in the L2). Every other
+/// measurement is a prediction.
 namespace calibrated_hopper {
 /// amla's kernel spends this many times the CUDA-core cycles its stages take in isolation (the
 /// probe runs the kernel's own functions, but not the named barriers, frame messages, proxy
@@ -78,6 +79,9 @@ struct GpuChip {
   Seconds kernel_overhead{0};
   /// The time an SM takes to start its next CTA after one retires.
   Seconds cta_launch{arch::h100_sxm_measured::cta_turnaround_s};
+  /// What a CTA whose inputs are not in the L2 spends beyond one whose inputs are (a launch whose
+  /// Q and KV exceed the L2 evicts them before the next launch reads them: every CTA starts cold).
+  Seconds cta_cold_start{measured_cta_cold_start()};
 
   /// The share of the SM a Q K^T batch and a softmax stage took side by side on the H100
   /// (arch::h100_sxm_measured, section overlap), as a ratio: the batch's 1152 cycles of tensor work
@@ -104,6 +108,14 @@ struct GpuChip {
     const double extra4 =
         4 * m::tma_hbm_all_sms_bytes_per_s / m::tma_shared4_all_sms_bytes_per_s - 1;
     return (extra2 * 1 + extra4 * 3) / (1 + 9);
+  }
+  /// cta_cold_start from the H100's one-CTA launch with its inputs in the L2 (back to back, 38.6
+  /// us) and after an L2 flush (alone, 49.4 us), less what launching alone adds to any kernel (an
+  /// empty one: 5.23 us alone, 3.37 us back to back): 10.8 - 1.86 = 8.94 us.
+  static double measured_cta_cold_start() {
+    namespace m = arch::h100_sxm_measured;
+    return (m::one_cta_cold_launch_s - m::one_cta_warm_launch_s) -
+           (m::empty_kernel_alone_s - m::empty_kernel_stream_s);
   }
   /// Of a block's bytes, the share one of `sharing` SMs reading it at once draws from HBM.
   double hbm_fraction(int sharing) const { return (1 + l2_refetch * (sharing - 1)) / sharing; }
@@ -149,6 +161,7 @@ struct GpuChip {
     real(tensor_priority, "chip.tensor_priority", 1e-3, 1e3, "a share weight");
     real(kernel_overhead.count, "chip.kernel_overhead", 0, 1, "seconds");
     real(cta_launch.count, "chip.cta_launch", 0, 1e-3, "seconds");
+    real(cta_cold_start.count, "chip.cta_cold_start", 0, 1e-3, "seconds");
   }
 };
 

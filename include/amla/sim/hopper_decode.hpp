@@ -31,8 +31,12 @@
 //     that group gives it back.
 //   * O lives in registers (128 per thread): it costs no traffic; its rescales are CUDA-core work.
 // A CTA runs on one SM from its Q load to its epilogue; CTAs follow each other on an SM as the
-// tile scheduler assigns them (below). SMs with the same CTA list are one unit set standing for
-// all of them (the engine's multiplicity): exact for identical SMs.
+// tile scheduler assigns them (below). A launch whose Q and KV exceed the L2 finds none of them
+// there when it starts (back to back, each launch evicts them before the next reads them): each
+// of its CTAs first spends GpuChip::cta_cold_start, measured as what a one-CTA launch after an L2
+// flush takes beyond the same launch back to back. A smaller launch starts warm. SMs with the same
+// CTA list are one unit set standing for all of them (the engine's multiplicity): exact for
+// identical SMs.
 //
 // ---- The schedules -------------------------------------------------------------------------
 // HopperSchedule::amla_pairs, amla's Hopper kernel (backend/cuda/detail/hopper_kernel.cuh), per
@@ -58,6 +62,12 @@
 // part walks the batch's (sequence, block) list with an equal payload (a sequence costs its
 // blocks plus kernel.sequence_overhead_blocks), splitting sequences at part boundaries; split
 // sequences are merged by a combine kernel.
+//
+// ---- Kernels around the decode kernel ----
+// amla's kernel with the schedule sized on the GPU (splits 0) is preceded in the stream by its
+// plan kernel (one CTA), which the decode kernel waits for: one more kernel overhead. Split
+// sequences are merged by a combine kernel: its bytes at the HBM's achievable rate, plus (amla's
+// kernel) one kernel overhead.
 //
 // ---- Data-dependent work -------------------------------------------------------------------
 // The standard kernel skips a warp's O rescale when none of its 16 rows' running max moved
@@ -263,10 +273,12 @@ struct CtaWork {
 
 /// The outcome of simulate_hopper_decode: ok, or why the kernel cannot run the workload.
 struct HopperDecodeResult : Status {
-  Cycles cycles{0};  ///< the SMs' makespan
-  Seconds time{0};   ///< cycles / clock + the kernel overhead + the combine kernel, if any
-  Seconds combine_time{0};
-  double flops = 0;  ///< the workload's (Workload::flops)
+  Cycles cycles{0};         ///< the SMs' makespan
+  Seconds time{0};          ///< plan kernel + cycles / clock + the kernel overhead + combine kernel
+  Seconds plan_time{0};     ///< the plan kernel of a schedule sized on the GPU, if any
+  Seconds combine_time{0};  ///< the combine kernel of split sequences, if any
+  bool cold = false;        ///< the CTAs start cold (the launch's inputs exceed the L2)
+  double flops = 0;         ///< the workload's (Workload::flops)
   double tflops() const { return time.count > 0 ? flops / time.count / 1e12 : 0; }
   int ctas = 0, splits = 1, row_blocks = 0, sm_classes = 0;
   std::vector<int> cta_sm;        ///< the SM each CTA ran on (launch order)
@@ -325,11 +337,19 @@ inline double unit_rescale_probability(int k) {
   return k == 0 ? 1.0 : 1 - std::pow(static_cast<double>(k) / (k + 1), 64);
 }
 
+/// Whether a launch's CTAs start cold: its Q and KV (BF16) exceed the chip's L2, so that back to
+/// back launches do not find them there (a smaller launch's inputs stay in the L2 between
+/// launches, and its CTAs start warm).
+inline bool starts_cold(const GpuChip& chip, const Workload& w) {
+  const double q_bytes = static_cast<double>(w.batch()) * w.s_q * w.h_q * w.d_qk * 2.0;
+  return w.kv_bytes(2) + q_bytes > chip.l2.count;
+}
+
 /// Builds the operations of CTAs on one SM for a kernel, a chip and a workload.
 class CtaEmitter {
  public:
   CtaEmitter(Engine& e, const GpuChip& chip, const HopperKernel& k, const Workload& w, LinkId hbm)
-      : e_(e), chip_(chip), k_(k), w_(w), hbm_(hbm) {
+      : e_(e), chip_(chip), k_(k), w_(w), hbm_(hbm), cold_(starts_cold(chip, w)) {
     qk_ = e.category("QK");
     pv_ = e.category("PV");
     softmax_ = e.category("softmax");
@@ -366,6 +386,13 @@ class CtaEmitter {
     s_ = &s;
     tag_ = tag;
     prev_end_ = s.last;
+    const Cycles cold = chip_.cycles_of(chip_.cta_cold_start);
+    if (cold_ && cold.count > 0) {
+      const OpId start =
+          e_.add_op(s_->tma, Work::compute(cold), sync_, Phase::none, label("cold start"));
+      after(start, prev_end_);
+      prev_end_ = {start};
+    }
     for (const CtaSegment& seg : cta.segments) emit_segment(seg);
     s.last = prev_end_;
   }
@@ -693,6 +720,7 @@ class CtaEmitter {
   const HopperKernel& k_;
   const Workload& w_;
   LinkId hbm_;
+  bool cold_ = false;
   SmUnits* s_ = nullptr;
   std::string tag_;
   std::vector<OpId> prev_end_;
@@ -928,16 +956,24 @@ inline HopperDecodeResult simulate_hopper_decode(const GpuChip& chip, const Work
       if (s.partial) partial_rows += s.rows;
   if (partial_rows > 0) {
     // Read every partial (512 FP32 + an lse per row), write the BF16 output: one pass at the
-    // HBM's achievable rate, plus a kernel launch.
+    // HBM's achievable rate, plus a kernel's overhead.
     const double bytes = partial_rows * (detail::d_v * 4 + 4) +
                          static_cast<double>(w.batch()) * w.s_q * w.h_q * detail::d_v * 2;
-    // FlashMLA overlaps the combine kernel's launch with the main kernel's tail (programmatic
-    // dependent launch); amla's kernel launches it after.
+    // FlashMLA's combine is taken as overlapping the main kernel's tail; amla's, though launched
+    // with programmatic dependent launch too, runs for longer than its bytes take (one row per
+    // CTA, 14-16 us for 16.8 MB on the H100), and one kernel overhead stands for that.
     const double launch =
         kernel.tiles == TileScheduler::balanced ? 0.0 : chip.kernel_overhead.count;
     res.combine_time = Seconds{bytes / (chip.hbm_bytes_per_s * chip.hbm_efficiency) + launch};
   }
-  res.time = chip.clock.to_seconds(res.cycles) + chip.kernel_overhead + res.combine_time;
+  // ---- plan kernel (amla's schedule sized on the GPU) ----
+  // A one-CTA kernel launched before the decode kernel, which waits for it: in a stream, one
+  // kernel's overhead (its own work, a few reads and prefix sums, is negligible).
+  if (kernel.tiles == TileScheduler::grid && kernel.splits == 0)
+    res.plan_time = chip.kernel_overhead;
+  res.cold = detail::starts_cold(chip, w);
+  res.time =
+      res.plan_time + chip.clock.to_seconds(res.cycles) + chip.kernel_overhead + res.combine_time;
 
   // ---- summaries ----
   const double span = static_cast<double>(res.cycles.count);
