@@ -63,20 +63,21 @@ TEST_CASE("amla's kernels: the model within 10% of the runs it was not fitted to
     if (m.name == "uniform") {
       ++uniform;
       uniform_within += std::fabs(err) <= 0.10;
-      CHECK(std::fabs(err) <= 0.11);  // the one miss: standard, s_q 1, s_k 1024 (-10.7%)
+      CHECK(std::fabs(err) <= 0.07);  // the largest: standard, s_q 1, s_k 1024 (-6.9%)
     } else if (m.name == "split") {
       // The split launches' decode kernels run longer than the model has them (SIM_RESULTS.md
       // says by how much and where): both under-predicted, by less than 40%.
       CHECK(err < -0.2);
       CHECK(err > -0.4);
-    } else if (m.name == "one CTA" && m.workload.max_seqlen() == 16384) {
-      CHECK(std::fabs(err) <= 0.12);  // the AMLA kernel alone at s_k 16384 (+11.5%)
+    } else if (m.amla_mode && (m.name == "one wave" || m.name == "one CTA")) {
+      // The AMLA kernel alone (-10.0% at s_k 1024) and one wave of it without L2 sharing (+10.5%).
+      CHECK(std::fabs(err) <= 0.11);
     } else {
-      CHECK(std::fabs(err) <= 0.10);  // varlen, one wave, the AMLA kernel's short one CTA
+      CHECK(std::fabs(err) <= 0.06);  // varlen, the standard kernel's one-wave runs (+3.8%)
     }
   }
   CHECK(uniform == 12);
-  CHECK(uniform_within == 11);
+  CHECK(uniform_within == 12);
 }
 
 TEST_CASE("FlashMLA's H100 figures: the seesaw schedule at the card's 1980 MHz",
@@ -92,7 +93,7 @@ TEST_CASE("FlashMLA's H100 figures: the seesaw schedule at the card's 1980 MHz",
     CHECK(std::fabs(err) <= 0.12);
     within += std::fabs(err) <= 0.10;
   }
-  CHECK(within == 5);  // s_q 1, s_k 4096 predicted 10.6% below the figure
+  CHECK(within == 5);  // s_q 1, s_k 4096 predicted 10.4% below the figure
 }
 
 TEST_CASE("H20: ETAP's lead over FlashMLA grows with the keys, FlashMLA flattens near 32 TFLOPS",

@@ -41,17 +41,18 @@
 // ---- The schedules -------------------------------------------------------------------------
 // HopperSchedule::amla_pairs, amla's Hopper kernel (backend/cuda/detail/hopper_kernel.cuh), per
 // pair of blocks A (buffer 0) and B (buffer 1): WG0 S_A = Q K_A^T; WG1 S_B once WG0 has issued S_A;
-// WG0 softmax A; both rescale their O half for A and run P_A V_A (WG1 after its S_B); WG1 softmax B
-// while P_A V_A runs; both rescale for B and run P_B V_B. WG0 refills buffer 0's chunks 0-3 after
-// its P_A V_A; WG1 chunks 4-8 after both halves of P_A V_A (chunk 8 holds P_A); the same for B.
-// HopperSchedule::seesaw, FlashMLA's kernel as its deep dive describes it: WG0 S_0, WG1 S_1; WG0
-// softmax 0, rescale O_L, P_0 V_0L; WG1 softmax 1 (with WG0's max), rescale O_R, P_1 V_1R; WG0
-// P_0 *= scale_1; WG1 P_0 V_0R; WG0 rescale O_L, P_1 V_1L. A chunk group is refilled as soon as
-// its last reader is done (P lives outside the KV buffers), so buffer 0's left half and RoPE chunk
-// come back right after WG0's work on block 0.
-// HopperSchedule::transposed, FlashMLA-ETAP (Algorithm 1 of its paper): per block, WG0 computes
-// S^T = K Q^T (M = 64 keys, N = the CTA's query rows), the softmax along keys and its half of O^T;
-// WG1 its half once WG0 has stored the rescale factors. Narrow N: no padding to 64 rows.
+// WG0 softmax A; WG1 softmax B once S_B and frame A (published at the start of WG0's softmax) are
+// there, beside WG0's; both rescale their O half for A and run P_A V_A (WG1 after its softmax B),
+// WG1 publishing P_B after issuing its half; both rescale for B and run P_B V_B. WG0 refills buffer
+// 0's chunks 0-3 after its P_A V_A; WG1 chunks 4-8 after both halves of P_A V_A (chunk 8 holds
+// P_A); the same for B. HopperSchedule::seesaw, FlashMLA's kernel as its deep dive describes it:
+// WG0 S_0, WG1 S_1; WG0 softmax 0, rescale O_L, P_0 V_0L; WG1 softmax 1 (with WG0's max), rescale
+// O_R, P_1 V_1R; WG0 P_0 *= scale_1; WG1 P_0 V_0R; WG0 rescale O_L, P_1 V_1L. A chunk group is
+// refilled as soon as its last reader is done (P lives outside the KV buffers), so buffer 0's left
+// half and RoPE chunk come back right after WG0's work on block 0. HopperSchedule::transposed,
+// FlashMLA-ETAP (Algorithm 1 of its paper): per block, WG0 computes S^T = K Q^T (M = 64 keys, N =
+// the CTA's query rows), the softmax along keys and its half of O^T; WG1 its half once WG0 has
+// stored the rescale factors. Narrow N: no padding to 64 rows.
 //
 // ---- Tile schedulers -----------------------------------------------------------------------
 // TileScheduler::grid, amla's kernel: one CTA per (row block of 64 rows, sequence, KV split), in
@@ -181,33 +182,36 @@ struct HopperKernel {
 };
 
 namespace detail {
-/// The measured stage costs of amla's Hopper kernel (arch/h100.hpp, h100_sxm_measured), each
-/// times `factor`.
+/// The measured stage costs of amla's Hopper kernel (arch/h100.hpp, h100_sxm_measured) with the
+/// kernel's own cycles around each stage: the standard kernel's stages take `factor` times their
+/// probe cycles; the AMLA kernel's take the same extra cycles as the standard ones (the barriers,
+/// frame messages, fences and waits around a stage are the same code in both modes).
 inline void amla_kernel_costs(HopperKernel& k, bool amla_mode, double factor) {
   namespace m = arch::h100_sxm_measured;
-  k.softmax = amla_mode ? VectorStage::measured(m::softmax_amla_one_wg_cycles,
-                                                m::softmax_amla_two_wg_cycles)
-                        : VectorStage::measured(m::softmax_standard_one_wg_cycles,
-                                                m::softmax_standard_two_wg_cycles);
-  k.rescale = amla_mode ? VectorStage::measured(m::rescale_amla_one_wg_cycles,
-                                                m::rescale_amla_two_wg_cycles)
-                        : VectorStage::measured(m::rescale_standard_one_wg_cycles,
-                                                m::rescale_standard_two_wg_cycles);
-  // The epilogue multiplies O by 1 / l (the standard rescale's work) before its stores; P *= s
-  // is a multiply over a quarter of the elements of an O half.
+  AMLA_REQUIRE(factor > 0 && factor <= 100, "cuda_factor", factor, "in (0, 100]");
+  const VectorStage std_softmax =
+      VectorStage::measured(m::softmax_standard_one_wg_cycles, m::softmax_standard_two_wg_cycles);
+  // The standard rescale; the epilogue multiplies O by 1 / l (the same work) before its stores,
+  // and P *= s is a multiply over a quarter of the elements of an O half.
   const VectorStage multiply =
       VectorStage::measured(m::rescale_standard_one_wg_cycles, m::rescale_standard_two_wg_cycles);
-  k.epilogue = multiply;
-  k.p_rescale = multiply.scaled(0.25);
-  AMLA_REQUIRE(factor > 0 && factor <= 100, "cuda_factor", factor, "in (0, 100]");
-  for (VectorStage* st : {&k.softmax, &k.rescale, &k.epilogue, &k.p_rescale})
-    *st = st->scaled(factor);
+  k.softmax = amla_mode ? VectorStage::measured(m::softmax_amla_one_wg_cycles,
+                                                m::softmax_amla_two_wg_cycles)
+                        : std_softmax;
+  k.rescale = amla_mode ? VectorStage::measured(m::rescale_amla_one_wg_cycles,
+                                                m::rescale_amla_two_wg_cycles)
+                        : multiply;
+  k.softmax.work_cycles += (factor - 1) * std_softmax.work_cycles;
+  k.rescale.work_cycles += (factor - 1) * multiply.work_cycles;
+  k.epilogue = multiply.scaled(factor);
+  k.p_rescale = multiply.scaled(0.25 * factor);
 }
 }  // namespace detail
 
 /// amla's Hopper kernel (backend/cuda/detail/hopper_kernel.cuh) in its standard (FP32 rescale,
 /// skipped when no row's max moved) or AMLA (integer add on O's bits, always) form: the CUDA-core
-/// stage costs measured on an H100, times `cuda_factor` (the calibrated one by default).
+/// stage costs measured on an H100 with the kernel's own cycles around them, `cuda_factor` times
+/// the standard stages' (the calibrated factor by default; detail::amla_kernel_costs).
 inline HopperKernel amla_hopper_kernel(
     bool amla_mode, double cuda_factor = calibrated_hopper::amla_kernel_cuda_factor) {
   HopperKernel k;
@@ -581,7 +585,15 @@ class CtaEmitter {
         after(issue_b, la[2]);
         qk_b = qk(1, rows, b, grp[static_cast<std::size_t>(b)], issue_b, order);
       }
-      // Both rescale for A and run P_A V_A (WG1 after its S_B and WG0's P_A).
+      // WG1's softmax of B once S_B and frame A are there (WG0 publishes frame A after its row
+      // max, the first few instructions of its softmax: taken as the softmax's start), beside
+      // WG0's softmax of A.
+      OpId sm_b;
+      if (has_b) {
+        sm_b = vector(1, k_.softmax, 1, softmax_, "softmax" + B);
+        after(sm_b, {qk_b, qk_a});
+      }
+      // Both rescale for A and run P_A V_A (WG1 after its softmax of B and WG0's P_A).
       const OpId rs_a0 = vector(0, k_.rescale, rescale_fraction(a), rescale_, "rescale" + A);
       const OpId pv_a0 = pv(0, rows, a, "L");
       after(pv_a0, rs_a0);
@@ -589,12 +601,6 @@ class CtaEmitter {
       after(rs_a1, {sm_a, qk_b.valid() ? qk_b : wg1_prev});
       const OpId pv_a1 = pv(1, rows, a, "R");
       after(pv_a1, rs_a1);
-      // WG1's softmax B runs while P_A V_A does.
-      OpId sm_b;
-      if (has_b) {
-        sm_b = vector(1, k_.softmax, 1, softmax_, "softmax" + B);
-        after(sm_b, qk_b);
-      }
       const OpId done_a = refill_pair_buffer(grp, seg, a, pv_a0, pv_a1);
       if (!has_b) {
         wg0_prev = pv_a0;
@@ -603,7 +609,7 @@ class CtaEmitter {
       }
       // Both rescale for B and run P_B V_B; buffer 1 refilled the same way.
       const OpId rs_b0 = vector(0, k_.rescale, rescale_fraction(b), rescale_, "rescale" + B);
-      after(rs_b0, {pv_a0, sm_b});
+      after(rs_b0, {pv_a0, sm_b, rs_a1});  // P_B is published once WG1 has issued P_A V_A[:, R]
       const OpId pv_b0 = pv(0, rows, b, "L");
       after(pv_b0, rs_b0);
       const OpId rs_b1 = vector(1, k_.rescale, rescale_fraction(b), rescale_, "rescale" + B);
