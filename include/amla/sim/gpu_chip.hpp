@@ -8,7 +8,7 @@
 // warpgroup can use; side by side they split the link by `tensor_priority` to 1 (measured: the
 // two do not work independently). The TMA is a load engine whose transfers cross the chip's HBM
 // link at the SM's port rate at most. Everything is in SM cycles at `clock`, the clock of the run
-// being modelled (a power-capped H100 runs between about 1.7 and 1.98 GHz; pass the one
+// being modelled (a power-capped H100 runs between about 1.6 and 1.98 GHz; pass the one
 // measured, or the preset's).
 //
 // A GpuChip is plain data: change any field to ask "what if".

@@ -17,8 +17,8 @@
 //     measured at t1 cycles for one warpgroup alone and t2 for each of two at once is t2 / 2
 //     cycles of the link, of which one warpgroup alone uses the share (t2 / 2) / t1
 //     (VectorStage::measured). One link for both because on the H100 they do not work
-//     independently: side by side a Q K^T batch and a softmax stage slowed to 0.66 and 0.44 of
-//     their speed alone; the link splits between them by GpuChip::tensor_priority (2.07) to 1.
+//     independently: side by side a Q K^T batch and a softmax stage slowed to 0.82 and 0.40 of
+//     their speed alone; the link splits between them by GpuChip::tensor_priority (2.91) to 1.
 //   * Load engine: the TMA is one unit ("TMA") whose loads cross the chip's HBM link at the SM's
 //     TMA rate at most; a KV block read by R CTAs at once (the row blocks of one request) is
 //     fetched from HBM about once (GpuChip::hbm_fraction: 1 + l2_refetch (R - 1) fetches in all),
