@@ -43,16 +43,19 @@
 // pair of blocks A (buffer 0) and B (buffer 1): WG0 S_A = Q K_A^T; WG1 S_B once WG0 has issued S_A;
 // WG0 softmax A; WG1 softmax B once S_B and frame A (published at the start of WG0's softmax) are
 // there, beside WG0's; both rescale their O half for A and run P_A V_A (WG1 after its softmax B),
-// WG1 publishing P_B after issuing its half; both rescale for B and run P_B V_B. WG0 refills buffer
-// 0's chunks 0-3 after its P_A V_A; WG1 chunks 4-8 after both halves of P_A V_A (chunk 8 holds
-// P_A); the same for B. HopperSchedule::seesaw, FlashMLA's kernel as its deep dive describes it:
-// WG0 S_0, WG1 S_1; WG0 softmax 0, rescale O_L, P_0 V_0L; WG1 softmax 1 (with WG0's max), rescale
-// O_R, P_1 V_1R; WG0 P_0 *= scale_1; WG1 P_0 V_0R; WG0 rescale O_L, P_1 V_1L. A chunk group is
-// refilled as soon as its last reader is done (P lives outside the KV buffers), so buffer 0's left
-// half and RoPE chunk come back right after WG0's work on block 0. HopperSchedule::transposed,
-// FlashMLA-ETAP (Algorithm 1 of its paper): per block, WG0 computes S^T = K Q^T (M = 64 keys, N =
-// the CTA's query rows), the softmax along keys and its half of O^T; WG1 its half once WG0 has
-// stored the rescale factors. Narrow N: no padding to 64 rows.
+// WG1 publishing P_B after issuing its half; both rescale for B and run P_B V_B. WG0 refills
+// buffer 0's chunks 0-3 after its P_A V_A; WG1 chunks 4-8 after both halves of P_A V_A (chunk 8
+// holds P_A); the same for B.
+//
+// HopperSchedule::seesaw, FlashMLA's kernel as its deep dive describes it: WG0 S_0, WG1 S_1; WG0
+// softmax 0, rescale O_L, P_0 V_0L; WG1 softmax 1 (with WG0's max), rescale O_R, P_1 V_1R; WG0
+// P_0 *= scale_1; WG1 P_0 V_0R; WG0 rescale O_L, P_1 V_1L. A chunk group is refilled as soon as
+// its last reader is done (P lives outside the KV buffers), so buffer 0's left half and RoPE chunk
+// come back right after WG0's work on block 0.
+//
+// HopperSchedule::transposed, FlashMLA-ETAP (Algorithm 1 of its paper): per block, WG0 computes
+// S^T = K Q^T (M = 64 keys, N = the CTA's query rows), the softmax along keys and its half of O^T;
+// WG1 its half once WG0 has stored the rescale factors. Narrow N: no padding to 64 rows.
 //
 // ---- Tile schedulers -----------------------------------------------------------------------
 // TileScheduler::grid, amla's kernel: one CTA per (row block of 64 rows, sequence, KV split), in
