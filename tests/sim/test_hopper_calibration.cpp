@@ -10,7 +10,7 @@
 
 using namespace amla::sim;
 
-TEST_CASE("the H100 measurements: the issue's 12 shapes, varlen, split, one CTA, one wave",
+TEST_CASE("the H100 measurements: the 12 uniform shapes, varlen, split, one CTA, one wave",
           "[sim][hopper_calibration]") {
   const auto ms = hopper_h100_measurements();
   CHECK(ms.size() == 27);
