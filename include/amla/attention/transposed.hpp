@@ -32,12 +32,12 @@
 // K, V to BF16 and casts P^T to BF16 before the V^T P^T product (FP32 elsewhere);
 // precision::fp16 does the same in FP16 (ETAP's FP16 kernel, the setting of its Table 1);
 // precision::float32 rounds nothing. The output cast is DecodeOptions::round_output_bf16 (or
-// round_output_fp16). Keys a
-// row may not see score -inf, keys no row sees are never read, a row that sees no key gets out = 0
-// and lse = -inf (ETAP, like FlashAttention-2, writes +inf), a NaN that is read propagates through
-// the column max (FlashAttention-2 resets a NaN l to 1; amla does not hide it), and a scale too
-// large for the base-2 folding of the max loses the row to NaN as in seesaw.hpp. Entry points
-// mirror Base: transposed_attention (dense head group) and transposed_decode (paged).
+// round_output_fp16). Keys a row may not see score -inf, keys no row sees are never read, a row
+// that sees no key gets out = 0 and lse = -inf (ETAP, like FlashAttention-2, writes +inf), a NaN
+// that is read propagates through the column max (FlashAttention-2 resets a NaN l to 1; amla does
+// not hide it), and a scale too large for the base-2 folding of the max loses the row to NaN as
+// in seesaw.hpp. Entry points mirror Base: transposed_attention (dense head group) and
+// transposed_decode (paged).
 #pragma once
 
 #include <Eigen/Core>
