@@ -22,6 +22,12 @@ Every recurrence takes the keywords
     rows_per_task=64   query rows per task (part of the result's definition)
     lse_base="e"       or "2": report lse in base 2
     empty_lse="-inf"   or "+inf" (FlashMLA): the lse of a row that attends no key
+    indices=None       sparse top-k: [batch, s_q, topk] int32 positions in each sequence that
+                       token t attends (-1 invalid; a duplicate counts twice; a position past
+                       the keys the token may see is a ValueError)
+    topk_length=None   [batch, s_q] (or [batch], one per sequence): entries of each list counted
+    sink=None          [h_q] attention sink logits: each joins its head's softmax denominator;
+                       lse stays the keys' alone (FlashMLA's convention)
 
 and the kernel emulations (all but golden) take precision="bf16" (the kernel's BF16 operands and
 casts) or "float32" (no BF16 rounding anywhere) and block_size (keys per KV block).
