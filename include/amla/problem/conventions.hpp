@@ -7,12 +7,14 @@
 // sequence b at one query head h; the recurrences (Base, AMLA in every rescale mode, seesaw,
 // transposed, split-KV) and the CUDA backend keep these rules:
 //  1. Reads. A row's out and lse depend only on its q[b, t, h, :] and on K and V of the keys it
-//     sees at its KV head: keys s < visible_keys(seqlens[b], s_q, t, causal) (problem/shape.hpp).
+//     sees at its KV head: keys s < visible_keys(seqlens[b], s_q, t, causal) (problem/shape.hpp),
+//     or in a sparse problem the keys its index list names (problem/sparse.hpp).
 //     Keys past its causal window or past the sequence, unused pages, slots and block-table
 //     entries are never read and never contribute, whatever they hold: a NaN or Inf there changes
 //     nothing (no 0 * NaN in a P V product), as for the NaN-poisoned pages of the problem builders.
-//  2. Empty rows. A row that sees no key (seqlen 0, or an empty causal window) gets out = 0 and
-//     lse = -inf, the log of the empty sum (FlashMLA writes +inf: see the lse conventions below).
+//  2. Empty rows. A row that sees no key (seqlen 0, an empty causal window, or a sparse index list
+//     with no valid counted entry: problem/sparse.hpp) gets out = 0 and lse = -inf, the log of
+//     the empty sum (FlashMLA writes +inf: see the lse conventions below).
 //     This result is reserved for such rows: a row that sees a key never gets it, and its lse is
 //     never infinite, so an infinite lse always marks an empty row.
 //  3. Non-finite inputs. NaN and Inf among what a row reads propagate as IEEE arithmetic
