@@ -1,9 +1,9 @@
-// examples/07_sparse_decode.cpp: sparse top-k decode (DeepSeek-V3.2's DSA) with attention sinks
+// examples/08_sparse_decode.cpp: sparse top-k decode (DeepSeek-V3.2's DSA) with attention sinks
 // on the CPU references: each query token attends only the topk keys an indexer chose for it
 // (problem/sparse.hpp), and each head's sink logit joins the softmax denominator
 // (problem/conventions.hpp, "Attention sinks").
 //
-//   example_07_sparse_decode [--seqlen N] [--topk K] [--heads H] [--page P] [--seed S] [--demo]
+//   example_08_sparse_decode [--seqlen N] [--topk K] [--heads H] [--page P] [--seed S] [--demo]
 //                            [--help]
 //
 // The problem: 2 sequences of the MLA shape (d_qk 576, d_v 512, one KV head), 2 query tokens each
@@ -41,7 +41,7 @@ struct Config {
 
 void usage() {
   std::printf(
-      "example_07_sparse_decode: sparse top-k decode and attention sinks against golden\n"
+      "example_08_sparse_decode: sparse top-k decode and attention sinks against golden\n"
       "  --seqlen N   keys per sequence (default 8192)\n"
       "  --topk K     entries per query token's index list (default 2048)\n"
       "  --heads H    query heads (default 128)\n"
@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
     } else if (a == "--seed") {
       c.seed = std::strtoull(amla_example::option_value(i, argc, argv, hint), nullptr, 10);
     } else {
-      std::fprintf(stderr, "example_07_sparse_decode: unknown argument '%s' (see --help)\n",
+      std::fprintf(stderr, "example_08_sparse_decode: unknown argument '%s' (see --help)\n",
                    a.c_str());
       return 2;
     }
@@ -173,7 +173,7 @@ int main(int argc, char** argv) {
         "or without a sink\n",
         truth_sink.lse_at(1, 1, 0));
   } catch (const amla::invalid_argument& e) {
-    std::fprintf(stderr, "example_07_sparse_decode: %s\n", e.what());
+    std::fprintf(stderr, "example_08_sparse_decode: %s\n", e.what());
     return 2;
   }
   return 0;
