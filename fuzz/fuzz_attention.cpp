@@ -602,7 +602,7 @@ void check_hostile(const Case& c, at::DecodeProblem<T> p, at::DecodeOptions o) {
       break;
     case 1:
       base.mode = amla.mode = seesaw.mode = transposed.mode = split.split.mode =
-          static_cast<precision>(2 + c.block);
+          static_cast<precision>(3 + c.block);  // past bf16, float32 and fp16
       break;
     case 2:
       o.softmax_scale = fnan;

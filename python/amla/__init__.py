@@ -18,10 +18,16 @@ Every recurrence takes the keywords
                        and that native type are written directly, others rounded once from it
     return_lse=True    False: lse is neither computed into an array nor returned
     round_output_bf16  round out to BF16 values as a kernel's output cast does
+    round_output_fp16  round out to FP16 values as an FP16 kernel's output cast does
     threads=0          host threads (0 = all cores); results never depend on it
     rows_per_task=64   query rows per task (part of the result's definition)
     lse_base="e"       or "2": report lse in base 2
     empty_lse="-inf"   or "+inf" (FlashMLA): the lse of a row that attends no key
+    kv_format="dense"  the cache's format, read as its kernel reads it: "flashmla_v32" /
+                       "flashmla_model1" (FlashMLA FP8 bytes; page_size= for model1), "scaled"
+                       (FP8 codes with kv_scales= and, for a separate V, v_scales=; fp8="e4m3" or
+                       "e5m2", group_size=0 for one scale), "nz" (Ascend's NZ layout); FlashInfer's
+                       split cache: amla.flashinfer
     indices=None       sparse top-k: [batch, s_q, topk] int32 positions in each sequence that
                        token t attends (-1 invalid; a duplicate counts twice; a position past
                        the keys the token may see is a ValueError)
@@ -30,7 +36,9 @@ Every recurrence takes the keywords
                        lse stays the keys' alone (FlashMLA's convention)
 
 and the kernel emulations (all but golden) take precision="bf16" (the kernel's BF16 operands and
-casts) or "float32" (no BF16 rounding anywhere) and block_size (keys per KV block).
+casts), "fp16" (FP16 operands and P, FP32 accumulation: FlashMLA's and ETAP's FP16 kernels; not
+AMLA, which is defined for BF16 only) or "float32" (no rounding anywhere) and block_size (keys per
+KV block).
 
 amla.cuda runs the CUDA backend on CUDA tensors (torch, through DLPack) when the package was
 built with it (amla.cuda.available).

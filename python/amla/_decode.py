@@ -178,14 +178,75 @@ class _Output:
         return self.user
 
 
+KV_FORMATS = ("dense", "flashmla_v32", "flashmla_model1", "scaled", "nz")
+
+
+def _dense_cache(fn: str, kv_format: str, kv, v, page_size, kv_scales, v_scales, fp8: str,
+                 group_size: int):
+    """The dense FlashMLA-layout caches (kv, v) a cache in ``kv_format`` holds, read exactly as its
+    kernel reads it, through amla.formats' dequantizers and layout converters (the C++ ones of
+    problem/fp8_cache.hpp and problem/nz_layout.hpp): "flashmla_v32" / "flashmla_model1" FlashMLA
+    FP8 bytes (BF16 values), "scaled" FP8 codes times kv_scales (float32 values), "nz" Ascend's
+    NZ layout."""
+    from . import formats  # formats imports this module
+
+    if kv_format not in KV_FORMATS:
+        raise ValueError(invalid(fn, "kv_format", repr(kv_format), f"must be one of {KV_FORMATS}"))
+    scaled_args = kv_scales is not None or v_scales is not None
+    if kv_format != "scaled" and scaled_args:
+        raise ValueError(invalid(fn, "kv_scales", "given",
+                                 f"must be None unless kv_format is 'scaled' (it is {kv_format!r})"))
+    if kv_format != "flashmla_model1" and kv_format != "flashmla_v32" and page_size is not None:
+        raise ValueError(invalid(fn, "page_size", str(page_size),
+                                 "must be None unless kv_format is a FlashMLA FP8 layout"))
+    if kv_format == "dense":
+        return kv, v
+    if kv_format in ("flashmla_v32", "flashmla_model1"):
+        if v is not None:
+            raise ValueError(invalid(fn, "v", "given",
+                                     f"must be None with kv_format {kv_format!r} (V lives in K)"))
+        return formats.dequantize_flashmla(kv, kv_format[len("flashmla_"):],
+                                           page_size=page_size), None
+    if kv_format == "scaled":
+        if kv_scales is None:
+            raise ValueError(invalid(fn, "kv_scales", "None", "is required with kv_format 'scaled'"))
+        if (v is None) != (v_scales is None):
+            raise ValueError(invalid(fn, "v_scales", "None" if v_scales is None else "given",
+                                     "must be given exactly when v is (a scaled V cache)"))
+        deq = lambda codes, scales: formats.dequantize_scaled(codes, scales, fp8,
+                                                              group_size=group_size)
+        return deq(kv, kv_scales), None if v is None else deq(v, v_scales)
+    return formats.from_nz(kv), None if v is None else formats.from_nz(v)
+
+
+def _widen(x):
+    """x as float32 (exact for float32 and bfloat16 inputs)."""
+    a = np.asarray(x)
+    if a.dtype == np.uint16:
+        a = a.view(BF16)
+    return a.astype(np.float32)
+
+
 def run(recurrence: str, q, kv, block_table, seqlens, *, v=None, d_v: Optional[int] = None,
         causal: bool = False, softmax_scale: Optional[float] = None, out=None, lse=None,
         out_dtype=None, return_lse: bool = True, round_output_bf16: bool = False,
-        threads: int = 0, rows_per_task: int = 64, lse_base: str = "e", empty_lse: str = "-inf",
-        options: Optional[dict] = None, indices=None, topk_length=None, sink=None):
+        round_output_fp16: bool = False, threads: int = 0, rows_per_task: int = 64,
+        lse_base: str = "e", empty_lse: str = "-inf", options: Optional[dict] = None,
+        kv_format: str = "dense", page_size: Optional[int] = None, kv_scales=None,
+        v_scales=None, fp8: str = "e4m3", group_size: int = 0, indices=None, topk_length=None,
+        sink=None):
     """Runs recurrence ``recurrence`` ("golden", "base", "amla", "seesaw", "transposed",
     "split_kv"); the public functions in amla/__init__.py document the keywords."""
     fn = f"amla.{recurrence}"
+    if (kv_format != "dense" or kv_scales is not None or v_scales is not None
+            or page_size is not None):
+        kv, v = _dense_cache(fn, kv_format, kv, v, page_size, kv_scales, v_scales, fp8,
+                             group_size)
+        q_dtype = np.asarray(q).dtype if isinstance(q, np.ndarray) else None
+        if q_dtype is None or np.dtype(q_dtype) != kv.dtype:
+            # BF16 queries with float32 values (or the reverse): both widened, exactly.
+            q, kv = _widen(q), _widen(kv)
+            v = None if v is None else _widen(v)
     q = _input(fn, "q", q)
     kv = _input(fn, "kv", kv)
     if v is not None:
@@ -251,7 +312,7 @@ def run(recurrence: str, q, kv, block_table, seqlens, *, v=None, d_v: Optional[i
     report = _amla._decode(
         recurrence, q, kv, v, block_table, seqlens, int(d_v), o.arg, None if l is None else l.arg,
         bool(causal), None if softmax_scale is None else float(softmax_scale),
-        bool(round_output_bf16), int(threads), int(rows_per_task), str(lse_base), str(empty_lse),
+        bool(round_output_bf16), bool(round_output_fp16), int(threads), int(rows_per_task), str(lse_base), str(empty_lse),
         dict(options or {}), indices, topk_length, sink,
     )
     out_arr = o.finish()

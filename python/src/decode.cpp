@@ -158,7 +158,7 @@ int dim(const char* fn, const char* arg, std::size_t n) {
 nb::object decode(const std::string& name, InArray q, InArray kv, std::optional<InArray> v,
                   InArray block_table, InArray seqlens, int d_v, OutArray out,
                   std::optional<OutArray> lse, bool causal, std::optional<float> softmax_scale,
-                  bool round_output_bf16, int threads, int rows_per_task,
+                  bool round_output_bf16, bool round_output_fp16, int threads, int rows_per_task,
                   const std::string& lse_base, const std::string& empty_lse,
                   const nb::dict& options, std::optional<InArray> indices,
                   std::optional<InArray> topk_length, std::optional<InArray> sink) {
@@ -233,6 +233,7 @@ nb::object decode(const std::string& name, InArray q, InArray kv, std::optional<
   opt.causal = causal;
   opt.softmax_scale = softmax_scale;
   opt.round_output_bf16 = round_output_bf16;
+  opt.round_output_fp16 = round_output_fp16;
   opt.threads = threads;
   opt.rows_per_task = rows_per_task;
   const LseConvention convention = parse_convention(fn, lse_base, empty_lse);
@@ -311,8 +312,8 @@ void bind_decode(nb::module_& m) {
   m.def("_decode", &decode, nb::arg("recurrence"), nb::arg("q"), nb::arg("kv"), nb::arg("v").none(),
         nb::arg("block_table"), nb::arg("seqlens"), nb::arg("d_v"), nb::arg("out").noconvert(),
         nb::arg("lse").noconvert().none(), nb::arg("causal"), nb::arg("softmax_scale").none(),
-        nb::arg("round_output_bf16"), nb::arg("threads"), nb::arg("rows_per_task"),
-        nb::arg("lse_base"), nb::arg("empty_lse"), nb::arg("options"),
+        nb::arg("round_output_bf16"), nb::arg("round_output_fp16"), nb::arg("threads"),
+        nb::arg("rows_per_task"), nb::arg("lse_base"), nb::arg("empty_lse"), nb::arg("options"),
         nb::arg("indices").none() = nb::none(), nb::arg("topk_length").none() = nb::none(),
         nb::arg("sink").none() = nb::none(),
         "Runs one decode recurrence on caller arrays (see amla/_decode.py for the public API).");

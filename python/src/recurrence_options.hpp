@@ -53,9 +53,10 @@ class RecurrenceArgs {
   }
 
   at::precision mode() const {
-    return parse_choice<at::precision>(
-        fn_, "precision", str("precision", "bf16"),
-        {{"bf16", at::precision::bf16}, {"float32", at::precision::float32}});
+    return parse_choice<at::precision>(fn_, "precision", str("precision", "bf16"),
+                                       {{"bf16", at::precision::bf16},
+                                        {"float32", at::precision::float32},
+                                        {"fp16", at::precision::fp16}});
   }
   int block_size(int fallback) const { return integer("block_size", fallback); }
 

@@ -594,6 +594,11 @@ TEST_CASE("Bad AMLA options throw, naming the argument and the rule", "[amla]") 
   opt = {};
   opt.n_cast = static_cast<amla::eps_rounding>(3);
   throws_with(g, opt, "options.n_cast");
+  // AMLA stays BF16: its integer add and (1 + eps) compensation assume P cast to BF16.
+  opt = {};
+  opt.mode = amla::attention::precision::fp16;
+  throws_with(g, opt, "options.mode' = precision::fp16");
+  throws_with(g, opt, "precision::bf16 or precision::float32");
 }
 
 // ---- The paged entry point ------------------------------------------------------------------

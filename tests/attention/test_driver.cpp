@@ -12,9 +12,16 @@
 #include <thread>
 #include <vector>
 
+#include "amla/attention/amla.hpp"
 #include "amla/attention/driver.hpp"
 #include "amla/attention/golden.hpp"
+#include "amla/attention/online_softmax.hpp"
 #include "amla/attention/problem_builder.hpp"
+#include "amla/attention/seesaw.hpp"
+#include "amla/attention/transposed.hpp"
+#include "amla/problem/flashinfer_layout.hpp"
+#include "amla/problem/fp8_cache.hpp"
+#include "amla/problem/nz_layout.hpp"
 #include "common/error_message.hpp"
 
 using amla::bf16;
@@ -328,6 +335,60 @@ TEST_CASE("output storage: bf16 and the BF16 output cast round once", "[decode_p
   }
 }
 
+TEST_CASE("output storage: the FP16 output cast rounds once", "[decode_problem][fp16]") {
+  const auto p = ProblemBuilder()
+                     .heads(8, 2)
+                     .dims(32, 16)
+                     .page_size(16)
+                     .seqlens({40, 17})
+                     .s_q(2)
+                     .build<amla::fp16>();
+  const auto exact = golden_decode(p.inputs());
+  DecodeOptions cast;
+  cast.round_output_fp16 = true;
+  DecodeResult<float, float> as_float(p.shape);
+  golden_decode(p.inputs(), cast, as_float.view());
+  DecodeResult<double, double> as_double(p.shape);
+  golden_decode(p.inputs(), cast, as_double.view());
+  for (std::size_t i = 0; i < exact.out.size(); ++i) {
+    const float want = amla::detail::fp16_from_double(exact.out[i]).to_float();
+    CHECK(as_float.out[i] == want);
+    CHECK(as_double.out[i] == static_cast<double>(want));
+  }
+}
+
+TEST_CASE("fp16_from_double rounds once, to nearest even", "[decode_problem][fp16]") {
+  using amla::fp16;
+  using amla::detail::fp16_from_double;
+  // 1 + 2^-11 is the midpoint between FP16 1 and 1 + 2^-10: ties to even gives 1; a hair above
+  // it (below float resolution) must round up, which a rounding through float would lose.
+  CHECK(fp16_from_double(1.0 + 0x1.0p-11).bits == fp16::from_float(1.0f).bits);
+  CHECK(fp16_from_double(1.0 + 0x1.0p-11 + 0x1.0p-40).to_float() == 1.0f + 0x1.0p-10f);
+  CHECK(fp16_from_double(-(1.0 + 0x1.0p-11 + 0x1.0p-40)).to_float() == -(1.0f + 0x1.0p-10f));
+  CHECK(fp16_from_double(1.0 + 3 * 0x1.0p-11).to_float() == 1.0f + 0x1.0p-9f);  // tie: to even
+  // Subnormals: half of the smallest subnormal 2^-24 ties to 0, a hair above rounds up.
+  CHECK(fp16_from_double(0x1.0p-25).bits == 0);
+  CHECK(fp16_from_double(0x1.0p-25 + 0x1.0p-60).bits == 1);
+  CHECK(std::isinf(fp16_from_double(65520.0).to_float()));  // the overflow midpoint: to Inf
+  CHECK(fp16_from_double(65519.99).to_float() == 65504.0f);
+  CHECK(std::isnan(fp16_from_double(std::numeric_limits<double>::quiet_NaN()).to_float()));
+  // Against the exact rounding on a sweep of doubles: the nearest FP16 by distance.
+  std::uint64_t state = 12345;
+  for (int i = 0; i < 20000; ++i) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    const double x = std::ldexp(static_cast<double>(state >> 11) / 0x1.0p53 - 0.5, (i % 40) - 26);
+    const fp16 got = fp16_from_double(x);
+    const double g = got.to_float();
+    const double up = fp16::from_bits(static_cast<std::uint16_t>(got.bits + 1u)).to_float();
+    const double down = got.bits & 0x7FFFu
+                            ? fp16::from_bits(static_cast<std::uint16_t>(got.bits - 1u)).to_float()
+                            : -g;
+    CAPTURE(x, g);
+    CHECK(std::abs(x - g) <= std::abs(x - up));
+    CHECK(std::abs(x - g) <= std::abs(x - down));
+  }
+}
+
 TEST_CASE("bf16_from_double rounds once, to nearest even", "[decode_problem]") {
   using amla::detail::bf16_from_double;
   // 1 + 2^-8 is the midpoint between BF16 1 and 1 + 2^-7: ties to even gives 1. A value a hair
@@ -443,4 +504,177 @@ TEST_CASE("threads the system refuses to start leave the work to the others",
                       },
                       [](auto&) -> std::thread { throw std::bad_alloc(); }),
                   std::runtime_error);
+}
+
+// ---- Every input layout the driver reads (problem/inputs.hpp's decode_source) ----------------
+
+namespace {
+
+/// Checks that `view` gives bit for bit the result of the FlashMLA-layout problem `dense` for
+/// golden and for Base, seesaw and transposed in their modes.
+template <class View, class T>
+void check_same_results(const View& view, const DecodeProblem<T>& dense, const char* what) {
+  CAPTURE(what);
+  DecodeOptions o;
+  o.causal = dense.shape.s_q > 1;
+  const auto g0 = golden_decode(dense.inputs(), o);
+  const auto g1 = golden_decode(view, o);
+  CHECK(g0.out == g1.out);
+  CHECK(g0.lse == g1.lse);
+  for (const precision mode : {precision::bf16, precision::float32, precision::fp16}) {
+    CAPTURE(static_cast<int>(mode));
+    const auto b0 = base_decode(dense.inputs(), o, {mode, 16});
+    const auto b1 = base_decode(view, o, {mode, 16});
+    CHECK(b0.out == b1.out);
+    CHECK(b0.lse == b1.lse);
+    const auto t0 = transposed_decode(dense.inputs(), o, {{mode, 16}});
+    const auto t1 = transposed_decode(view, o, {{mode, 16}});
+    CHECK(t0.out == t1.out);
+    const auto s0 = seesaw_decode(dense.inputs(), o, {mode, 16});
+    const auto s1 = seesaw_decode(view, o, {mode, 16});
+    CHECK(s0.out == s1.out);
+  }
+  const auto a0 = amla_decode(dense.inputs(), o);
+  const auto a1 = amla_decode(view, o);
+  CHECK(a0.out == a1.out);
+}
+
+}  // namespace
+
+TEST_CASE("layouts: NZ and FlashInfer caches give the FlashMLA layout's results",
+          "[decode_problem][layouts]") {
+  const auto p = ProblemBuilder()
+                     .heads(4, 1)
+                     .s_q(2)
+                     .dims(96, 64)
+                     .page_size(16)
+                     .seqlens({37, 0, 16})
+                     .shuffle_pages()
+                     .seed(71)
+                     .build<bf16>();
+  const DecodeShape& s = p.shape;
+  // NZ: the K cache rearranged, queries and tables as they are.
+  const amla::NzLayout l = amla::nz_layout_of(s, amla::nz_c0(sizeof(bf16)));
+  std::vector<bf16> nz(p.kv.size());
+  amla::nd_to_nz<bf16>(l, p.kv, nz);
+  const amla::NzInputs<bf16> nz_in{s, p.q, {l, nz}, {}, p.block_table, p.seqlens};
+  check_same_results(nz_in, p, "NZ");
+  // FlashInfer: split caches and queries, pages by indptr / indices.
+  std::vector<bf16> ckv(static_cast<std::size_t>(s.num_pages) * s.page_size * s.d_v);
+  std::vector<bf16> kpe(static_cast<std::size_t>(s.num_pages) * s.page_size * (s.d_qk - s.d_v));
+  std::vector<std::int32_t> indptr(static_cast<std::size_t>(s.batch) + 1);
+  std::vector<std::int32_t> indices(amla::flashinfer_index_count(s, p.seqlens));
+  std::vector<std::int32_t> last(static_cast<std::size_t>(s.batch));
+  amla::flashmla_to_flashinfer<bf16>(s, p.kv, p.block_table, p.seqlens, ckv, kpe, indptr, indices,
+                                     last);
+  const int q_rows = s.batch * s.s_q * s.h_q;
+  std::vector<bf16> q_nope(static_cast<std::size_t>(q_rows) * s.d_v);
+  std::vector<bf16> q_pe(static_cast<std::size_t>(q_rows) * (s.d_qk - s.d_v));
+  amla::split_channels<bf16>(p.q, q_nope, q_pe, q_rows, s.d_v, s.d_qk - s.d_v);
+  amla::FlashInferCache<bf16> cache;
+  cache.num_pages = s.num_pages;
+  cache.page_size = s.page_size;
+  cache.d_ckv = s.d_v;
+  cache.d_kpe = s.d_qk - s.d_v;
+  cache.ckv = ckv;
+  cache.kpe = kpe;
+  cache.kv_indptr = indptr;
+  cache.kv_indices = indices;
+  cache.last_page_len = last;
+  const amla::FlashInferInputs<bf16> fi{s, q_nope, q_pe, cache};
+  check_same_results(fi, p, "FlashInfer");
+  // A shape that disagrees with the cache is rejected, naming the field.
+  amla::FlashInferInputs<bf16> bad = fi;
+  bad.shape.d_v = s.d_v - 16;
+  CHECK(amla_test::names(amla_test::error_of([&] { (void)golden_decode(bad); }), "shape.d_v"));
+  bad = fi;
+  bad.q_pe = std::span<const bf16>(q_pe).first(q_pe.size() - 1);
+  CHECK(amla_test::names(amla_test::error_of([&] { (void)base_decode(bad); }), "q_pe"));
+  amla::NzInputs<bf16> nz_bad = nz_in;
+  nz_bad.shape.page_size = 8;
+  CHECK(amla_test::names(amla_test::error_of([&] { (void)golden_decode(nz_bad); }),
+                         "shape.page_size"));
+}
+
+TEST_CASE("FP8 caches: read as the dense dequantized cache, golden and every recurrence",
+          "[decode_problem][fp8]") {
+  // FlashMLA's two FP8 layouts: h_kv 1, d_qk 576 (v32, V the first 512) or 512 (MODEL1, V the
+  // first 448).
+  for (const auto layout : {amla::flashmla_fp8_layout::v32, amla::flashmla_fp8_layout::model1}) {
+    const amla::FlashMlaFp8Geometry geo = amla::flashmla_fp8_geometry(layout);
+    const auto p = ProblemBuilder()
+                       .heads(8, 1)
+                       .dims(geo.d_qk, geo.d_nope)
+                       .page_size(64)
+                       .seqlens({100, 64})
+                       .poison_unused(false)
+                       .seed(5)
+                       .build<bf16>();
+    const auto bytes = amla::quantize_flashmla_fp8(layout, p.shape.num_pages, p.shape.page_size,
+                                                   std::span<const bf16>(p.kv));
+    amla::FlashMlaFp8Cache c;
+    c.layout = layout;
+    c.num_pages = p.shape.num_pages;
+    c.page_size = p.shape.page_size;
+    c.bytes = bytes;
+    DecodeProblem<bf16> deq = p;
+    amla::dequantize_flashmla_fp8<bf16>(c, deq.kv);
+    const amla::FlashMlaFp8Inputs<bf16> in{p.shape, p.q, c, p.block_table, p.seqlens};
+    check_same_results(in, deq, layout == amla::flashmla_fp8_layout::v32 ? "v32" : "model1");
+    // The float64 golden on the unquantized values: the quantization error alone, as FlashMLA's
+    // tests separate it from the kernel's (e4m3 keeps 3 significand bits: a few percent per
+    // value, less in the weighted sums).
+    const auto exact = golden_decode(p.inputs());
+    const auto quant = golden_decode(in);
+    const amla::QuantizationError e = amla::quantization_error(std::span<const double>(exact.out),
+                                                               std::span<const double>(quant.out));
+    CAPTURE(e.relative_rms());
+    CHECK(e.relative_rms() > 1e-3);
+    CHECK(e.relative_rms() < 5e-2);
+    // A shape that disagrees with the cache is rejected.
+    amla::FlashMlaFp8Inputs<bf16> bad = in;
+    bad.shape.d_qk = 576 + 512 - geo.d_qk;
+    CHECK(amla_test::names(amla_test::error_of([&] { (void)golden_decode(bad); }), "shape.d_qk"));
+  }
+  // Scaled FP8 (vLLM / FlashInfer): per-tensor and per-group scales, e4m3 and e5m2, a separate V.
+  const auto p = ProblemBuilder()
+                     .heads(4, 2)
+                     .dims(64, 32)
+                     .page_size(16)
+                     .seqlens({40, 9})
+                     .separate_v()
+                     .poison_unused(false)
+                     .round_to_bf16(false)
+                     .seed(8)
+                     .build<float>();
+  for (const auto kind : {amla::fp8_kind::e4m3, amla::fp8_kind::e5m2}) {
+    for (const int group : {0, 16}) {
+      CAPTURE(static_cast<int>(kind), group);
+      const DecodeShape& s = p.shape;
+      const auto quantize = [&](const std::vector<float>& x, int d,
+                                std::vector<std::uint8_t>& codes, std::vector<float>& scales) {
+        codes.resize(x.size());
+        scales.resize(group == 0 ? 1 : x.size() / static_cast<std::size_t>(group));
+        amla::quantize_scaled_fp8<float>(kind, s.num_pages, s.page_size, s.h_kv, d, group, x, codes,
+                                         scales);
+        amla::ScaledFp8Cache c{kind, s.num_pages, s.page_size, s.h_kv, d, group, codes, scales};
+        return c;
+      };
+      std::vector<std::uint8_t> kc, vc;
+      std::vector<float> ks, vs;
+      const amla::ScaledFp8Cache kcache = quantize(p.kv, s.d_qk, kc, ks);
+      const amla::ScaledFp8Cache vcache = quantize(p.v, s.d_v, vc, vs);
+      DecodeProblem<float> deq = p;
+      amla::dequantize_scaled_fp8<float>(kcache, deq.kv);
+      amla::dequantize_scaled_fp8<float>(vcache, deq.v);
+      const amla::ScaledFp8Inputs<float> in{s, p.q, kcache, vcache, p.block_table, p.seqlens};
+      check_same_results(in, deq, "scaled");
+      const auto exact = golden_decode(p.inputs());
+      const auto quant = golden_decode(in);
+      const amla::QuantizationError e = amla::quantization_error(
+          std::span<const double>(exact.out), std::span<const double>(quant.out));
+      CHECK(e.relative_rms() > 1e-4);
+      CHECK(e.relative_rms() < (kind == amla::fp8_kind::e5m2 ? 1e-1 : 5e-2));
+    }
+  }
 }

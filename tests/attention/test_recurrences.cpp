@@ -55,6 +55,8 @@ struct Kernel {
   /// Whether the recurrence folds the max into base 2 once (m = RN(max * c)): such a schedule
   /// loses the row's largest weight at huge softmax scales (seesaw.hpp).
   static constexpr bool base2_folded_max = false;
+  /// Whether the recurrence has precision::fp16 (every kernel recurrence but AMLA).
+  static constexpr bool has_fp16 = true;
   static constexpr const char* dense_prefix = "options";
 };
 
@@ -86,6 +88,7 @@ struct Base : Kernel {
 
 struct Amla : Kernel {
   static constexpr const char* name = "amla";
+  static constexpr bool has_fp16 = false;
   static constexpr const char* dense_fn = "amla_attention";
   static constexpr const char* decode_prefix = "amla";
   using Options = at::AmlaOptions;
@@ -158,19 +161,25 @@ struct SplitKv : Kernel {
 #define AMLA_CONTRACT_RECURRENCES \
   Golden, Base, Amla, AmlaChecked, AmlaSafe, Seesaw, TransposedForward, TransposedReverse, SplitKv
 
-/// The precision modes a recurrence runs in (golden: one, float64).
+/// The precision modes a recurrence runs in (golden: one, float64). with_fp16 = false leaves
+/// fp16 out where a test's values lie outside FP16's range (its operands would become Inf, which
+/// golden on the float values never sees).
 template <class R>
-std::vector<precision> modes() {
+std::vector<precision> modes(bool with_fp16 = true) {
   if constexpr (R::has_options) {
+    if (R::has_fp16 && with_fp16) return {precision::bf16, precision::float32, precision::fp16};
     return {precision::bf16, precision::float32};
   } else {
     return {precision::float32};
   }
 }
 
-/// The float64 tolerance of a mode: FP32 agreement, or the BF16 level.
+/// The float64 tolerance of a mode: FP32 agreement, the BF16 level, or the FP16 level (an FP16
+/// significand has 3 bits more than a BF16 one: unit roundoff 2^-11 against 2^-8).
 double tolerance(precision mode, double bf16_level) {
-  return mode == precision::bf16 ? bf16_level : 1e-5;
+  if (mode == precision::bf16) return bf16_level;
+  if (mode == precision::fp16) return bf16_level / 8.0;
+  return 1e-5;
 }
 
 template <class T>
@@ -245,6 +254,7 @@ TEMPLATE_TEST_CASE("dense: empty rows, rows that see one key, keys nobody sees a
   for (const precision mode : modes<TestType>()) {
     CAPTURE(TestType::name, static_cast<int>(mode));
     const bool bf = mode == precision::bf16;
+    const bool half = mode == precision::fp16;
     const auto r = TestType::attention(g, TestType::options(mode, 16));
     CHECK(r.out.allFinite());
     CHECK(vt::relative_error(r.out, ref.out) <= tolerance(mode, 6e-3));
@@ -258,7 +268,9 @@ TEMPLATE_TEST_CASE("dense: empty rows, rows that see one key, keys nobody sees a
     }
     // A row that sees exactly one key gets that key's value (the softmax of one score is 1).
     if (!(std::is_same_v<TestType, Amla> && bf)) {
-      const MatrixF v0 = bf ? amla::rounded_bf16(in.kv_v.row(0)) : MatrixF(in.kv_v.row(0));
+      const MatrixF v0 = bf     ? amla::rounded_bf16(in.kv_v.row(0))
+                         : half ? amla::rounded_fp16(in.kv_v.row(0))
+                                : MatrixF(in.kv_v.row(0));
       CHECK(r.out.row(1).template cast<float>() == v0);
     }
   }
@@ -333,6 +345,91 @@ TEMPLATE_TEST_CASE("paged: the DeepSeek shape, float and bf16 caches of the same
   CHECK(a.lse == b.lse);
   CHECK(vt::rel_frobenius(a.out, want.out) <= 5e-3);
   for (const auto x : a.out) CHECK(amla::is_bf16_exact(static_cast<float>(x)));
+}
+
+/// The kernel recurrences that have precision::fp16 (all but AMLA, which stays BF16).
+#define AMLA_FP16_RECURRENCES Base, Seesaw, TransposedForward, TransposedReverse, SplitKv
+
+TEMPLATE_TEST_CASE("paged fp16: every recurrence matches golden at the FP16 level",
+                   "[recurrences][decode][fp16]", AMLA_FP16_RECURRENCES) {
+  vt::for_each_paged_case([](const auto& p, const at::DecodeOptions& o, int block) {
+    const auto want = at::golden_decode(p.inputs(), o);
+    CAPTURE(TestType::name, p.shape.h_q, p.shape.h_kv, p.shape.s_q, p.shape.page_size, block,
+            o.causal, p.v_in_kv());
+    const auto b16 = TestType::decode(p.inputs(), o, TestType::options(precision::bf16, block));
+    const auto f16 = TestType::decode(p.inputs(), o, TestType::options(precision::fp16, block));
+    for (const float x : f16.out) REQUIRE(std::isfinite(x));  // poisoned pages never read
+    const double err16 = vt::rel_frobenius(f16.out, want.out);
+    CHECK(err16 <= 1e-2 / 8.0);
+    CHECK(err16 <= vt::rel_frobenius(b16.out, want.out));  // 3 more significand bits for P
+    CHECK(vt::max_lse_error(f16.lse, want.lse) <= 1e-5);
+  });
+}
+
+TEMPLATE_TEST_CASE("paged fp16: fp16 and float caches of the same values give the same result",
+                   "[recurrences][decode][fp16]", AMLA_FP16_RECURRENCES) {
+  // The DeepSeek shape with FP16 values, stored as FP16 and as float; the FP16 output cast.
+  const auto pb = at::ProblemBuilder::deepseek_mla(1, 700).seed(19).round_to_fp16();
+  const auto p16 = pb.build<amla::fp16>();
+  const auto p32 = pb.build<float>();
+  at::DecodeOptions o;
+  o.round_output_fp16 = true;
+  const auto want = at::golden_decode(p16.inputs(), {});
+  const auto a = TestType::decode(p16.inputs(), o, TestType::options(precision::fp16, 64));
+  const auto b = TestType::decode(p32.inputs(), o, TestType::options(precision::fp16, 64));
+  CAPTURE(TestType::name);
+  CHECK(a.out == b.out);
+  CHECK(a.lse == b.lse);
+  CHECK(vt::rel_frobenius(a.out, want.out) <= 1e-3);
+  for (const auto x : a.out) CHECK(amla::is_fp16_exact(x));
+}
+
+TEMPLATE_TEST_CASE("dense fp16: the mode rounds operands that are not FP16 values",
+                   "[recurrences][fp16]", AMLA_FP16_RECURRENCES) {
+  vt::Inputs in = vt::random_inputs(8, 130, 32, 16, 5, 1.0f);
+  for (MatrixF* m : {&in.q, &in.k, &in.kv_v}) amla::round_fp16_inplace(*m);
+  const auto opt = TestType::options(precision::fp16, 64);
+  const auto exact = TestType::attention(in.group({}), opt);
+  // Perturb below half an FP16 ulp (2^-11 relative at least, for normal values): the fp16 mode
+  // must not see it.
+  vt::Inputs perturbed = in;
+  for (MatrixF* m : {&perturbed.q, &perturbed.k, &perturbed.kv_v}) {
+    for (Eigen::Index i = 0; i < m->size(); ++i) {
+      float& x = m->data()[i];
+      if (std::abs(x) >= 6.2e-5f) x = x + std::ldexp(std::abs(x), -13);  // FP16 normals
+    }
+  }
+  const auto rounded = TestType::attention(perturbed.group({}), opt);
+  CAPTURE(TestType::name);
+  CHECK(rounded.out == exact.out);
+  CHECK(rounded.lse == exact.lse);
+  // ... and a perturbation of a whole FP16 ulp is seen.
+  vt::Inputs moved = in;
+  moved.kv_v(0, 0) = amla::fp16::from_bits(static_cast<std::uint16_t>(
+                                               amla::fp16::from_float(in.kv_v(0, 0)).bits + 1u))
+                         .to_float();
+  CHECK(TestType::attention(moved.group({}), opt).out != exact.out);
+}
+
+TEMPLATE_TEST_CASE("fp16 mode agrees with the float64 reference at the FP16 level",
+                   "[recurrences][fp16]", AMLA_FP16_RECURRENCES) {
+  const vt::Inputs in = vt::random_inputs(32, 700, 96, 64, 11, 1.0f);
+  const HeadGroup g = in.group({});
+  const at::GoldenResult ref = at::golden_attention(g);
+  const auto b16 = TestType::attention(g, TestType::options(precision::bf16, 64));
+  const auto f16 = TestType::attention(g, TestType::options(precision::fp16, 64));
+  const auto f32 = TestType::attention(g, TestType::options(precision::float32, 64));
+  for (const bool out_fp16 : {false, true}) {
+    CAPTURE(TestType::name, out_fp16);
+    MatrixF out = f16.out;
+    if (out_fp16) amla::round_fp16_inplace(out);  // the kernel's output cast
+    const double err = vt::relative_error(out, ref.out);
+    // Q, K, V and P rounded to FP16 (unit roundoff 2^-11), and with out_fp16 the output too:
+    // the BF16 mode's bound divided by 2^3.
+    CHECK(err <= 6e-3 / 8.0);
+    CHECK(err <= vt::relative_error(b16.out, ref.out) / 2.0);
+    CHECK(err >= 10.0 * vt::relative_error(f32.out, ref.out));  // the FP16 casts really happen
+  }
 }
 
 // ---- Threads ------------------------------------------------------------------------------
@@ -1005,11 +1102,12 @@ double relative_max_error(const std::vector<A>& a, const std::vector<double>& b)
 }
 
 /// The bound of a recurrence's error against the reference in a mode: float64 rounding for
-/// golden, FP32's level, or the BF16 level.
+/// golden, FP32's level, the BF16 level, or the FP16 level (3 significand bits more than BF16).
 template <class R>
 double sparse_bound(precision mode) {
   if constexpr (!R::has_options) return 1e-12;
-  return mode == precision::bf16 ? 2e-2 : 1e-5;
+  if (mode == precision::float32) return 1e-5;
+  return mode == precision::bf16 ? 2e-2 : 4e-3;
 }
 
 }  // namespace

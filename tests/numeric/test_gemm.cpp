@@ -6,6 +6,9 @@
 
 #include "amla/numeric/gemm.hpp"
 
+#include <cmath>
+#include <limits>
+
 namespace {
 amla::MatrixF random_matrix(int rows, int cols, std::mt19937& rng, float scale = 1.0f) {
   std::normal_distribution<float> d(0.0f, scale);
@@ -70,4 +73,33 @@ TEST_CASE("shape mismatches throw with the argument, its value and the rule", "[
   }
   CHECK_THROWS_AS(amla::matmul_f64(a, b), std::invalid_argument);
   CHECK_THROWS_AS(amla::matmul_prerounded(a, b), amla::invalid_argument);
+}
+
+TEST_CASE("rounded_fp16 and round_fp16_inplace round every element once to FP16", "[gemm][fp16]") {
+  amla::MatrixF m(3, 4);
+  m << 1.0f, 1.0f + 0x1.0p-11f, 1.0f + 3 * 0x1.0p-11f, 65519.0f,  //
+      -0x1.0p-25f, 0x1.8p-25f, 1e5f, -1e5f,                       //
+      std::numeric_limits<float>::quiet_NaN(), 0.1f, -0.1f, 0.0f;
+  const amla::MatrixF r = amla::rounded_fp16(m);
+  amla::MatrixF in_place = m;
+  amla::round_fp16_inplace(in_place);
+  for (Eigen::Index i = 0; i < m.rows(); ++i) {
+    for (Eigen::Index j = 0; j < m.cols(); ++j) {
+      const float want = amla::fp16::from_float(m(i, j)).to_float();
+      CAPTURE(i, j, m(i, j));
+      if (std::isnan(want)) {
+        CHECK(std::isnan(r(i, j)));
+        CHECK(std::isnan(in_place(i, j)));
+      } else {
+        CHECK(r(i, j) == want);
+        CHECK(in_place(i, j) == want);
+      }
+    }
+  }
+  CHECK(r(0, 1) == 1.0f);              // a tie: to even
+  CHECK(r(0, 2) == 1.0f + 0x1.0p-9f);  // a tie: to even, upward
+  CHECK(r(0, 3) == 65504.0f);          // below the overflow midpoint 65520
+  CHECK(r(1, 1) == 0x1.0p-24f);        // 3/4 of the smallest subnormal 2^-24: up to it
+  CHECK(std::isinf(r(1, 2)));          // overflow: Inf
+  CHECK(r(1, 3) == -std::numeric_limits<float>::infinity());
 }

@@ -81,3 +81,19 @@ TEST_CASE("options are validated and resolve the scale", "[problem][options]") {
   o.softmax_scale = -1.0f;
   CHECK_THROWS_AS(validate_options("probe", o, s), amla::invalid_argument);
 }
+
+TEST_CASE("one output cast: BF16 or FP16, not both", "[problem][options]") {
+  const DecodeShape s;
+  DecodeOptions o;
+  o.round_output_fp16 = true;
+  CHECK_NOTHROW(validate_options("probe", o, s));
+  o.round_output_bf16 = true;
+  try {
+    validate_options("probe", o, s);
+    FAIL("both output casts accepted");
+  } catch (const amla::invalid_argument& e) {
+    const std::string m = e.what();
+    CHECK(m.find("'options.round_output_fp16'") != std::string::npos);
+    CHECK(m.find("round_output_bf16") != std::string::npos);
+  }
+}

@@ -250,6 +250,32 @@ def test_round_output_bf16(small_case):
     np.testing.assert_array_equal(r.out, r.out.astype(amla.BF16).astype(np.float32))
 
 
+FP16_EMULATIONS = ["base", "seesaw", "transposed", "split_kv"]
+
+
+@pytest.mark.parametrize("name", FP16_EMULATIONS)
+def test_fp16_mode_between_float32_and_bf16(small_case, name):
+    c = small_case
+    g = amla.golden(**c.inputs())
+    f16 = getattr(amla, name)(**c.inputs(), precision="fp16", block_size=16)
+    b16 = getattr(amla, name)(**c.inputs(), precision="bf16", block_size=16)
+    err16 = np.abs(f16.out - g.out).max()
+    assert 0 < err16 < 2e-2 / 8  # FP16 keeps 3 significand bits more than BF16
+    assert err16 < np.abs(b16.out - g.out).max()
+
+
+def test_round_output_fp16(small_case):
+    r = amla.base(**small_case.inputs(), precision="fp16", round_output_fp16=True)
+    np.testing.assert_array_equal(r.out, r.out.astype(np.float16).astype(np.float32))
+    with pytest.raises(ValueError, match="round_output_fp16"):
+        amla.base(**small_case.inputs(), round_output_fp16=True, round_output_bf16=True)
+
+
+def test_amla_rejects_fp16(small_case):
+    with pytest.raises(ValueError, match="precision::fp16"):
+        amla.amla(**small_case.inputs(), precision="fp16")
+
+
 def test_non_contiguous_input_is_read_correctly(gqa_case):
     c = gqa_case
     q_f = np.asfortranarray(c.q)
@@ -329,3 +355,64 @@ def test_out_dtype(small_case):
     np.testing.assert_array_equal(g32.out, g.out.astype(np.float32))
     with pytest.raises(ValueError, match="argument 'out_dtype'"):
         amla.base(**c.inputs(), out_dtype=np.int32)
+
+
+# ---- caches in other formats: FP8 and NZ, read as their kernels read them -----------------------
+
+@pytest.mark.parametrize("layout", ["v32", "model1"])
+def test_flashmla_fp8_cache_gives_the_dequantized_result(layout):
+    d_qk, d_v = (576, 512) if layout == "v32" else (512, 448)
+    c = amla.cases.build(batch=2, h_q=4, d_qk=d_qk, d_v=d_v, page_size=64, seqlens=[100, 64],
+                         seed=5)
+    cache = amla.formats.quantize_flashmla(c.kv, layout)
+    page_size = None if layout == "v32" else 64
+    dense = amla.formats.dequantize_flashmla(cache, layout, page_size=page_size)
+    kw = {**c.inputs(), "kv": cache, "kv_format": f"flashmla_{layout}", "page_size": page_size}
+    for name in ["golden", "base", "seesaw", "transposed", "split_kv"]:
+        want = getattr(amla, name)(**{**c.inputs(), "kv": dense})
+        got = getattr(amla, name)(**kw)
+        np.testing.assert_array_equal(got.out, want.out)
+        np.testing.assert_array_equal(got.lse, want.lse)
+    # The float64 golden on the unquantized values: the quantization error alone.
+    exact = amla.golden(**c.inputs()).out
+    quant = amla.golden(**kw).out
+    rel = np.linalg.norm(quant - exact) / np.linalg.norm(exact)
+    assert 1e-3 < rel < 5e-2
+    fp16 = amla.base(**kw, precision="fp16")  # an FP16 kernel on the same cache
+    assert np.abs(fp16.out - quant).max() < 2e-3
+
+
+@pytest.mark.parametrize("group_size", [0, 16])
+def test_scaled_fp8_cache_gives_the_dequantized_result(gqa_case, group_size):
+    c = gqa_case
+    kc, ks = amla.formats.quantize_scaled(c.kv, "e4m3", group_size=group_size)
+    vc, vs = amla.formats.quantize_scaled(c.v, "e4m3", group_size=group_size)
+    dk = amla.formats.dequantize_scaled(kc, ks, "e4m3", group_size=group_size)
+    dv = amla.formats.dequantize_scaled(vc, vs, "e4m3", group_size=group_size)
+    kw = {**c.inputs(), "kv": kc, "v": vc, "kv_format": "scaled", "kv_scales": ks,
+          "v_scales": vs, "group_size": group_size}
+    for name in ["golden", "base", "transposed"]:
+        for precision in ([None] if name == "golden" else ["bf16", "fp16", "float32"]):
+            extra = {} if precision is None else {"precision": precision}
+            want = getattr(amla, name)(**{**c.inputs(), "kv": dk, "v": dv}, **extra)
+            got = getattr(amla, name)(**kw, **extra)
+            np.testing.assert_array_equal(got.out, want.out)
+
+
+def test_nz_cache_gives_the_same_result(small_case):
+    c = small_case
+    nz = amla.formats.to_nz(c.kv)
+    for name in ["golden", "base", "amla"]:
+        want = getattr(amla, name)(**c.inputs())
+        got = getattr(amla, name)(**{**c.inputs(), "kv": nz, "kv_format": "nz"})
+        np.testing.assert_array_equal(got.out, want.out)
+
+
+def test_bad_cache_formats_are_rejected(small_case):
+    c = small_case
+    with pytest.raises(ValueError, match="kv_format"):
+        amla.base(**c.inputs(), kv_format="fp4")
+    with pytest.raises(ValueError, match="kv_scales"):
+        amla.base(**c.inputs(), kv_scales=np.ones(1, np.float32))
+    with pytest.raises(ValueError, match="kv_scales"):
+        amla.base(**{**c.inputs(), "kv": np.zeros((4, 16, 1, 96), np.uint8)}, kv_format="scaled")

@@ -149,7 +149,8 @@ using amla::amla_compensation;
 /// the two recurrences can be swapped; the BF16 cast of the output is
 /// DecodeOptions::round_output_bf16 (or round_bf16_inplace on a dense result), as for Base. mode
 /// bf16 is the kernel's precision (BF16 operands, S16 and P cast to BF16, FP32 accumulation);
-/// float32 rounds nothing to BF16 (S16 = S32, so eps = 0). AMLA's block size is 512.
+/// float32 rounds nothing to BF16 (S16 = S32, so eps = 0). AMLA's block size is 512. AMLA stays
+/// BF16: precision::fp16 is rejected where the options are validated.
 struct AmlaOptions : RecurrenceOptions<512> {
   /// Which c_i the (1 + eps) compensation uses.
   amla_compensation compensation = amla_compensation::appendix_a;
@@ -230,6 +231,12 @@ inline void amla_validate_options(const char* fn, const char* name, const AmlaOp
   using amla::detail::to_text;
   const std::string p = std::string(name) + ".";
   const auto arg = [&p](const char* field) { return p + field; };
+  if (o.mode == precision::fp16) {
+    throw_invalid(fn, arg("mode").c_str(), "precision::fp16",
+                  "must be precision::bf16 or precision::float32: AMLA is defined for BF16 "
+                  "operands (Lemma 3.1's integer add, the S16 scaling and the (1 + eps) "
+                  "compensation assume P cast to BF16), and has no FP16 form");
+  }
   if (o.block_size < 1)
     throw_invalid(fn, arg("block_size").c_str(), to_text(o.block_size), "must be >= 1");
   if (o.compensation != amla_compensation::appendix_a &&

@@ -10,10 +10,12 @@
 // amla::attention for the recurrences' callers.
 //
 // The driver (run_decode) visits every (batch, KV head) pair: it gathers that group's keys and
-// values from the used pages into dense matrices (converting to float, rounding to BF16 when the
-// recurrence emulates BF16 operands and the cache holds floats), builds the group's query rows in
-// the HeadGroup order r = t * (h_q / h_kv) + j and the per-row visible key counts, calls the
-// recurrence's dense core on chunks of rows, and scatters out and lse back. Work runs on
+// values from the used pages into dense matrices, reading whatever layout the problem is stored
+// in through its view (problem/inputs.hpp's decode_source: the dense cache, the FP8 caches,
+// FlashInfer's split cache, Ascend's NZ layout) and rounding to the recurrence's operand format
+// (BF16 or FP16) what is not already in it, builds the group's query rows in the HeadGroup order
+// r = t * (h_q / h_kv) + j and the per-row visible key counts, calls the recurrence's dense core
+// on chunks of rows, and scatters out and lse back. Work runs on
 // std::threads, over groups, or over row chunks and key ranges when there are fewer groups than
 // threads. Row chunks have a fixed size (DecodeOptions::rows_per_task) that does not depend on the
 // thread count, so results never depend on it.
@@ -45,6 +47,7 @@
 #include "amla/detail/convert.hpp"
 #include "amla/detail/parallel.hpp"
 #include "amla/numeric/bf16.hpp"
+#include "amla/numeric/fp16.hpp"
 #include "amla/numeric/gemm.hpp"
 #include "amla/problem/conventions.hpp"
 #include "amla/problem/inputs.hpp"
@@ -56,6 +59,7 @@
 namespace amla::attention {
 
 using amla::decode_element;
+using amla::decode_source;
 using amla::DecodeInputs;
 using amla::DecodeOptions;
 using amla::DecodeOutputs;
@@ -72,17 +76,35 @@ using amla::visible_keys;
 
 /// The arithmetic a recurrence emulates. bf16: what the kernel does (BF16 operands of every
 /// matrix product, including P, with FP32 accumulation and FP32 vector math). float32: the same
-/// recurrence with no BF16 cast anywhere (operands used as given, P kept in FP32), which agrees
-/// with the float64 golden to about 1e-6 relative and isolates the error the BF16 casts cause.
-enum class precision : std::uint8_t { bf16, float32 };
+/// recurrence with no cast anywhere (operands used as given, P kept in FP32), which agrees with
+/// the float64 golden to about 1e-6 relative and isolates the error the casts cause. fp16: the
+/// kernel's FP16 path (FlashMLA's and ETAP's fp16 kernels): FP16 operands of every matrix
+/// product, including P, rounded by numeric/fp16.hpp's one rounding (nearest even, overflow to
+/// Inf), with FP32 accumulation and FP32 vector math; its output cast is
+/// DecodeOptions::round_output_fp16. AMLA has no fp16 mode (attention/amla.hpp).
+enum class precision : std::uint8_t { bf16, float32, fp16 };
 
-/// Whether the recurrence wants its operands rounded to BF16 when gathered (BF16-emulating
-/// modes) or as stored (float32 modes). bf16 caches are exact either way.
-enum class operand_gather : std::uint8_t { as_stored, round_bf16 };
+/// How the driver gathers a recurrence's operands: as stored (float32 modes), or rounded to the
+/// matrix unit's format (BF16 or FP16) where the stored values are not already in it.
+enum class operand_gather : std::uint8_t { as_stored, round_bf16, round_fp16 };
 
 /// The gather a recurrence running in `mode` needs.
 constexpr operand_gather gather_for(precision mode) noexcept {
-  return mode == precision::bf16 ? operand_gather::round_bf16 : operand_gather::as_stored;
+  switch (mode) {
+    case precision::bf16:
+      return operand_gather::round_bf16;
+    case precision::fp16:
+      return operand_gather::round_fp16;
+    default:
+      return operand_gather::as_stored;
+  }
+}
+
+/// Whether values of format `stored` must be rounded for `gather` (a BF16 value is exact in
+/// BF16, an FP16 value in FP16; FP16 values are not all BF16 values, nor BF16 values FP16 ones).
+constexpr bool gather_rounds(operand_gather gather, value_format stored) noexcept {
+  return (gather == operand_gather::round_bf16 && stored != value_format::bf16) ||
+         (gather == operand_gather::round_fp16 && stored != value_format::fp16);
 }
 
 /// The options every recurrence shares. Each recurrence's options are (or extend) the
@@ -92,7 +114,8 @@ constexpr operand_gather gather_for(precision mode) noexcept {
 template <int DefaultBlockSize>
 struct RecurrenceOptions {
   static constexpr int default_block_size = DefaultBlockSize;
-  /// precision::bf16: the kernel's arithmetic; precision::float32: no BF16 cast anywhere.
+  /// precision::bf16: the kernel's arithmetic; precision::float32: no cast anywhere;
+  /// precision::fp16: the kernel's FP16 path.
   precision mode = precision::bf16;
   int block_size = DefaultBlockSize;  ///< keys per KV block; >= 1
 };
@@ -105,10 +128,11 @@ template <int DefaultBlockSize>
 void validate_recurrence_options(const char* fn, std::string_view prefix,
                                  const RecurrenceOptions<DefaultBlockSize>& options) {
   const auto field = [prefix](const char* name) { return std::string(prefix) + "." + name; };
-  if (options.mode != precision::bf16 && options.mode != precision::float32) {
+  if (options.mode != precision::bf16 && options.mode != precision::float32 &&
+      options.mode != precision::fp16) {
     amla::detail::throw_invalid(fn, field("mode").c_str(),
                                 std::to_string(static_cast<int>(options.mode)),
-                                "must be precision::bf16 or precision::float32");
+                                "must be precision::bf16, precision::float32 or precision::fp16");
   }
   if (options.block_size < 1) {
     amla::detail::throw_invalid(fn, field("block_size").c_str(), std::to_string(options.block_size),
@@ -200,18 +224,10 @@ Eigen::Index max_visible_keys(const BasicHeadGroup<S>& g) {
 
 namespace detail {
 
-/// Copies n elements widening to float, optionally rounding to BF16 (float caches only).
-template <class T>
-void widen_row(const T* src, float* dst, int n, bool round) {
-  if constexpr (std::is_same_v<T, bf16>) {
-    for (int i = 0; i < n; ++i) dst[i] = src[i].to_float();
-  } else {
-    if (round) {
-      for (int i = 0; i < n; ++i) dst[i] = round_bf16(src[i]);
-    } else {
-      std::copy(src, src + n, dst);
-    }
-  }
+/// Rounds n gathered values to the operand format of `gather` (nothing for as_stored).
+inline void round_row(float* p, int n, operand_gather gather) {
+  if (gather == operand_gather::round_bf16) round_bf16_inplace(p, n);
+  if (gather == operand_gather::round_fp16) round_fp16_inplace(p, n);
 }
 
 /// The dense inputs of one head group.
@@ -225,19 +241,32 @@ struct GatheredGroup {
 /// Keys handled by one gather task (a few MB per task).
 inline constexpr int gather_keys_per_task = 1024;
 
-template <class T>
-void gather_queries(const DecodeInputs<T>& in, const DecodeOptions& opt, int b, int g, bool round,
+/// The gathers a problem's queries and cached values need for `gather`.
+struct GatherRounding {
+  operand_gather query = operand_gather::as_stored;
+  operand_gather cache = operand_gather::as_stored;
+};
+
+template <decode_source In>
+GatherRounding gather_rounding(operand_gather gather) {
+  return {gather_rounds(gather, In::query_format) ? gather : operand_gather::as_stored,
+          gather_rounds(gather, In::cache_format) ? gather : operand_gather::as_stored};
+}
+
+template <decode_source In>
+void gather_queries(const In& in, const DecodeOptions& opt, int b, int g, GatherRounding round,
                     GatheredGroup& out) {
   const DecodeShape& s = in.shape;
   const int hpg = s.heads_per_group();
   const int rows = s.rows_per_group();
-  const int len = in.seqlens[static_cast<std::size_t>(b)];
+  const int len = in.seqlen(b);
   out.q.resize(rows, s.d_qk);
   out.visible.resize(static_cast<std::size_t>(rows));
   for (int t = 0; t < s.s_q; ++t) {
     for (int j = 0; j < hpg; ++j) {
       const int r = t * hpg + j;
-      widen_row(in.q.data() + s.q_offset(b, t, g * hpg + j), out.q.row(r).data(), s.d_qk, round);
+      in.read_query(b, t, g * hpg + j, out.q.row(r).data());
+      round_row(out.q.row(r).data(), s.d_qk, round.query);
       out.visible[static_cast<std::size_t>(r)] = visible_keys(len, s.s_q, t, opt.causal);
     }
   }
@@ -250,38 +279,64 @@ void gather_queries(const DecodeInputs<T>& in, const DecodeOptions& opt, int b, 
 }
 
 /// Copies key `key` of group (b, g) (a position in sequence b) into row `row` of out.k (and
-/// out.v), reading its page through the block table.
-template <class T>
-void gather_key(const DecodeInputs<T>& in, int b, int g, int key, Eigen::Index row, bool round,
+/// out.v), reading its page through the source's block table.
+template <decode_source In>
+void gather_key(const In& in, int b, int g, int key, Eigen::Index row, GatherRounding round,
                 GatheredGroup& out) {
   const DecodeShape& s = in.shape;
-  const int page = in.block_table[s.table_offset(b, key / s.page_size)];
-  const std::size_t slot = s.slot_index(page, key % s.page_size, g);
-  widen_row(in.kv.data() + slot * s.d_qk, out.k.row(row).data(), s.d_qk, round);
-  if (!in.v_in_kv()) widen_row(in.v.data() + slot * s.d_v, out.v.row(row).data(), s.d_v, round);
+  const int page = in.page_of(b, key);
+  const int slot = key % s.page_size;
+  in.read_key(page, slot, g, out.k.row(row).data());
+  round_row(out.k.row(row).data(), s.d_qk, round.cache);
+  if (!in.v_in_kv()) {
+    in.read_value(page, slot, g, out.v.row(row).data());
+    round_row(out.v.row(row).data(), s.d_v, round.cache);
+  }
 }
 
 /// Copies keys [k0, k1) of group (b, g) into out.k (and out.v); only used pages are touched.
-template <class T>
-void gather_keys(const DecodeInputs<T>& in, int b, int g, int k0, int k1, bool round,
+template <decode_source In>
+void gather_keys(const In& in, int b, int g, int k0, int k1, GatherRounding round,
                  GatheredGroup& out) {
   for (int key = k0; key < k1; ++key) gather_key(in, b, g, key, key, round, out);
+}
+
+/// The sparse index lists of a source: DecodeInputs carries them, the other layouts are dense.
+template <decode_source In>
+SparseTopk sparse_of(const In& in) {
+  if constexpr (requires { in.sparse; }) {
+    return in.sparse;
+  } else {
+    return {};
+  }
+}
+
+/// The sink logits of a source ([h_q], or empty): DecodeInputs carries them.
+template <decode_source In>
+std::span<const float> sink_of(const In& in) {
+  if constexpr (requires { in.sink; }) {
+    return in.sink;
+  } else {
+    return {};
+  }
 }
 
 /// The dense inputs of query token t's rows of group (b, g) in a sparse problem
 /// (problem/sparse.hpp): its h_q / h_kv query rows, and as keys the counted valid entries of
 /// indices[b, t, :] in their order (a duplicate gathered as often as it is listed), every row
 /// seeing all of them.
-template <class T>
-void gather_sparse(const DecodeInputs<T>& in, int b, int t, int g, bool round, GatheredGroup& out) {
+template <decode_source In>
+void gather_sparse(const In& in, const SparseTopk& sparse, int b, int t, int g,
+                   GatherRounding round, GatheredGroup& out) {
   const DecodeShape& s = in.shape;
   const int hpg = s.heads_per_group();
   out.q.resize(hpg, s.d_qk);
   for (int j = 0; j < hpg; ++j) {
-    widen_row(in.q.data() + s.q_offset(b, t, g * hpg + j), out.q.row(j).data(), s.d_qk, round);
+    in.read_query(b, t, g * hpg + j, out.q.row(j).data());
+    round_row(out.q.row(j).data(), s.d_qk, round.query);
   }
-  const std::int32_t* list = in.sparse.indices.data() + in.sparse.offset(s, b, t);
-  const int counted = in.sparse.counted(s, b, t);
+  const std::int32_t* list = sparse.indices.data() + sparse.offset(s, b, t);
+  const int counted = sparse.counted(s, b, t);
   const auto keys = static_cast<int>(std::count_if(
       list, list + counted, [](std::int32_t key) { return key != amla::invalid_index; }));
   out.k.resize(keys, s.d_qk);
@@ -303,8 +358,8 @@ void gather_sparse(const DecodeInputs<T>& in, int b, int t, int g, bool round, G
 /// concurrently from several threads on different chunks, so it must not share mutable state
 /// without synchronisation. `fn` names the entry point in error messages. Validates everything
 /// first (nothing is written on a throw).
-template <class Scalar, decode_element T, class OutT, class LseT, class Core>
-void run_decode(const char* fn, const DecodeInputs<T>& in, const DecodeOptions& options,
+template <class Scalar, decode_source In, class OutT, class LseT, class Core>
+void run_decode(const char* fn, const In& in, const DecodeOptions& options,
                 const DecodeOutputs<OutT, LseT>& outputs, operand_gather gather, Core&& core) {
   static_assert(std::is_same_v<Scalar, float> || std::is_same_v<Scalar, double>);
   using RowMatrix = Eigen::Matrix<Scalar, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -312,9 +367,15 @@ void run_decode(const char* fn, const DecodeInputs<T>& in, const DecodeOptions& 
   validate_outputs(fn, in.shape, outputs);
 
   const DecodeShape& s = in.shape;
-  const bool round = gather == operand_gather::round_bf16 && std::is_same_v<T, float>;
+  const detail::GatherRounding round = detail::gather_rounding<In>(gather);
+  const amla::detail::output_cast cast = options.round_output_fp16 ? amla::detail::output_cast::fp16
+                                         : options.round_output_bf16
+                                             ? amla::detail::output_cast::bf16
+                                             : amla::detail::output_cast::none;
+  const SparseTopk sparse = detail::sparse_of(in);
+  const std::span<const float> sink = detail::sink_of(in);
   // A gathered group holds a whole head group's rows, or one token's rows in a sparse problem.
-  const int rows = in.sparse.enabled() ? s.heads_per_group() : s.rows_per_group();
+  const int rows = sparse.enabled() ? s.heads_per_group() : s.rows_per_group();
   const int chunk_rows = options.rows_per_task == 0 ? rows : std::min(options.rows_per_task, rows);
   const int chunks = (rows + chunk_rows - 1) / chunk_rows;
   const int groups = s.batch * s.h_kv;
@@ -338,13 +399,13 @@ void run_decode(const char* fn, const DecodeInputs<T>& in, const DecodeOptions& 
       const int r = base + r0 + i;
       const int t = r / hpg;
       const int h = g * hpg + r % hpg;
-      if (!in.sink.empty()) {
+      if (!sink.empty()) {
         o.row(i) /= amla::sink_divisor(l[static_cast<std::size_t>(i)],
-                                       static_cast<Scalar>(in.sink[static_cast<std::size_t>(h)]));
+                                       static_cast<Scalar>(sink[static_cast<std::size_t>(h)]));
       }
       OutT* dst = outputs.out.data() + s.out_offset(b, t, h);
       for (int d = 0; d < s.d_v; ++d) {
-        dst[d] = amla::detail::store_as<OutT>(o(i, d), options.round_output_bf16);
+        dst[d] = amla::detail::store_as<OutT>(o(i, d), cast);
       }
       if (!outputs.lse.empty()) {
         outputs.lse[s.lse_offset(b, t, h)] =
@@ -353,7 +414,7 @@ void run_decode(const char* fn, const DecodeInputs<T>& in, const DecodeOptions& 
     }
   };
 
-  if (in.sparse.enabled()) {
+  if (sparse.enabled()) {
     // One task per (sequence, token, KV head): each token attends its own keys.
     const int tokens = s.batch * s.s_q;
     amla::detail::parallel_for(
@@ -363,7 +424,7 @@ void run_decode(const char* fn, const DecodeInputs<T>& in, const DecodeOptions& 
           const int b = bt / s.s_q;
           const int t = bt % s.s_q;
           detail::GatheredGroup gg;
-          detail::gather_sparse(in, b, t, g, round, gg);
+          detail::gather_sparse(in, sparse, b, t, g, round, gg);
           for (int c = 0; c < chunks; ++c) run_chunk(gg, b, g, t * s.heads_per_group(), c);
         });
     return;
@@ -388,13 +449,13 @@ void run_decode(const char* fn, const DecodeInputs<T>& in, const DecodeOptions& 
     const int b = gi / s.h_kv;
     const int g = gi % s.h_kv;
     detail::gather_queries(in, options, b, g, round, gathered[static_cast<std::size_t>(gi)]);
-    const int len = in.seqlens[static_cast<std::size_t>(b)];
+    const int len = in.seqlen(b);
     for (int k0 = 0; k0 < len; k0 += detail::gather_keys_per_task) key_tasks.emplace_back(gi, k0);
   }
   amla::detail::parallel_for(key_tasks.size(), threads, [&](std::size_t task) {
     const auto [gi, k0] = key_tasks[task];
     const int b = gi / s.h_kv;
-    const int len = in.seqlens[static_cast<std::size_t>(b)];
+    const int len = in.seqlen(b);
     detail::gather_keys(in, b, gi % s.h_kv, k0, std::min(len, k0 + detail::gather_keys_per_task),
                         round, gathered[static_cast<std::size_t>(gi)]);
   });

@@ -14,8 +14,9 @@
 //   [V2] O_i = O_{i-1} exp(m_{i-1} - m_i) + T_i   FP32 multiply, then FP32 add (no FMA)
 // and at the end O = O_N / l_N (FP32 division) and lse = m_N + log(l_N) (natural log).
 // The optional BF16 cast of the output is DecodeOptions::round_output_bf16 (or round_bf16_inplace
-// on a dense result). In precision::float32 mode nothing is cast to BF16: operands are used as
-// given and P stays FP32.
+// on a dense result). In precision::float32 mode nothing is cast: operands are used as given and P
+// stays FP32. precision::fp16 is the same recurrence with FP16 in place of BF16 (Q, K, V and P
+// rounded to FP16, FP32 accumulation), its output cast DecodeOptions::round_output_fp16.
 //
 // Rows and blocks that see nothing. A row's running max starts at -inf; a block in which the row
 // sees no key leaves m, l and O untouched (its P row is 0 and the rescale factor is exactly 1), so
@@ -76,7 +77,6 @@ inline void base_core(const HeadGroup& caller, const BaseOptions& options, Eigen
   const Index rows = g.rows();
   const Index n = max_visible_keys(g);
   const Index block = options.block_size;
-  const bool bf16_mode = options.mode == precision::bf16;
   const float scale = g.scale;
   constexpr float neg_inf = -std::numeric_limits<float>::infinity();
 
@@ -116,8 +116,8 @@ inline void base_core(const HeadGroup& caller, const BaseOptions& options, Eigen
         l[ri] = l[ri] * alpha(r) + xr.sum();
         m[ri] = m_new;
         // P is exp of a non-positive number, finite, unless a score is NaN or +inf; then l is
-        // NaN and the row ends lost whatever P holds: the NaN-free rounding is enough.
-        if (bf16_mode) round_bf16_finite_inplace(x, vb);
+        // NaN and the row ends lost whatever P holds: the NaN-free BF16 rounding is enough.
+        cast_p_inplace(x, vb, options.mode);
       }
       // [C2] and [V2].
       t.noalias() = s.middleCols(j0 - p0, nb) * v.middleRows(j0, nb);
@@ -154,8 +154,8 @@ struct BaseRecurrence : Recurrence<BaseOptions, base_core> {
 }  // namespace detail
 
 /// Base attention of one head group into caller buffers: out [rows, d_v], lse [rows]. In bf16
-/// mode the operands are rounded to BF16 first. Throws amla::invalid_argument on inconsistent
-/// shapes, a bad visible count or scale, an unknown mode, or block_size < 1.
+/// (fp16) mode the operands are rounded to BF16 (FP16) first. Throws amla::invalid_argument on
+/// inconsistent shapes, a bad visible count or scale, an unknown mode, or block_size < 1.
 inline void base_attention(const HeadGroup& g, const BaseOptions& options, Eigen::Ref<MatrixF> out,
                            std::span<float> lse) {
   detail::run_dense<detail::BaseRecurrence>(

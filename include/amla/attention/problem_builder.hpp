@@ -7,10 +7,11 @@
 //                .build<amla::bf16>();
 //   amla::attention::golden_decode(p.inputs());
 //
-// Values. Q, K and V are drawn from N(0, s^2) or U(-a, a) (AMLA Tables 3 and 4) and rounded to
-// BF16 (for a float problem too, unless round_to_bf16(false)). The draws come from
-// std::mt19937_64 through amla's own Box-Muller and 53-bit uniform transforms (the standard
-// distributions are implementation-defined), so a seed gives the same problem with every
+// Values. Q, K and V are drawn from N(0, s^2) or U(-a, a) (AMLA Tables 3 and 4) and rounded once
+// to the problem's element type: BF16 for a bf16 problem, FP16 for an fp16 one, and for a float
+// problem BF16 too unless round_to_bf16(false) (no rounding) or round_to_fp16() (FP16 values). The
+// draws come from std::mt19937_64 through amla's own Box-Muller and 53-bit uniform transforms (the
+// standard distributions are implementation-defined), so a seed gives the same problem with every
 // compiler. The values are drawn in logical order (q[b, t, h, :], then for each sequence its keys
 // 0..seqlen-1 and KV heads, then V likewise) from a stream of their own: the page size, the page
 // shuffle and the spare pages never change them, so two problems that differ only in paging have
@@ -40,6 +41,7 @@
 #include "amla/config.hpp"
 #include "amla/detail/convert.hpp"
 #include "amla/numeric/bf16.hpp"
+#include "amla/numeric/fp16.hpp"
 
 namespace amla::attention {
 
@@ -116,12 +118,22 @@ class ValueStream {
   bool has_spare_ = false;
 };
 
+/// x rounded once to element type T; a float element to the format `round` (fp32: unrounded).
 template <class T>
-T element_from(double x, bool round) {
+T element_from(double x, value_format round) {
   if constexpr (std::is_same_v<T, bf16>) {
     return amla::detail::bf16_from_double(x);
+  } else if constexpr (std::is_same_v<T, fp16>) {
+    return amla::detail::fp16_from_double(x);
   } else {
-    return round ? amla::detail::bf16_from_double(x).to_float() : static_cast<float>(x);
+    switch (round) {
+      case value_format::bf16:
+        return amla::detail::bf16_from_double(x).to_float();
+      case value_format::fp16:
+        return amla::detail::fp16_from_double(x).to_float();
+      default:
+        return static_cast<float>(x);
+    }
   }
 }
 
@@ -129,15 +141,17 @@ template <class T>
 T poison_value() {
   if constexpr (std::is_same_v<T, bf16>) {
     return bf16::from_bits(0x7FC0u);
+  } else if constexpr (std::is_same_v<T, fp16>) {
+    return fp16::from_bits(0x7E00u);
   } else {
     return std::numeric_limits<float>::quiet_NaN();
   }
 }
 
-/// n values drawn from `dist` into dst, each rounded to BF16 when `round` (always for bf16).
+/// n values drawn from `dist` into dst (element_from with `round`).
 template <class T>
 void draw_into(T* dst, std::size_t n, ValueStream& values, const ValueDistribution& dist,
-               bool round) {
+               value_format round) {
   for (std::size_t i = 0; i < n; ++i) dst[i] = element_from<T>(values.draw(dist), round);
 }
 
@@ -333,9 +347,16 @@ class ProblemBuilder {
     poison_ = on;
     return *this;
   }
-  /// Round generated values to BF16 in float problems too (bf16 problems always are).
+  /// Round generated values to BF16 in float problems too (bf16 problems always are); off:
+  /// float problems hold the draws rounded to float only.
   ProblemBuilder& round_to_bf16(bool on = true) {
-    round_ = on;
+    round_ = on ? value_format::bf16 : value_format::fp32;
+    return *this;
+  }
+  /// Round generated values to FP16 in float problems (fp16 problems always are); off: to float
+  /// only.
+  ProblemBuilder& round_to_fp16(bool on = true) {
+    round_ = on ? value_format::fp16 : value_format::fp32;
     return *this;
   }
 
@@ -429,7 +450,7 @@ class ProblemBuilder {
   int spare_pages_ = 1;
   int extra_columns_ = 1;
   bool poison_ = true;
-  bool round_ = true;
+  value_format round_ = value_format::bf16;
 };
 
 }  // namespace amla::attention

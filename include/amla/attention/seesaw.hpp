@@ -72,7 +72,8 @@
 // rounded to BF16 (a no-op for BF16-exact inputs; the paged driver rounds while gathering), P is
 // cast to BF16 before each P*V product, and everything else is FP32, as on the GPU.
 // precision::float32: the same schedule entirely in FP32 (no rounding anywhere), which agrees with
-// the float64 golden to about 1e-6 relative.
+// the float64 golden to about 1e-6 relative. precision::fp16: FlashMLA's FP16 kernel, FP16 in
+// place of BF16 for Q, K, V and each cast of P.
 //
 // Entry points, mirroring Base (online_softmax.hpp): seesaw_attention on one dense head group
 // (into caller buffers, or into a SeesawResult), with an optional observer of every step, and
@@ -164,7 +165,6 @@ inline void seesaw_core(const HeadGroup& caller, const SeesawOptions& options,
                         const SeesawObserver& observe) {
   const UnseenValueShield<float> shield(caller);
   const HeadGroup& g = shield.group();
-  const bool bf = options.mode == precision::bf16;
   const Eigen::Index rows = g.rows();
   const Eigen::Index d_left = g.d_v() / 2;
   const Eigen::Index d_right = g.d_v() - d_left;
@@ -225,7 +225,11 @@ inline void seesaw_core(const HeadGroup& caller, const SeesawOptions& options,
       sum[static_cast<std::size_t>(r)] = s;
     }
   };
-  const auto operand = [&](const MatrixF& p) { return bf ? rounded_bf16(p) : p; };
+  const auto operand = [&](const MatrixF& p) {  // P as the P*V product's operand
+    MatrixF cast = p;
+    cast_p_inplace(cast, options.mode);
+    return cast;
+  };
   const auto scale_rows = [&](MatrixF& o, std::vector<float>& l, const std::vector<float>& f) {
     for (Eigen::Index r = 0; r < rows; ++r) {
       const float fr = f[static_cast<std::size_t>(r)];

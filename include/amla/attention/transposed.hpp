@@ -30,12 +30,14 @@
 //
 // Precision modes, masking and empty rows follow attention/seesaw.hpp: precision::bf16 rounds Q,
 // K, V to BF16 and casts P^T to BF16 before the V^T P^T product (FP32 elsewhere);
-// precision::float32 rounds nothing. The output cast is DecodeOptions::round_output_bf16. Keys a
-// row may not see score -inf, keys no row sees are never read, a row that sees no key gets out = 0
-// and lse = -inf (ETAP, like FlashAttention-2, writes +inf), a NaN that is read propagates through
-// the column max (FlashAttention-2 resets a NaN l to 1; amla does not hide it), and a scale too
-// large for the base-2 folding of the max loses the row to NaN as in seesaw.hpp. Entry points
-// mirror Base: transposed_attention (dense head group) and transposed_decode (paged).
+// precision::fp16 does the same in FP16 (ETAP's FP16 kernel, the setting of its Table 1);
+// precision::float32 rounds nothing. The output cast is DecodeOptions::round_output_bf16 (or
+// round_output_fp16). Keys a row may not see score -inf, keys no row sees are never read, a row
+// that sees no key gets out = 0 and lse = -inf (ETAP, like FlashAttention-2, writes +inf), a NaN
+// that is read propagates through the column max (FlashAttention-2 resets a NaN l to 1; amla does
+// not hide it), and a scale too large for the base-2 folding of the max loses the row to NaN as
+// in seesaw.hpp. Entry points mirror Base: transposed_attention (dense head group) and
+// transposed_decode (paged).
 #pragma once
 
 #include <Eigen/Core>
@@ -88,7 +90,6 @@ inline void transposed_core(const HeadGroup& caller, const TransposedOptions& op
                             Eigen::Ref<MatrixF> out, std::span<float> lse) {
   const UnseenValueShield<float> shield(caller);
   const HeadGroup& g = shield.group();
-  const bool bf = options.mode == precision::bf16;
   const Eigen::Index rows = g.rows();
   const Eigen::Index n_read = max_visible_keys(g);  // keys past every row's window: never read
   const Eigen::Index bs = options.block_size;
@@ -131,7 +132,7 @@ inline void transposed_core(const HeadGroup& caller, const TransposedOptions& op
       l[ri] = sum;
       o_t.col(r) *= scale;
     }
-    if (bf) round_bf16_inplace(s_t);  // P^T to BF16: the B operand of the PV wgmma
+    cast_p_inplace(s_t, options.mode);  // P^T to BF16 / FP16: the B operand of the PV wgmma
     o_t.noalias() += v.middleRows(begin, n).transpose() * s_t;  // O^T += V_j^T P^T
   }
 

@@ -7,6 +7,8 @@
 #include <type_traits>
 
 #include "amla/numeric/bf16.hpp"
+#include "amla/numeric/bits.hpp"
+#include "amla/numeric/fp16.hpp"
 
 namespace amla::detail {
 
@@ -34,31 +36,61 @@ inline bf16 bf16_from_double(double x) noexcept {
   return bf16::from_bits(static_cast<std::uint16_t>(sign | chosen));
 }
 
-/// An element of an input tensor widened to float (exact for float and bf16).
+/// x rounded once to the nearest FP16 (ties to even; overflow to Inf as numeric/fp16.hpp). The
+/// narrowing to float rounds to odd (an inexact result keeps the float neighbour toward zero
+/// with its last bit set), which carries the sticky information the second rounding needs: a
+/// float has 13 more significand bits than an FP16, at every FP16 magnitude (normal or not), so
+/// round-to-odd followed by round-to-nearest-even equals one rounding of x.
+inline fp16 fp16_from_double(double x) noexcept {
+  float f = static_cast<float>(x);
+  if (!std::isfinite(f) || static_cast<double>(f) == x) return fp16::from_float(f);
+  if (std::fabs(static_cast<double>(f)) > std::fabs(x)) {
+    f = std::nextafter(f, 0.0f);  // the neighbour toward zero
+  }
+  return fp16::from_float(as_fp32(as_uint32(f) | 1u));
+}
+
+/// An element of an input tensor widened to float (exact for float, bf16 and fp16).
 inline float to_float(float x) noexcept {
   return x;
 }
 inline float to_float(bf16 x) noexcept {
   return x.to_float();
 }
+inline float to_float(fp16 x) noexcept {
+  return x.to_float();
+}
+
+/// The cast applied to an output before it is stored (DecodeOptions' round_output_bf16 and
+/// round_output_fp16).
+enum class output_cast : std::uint8_t { none, bf16, fp16 };
 
 /// Stores an accumulator value x (float or double) into an output element of type OutT, rounding
-/// to BF16 first when round_bf16 is set (or when OutT is bf16): one rounding in every case.
+/// to BF16 or FP16 first as `cast` says (a bf16 OutT always rounds to BF16): one rounding in
+/// every case.
 template <class OutT, class Scalar>
-OutT store_as(Scalar x, bool round_bf16) noexcept {
+OutT store_as(Scalar x, output_cast cast) noexcept {
   static_assert(std::is_same_v<Scalar, float> || std::is_same_v<Scalar, double>);
+  constexpr bool wide = std::is_same_v<Scalar, double>;
   if constexpr (std::is_same_v<OutT, bf16>) {
-    if constexpr (std::is_same_v<Scalar, double>) {
+    if constexpr (wide) {
       return bf16_from_double(x);
     } else {
       return bf16::from_float(x);
     }
   } else {
-    if (round_bf16) {
-      if constexpr (std::is_same_v<Scalar, double>) {
+    if (cast == output_cast::bf16) {
+      if constexpr (wide) {
         return static_cast<OutT>(bf16_from_double(x).to_float());
       } else {
         return static_cast<OutT>(bf16::from_float(x).to_float());
+      }
+    }
+    if (cast == output_cast::fp16) {
+      if constexpr (wide) {
+        return static_cast<OutT>(fp16_from_double(x).to_float());
+      } else {
+        return static_cast<OutT>(fp16::from_float(x).to_float());
       }
     }
     return static_cast<OutT>(x);

@@ -23,14 +23,16 @@
 #include "amla/detail/convert.hpp"
 #include "amla/mla/presets.hpp"
 #include "amla/numeric/bf16.hpp"
+#include "amla/numeric/fp16.hpp"
 #include "amla/problem/inputs.hpp"
 #include "amla/problem/validate.hpp"
 
 namespace amla::mla {
 
-/// Element types of MLA inputs: those of the attention data model, float or amla::bf16.
+/// Element types of MLA inputs: float or amla::bf16 (the attention data model's decode_element
+/// also admits amla::fp16, which the MLA formulations do not take).
 template <class T>
-concept mla_element = decode_element<T>;
+concept mla_element = decode_element<T> && !std::is_same_v<T, fp16>;
 
 /// Dimensions plus views of W_KVb1 [H, D_n, D_l] and W_KVb2 [H, D_v, D_l].
 template <mla_element T>

@@ -152,7 +152,7 @@ class MlaProblemBuilder {
     const auto draw = [&](std::vector<T>& v, const char* arg, std::size_t n,
                           attention::ValueDistribution dist) {
       v = amla::detail::allocate<T>(fn, arg, n);
-      ad::draw_into(v.data(), n, values, dist, true);
+      ad::draw_into(v.data(), n, values, dist, value_format::bf16);
     };
     const auto normal = attention::ValueDistribution::normal(value_std_);
     const auto uniform = attention::ValueDistribution::uniform(std::sqrt(3.0) * wstd);
@@ -168,7 +168,8 @@ class MlaProblemBuilder {
     for (int b = 0; b < batch_; ++b) {
       for (int s = 0; s < lens[static_cast<std::size_t>(b)]; ++s) {
         T* dst = p.cache.data() + ad::key_slot(shape, p.block_table, b, s, 0) * shape.d_qk;
-        ad::draw_into(dst, static_cast<std::size_t>(shape.d_qk), values, normal, true);
+        ad::draw_into(dst, static_cast<std::size_t>(shape.d_qk), values, normal,
+                      value_format::bf16);
       }
     }
     return p;

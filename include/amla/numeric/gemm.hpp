@@ -3,7 +3,9 @@
 // matmul_bf16 computes C = A * B the way a Cube core or a tensor core does: both operands rounded
 // to BF16 (round to nearest even), products and sums in FP32. Rounding the operands and then
 // multiplying in float is exact emulation of the operand side: a product of two BF16 values has at
-// most 16 significant bits and is exact in FP32, so only the accumulation rounds.
+// most 16 significant bits and is exact in FP32, so only the accumulation rounds. FP16 operands
+// (rounded_fp16) are emulated the same way: a product of two FP16 values has at most 22
+// significant bits and an exponent within FP32's range, so it is exact in FP32 too.
 //
 // Accumulation order. Hardware sums the K products in its own order (a tensor core adds groups of
 // 4-16 products, sometimes with wider internal precision; Eigen blocks K and vectorises). FP32
@@ -21,6 +23,7 @@
 
 #include "amla/config.hpp"
 #include "amla/numeric/bf16.hpp"
+#include "amla/numeric/fp16.hpp"
 
 namespace amla {
 
@@ -59,6 +62,18 @@ template <class D>
 MatrixF rounded_bf16(const Eigen::MatrixBase<D>& m,
                      bf16_rounding mode = bf16_rounding::nearest_even) {
   return m.template cast<float>().unaryExpr([mode](float x) { return round_bf16(x, mode); });
+}
+
+/// Every element of m rounded to FP16 (values stay float; numeric/fp16.hpp's one rounding).
+template <class D>
+void round_fp16_inplace(Eigen::DenseBase<D>& m) {
+  m = m.unaryExpr([](float x) { return round_fp16(x); });
+}
+
+/// A copy of m with every element rounded to FP16.
+template <class D>
+MatrixF rounded_fp16(const Eigen::MatrixBase<D>& m) {
+  return m.template cast<float>().unaryExpr([](float x) { return round_fp16(x); });
 }
 
 /// C_fp32 = bf16(A) * bf16(B) with FP32 accumulation. Throws amla::invalid_argument when

@@ -20,6 +20,11 @@
 // last_page_len in [1, page_size], one without pages in [0, page_size] (it holds no key);
 // given kv_len instead, a request's length must need exactly its pages:
 // (pages_b - 1) * page_size < kv_len[b] <= pages_b * page_size (kv_len[b] = 0 without pages).
+//
+// FlashInferInputs is a decode problem stored this way (q_nope, q_pe and the cache), as the
+// recurrences read it (problem/inputs.hpp's decode_source): a query row is q_nope's row then
+// q_pe's, a cached token ckv's row then kpe's, V the ckv row, so each read equals the FlashMLA
+// layout's read of the converted problem.
 #pragma once
 
 #include <algorithm>
@@ -300,6 +305,85 @@ void flashmla_to_flashinfer(const DecodeShape& s, std::span<const T> kv,
     kv_indptr[static_cast<std::size_t>(b) + 1] = static_cast<std::int32_t>(at);
     last_page_len[static_cast<std::size_t>(b)] = pages == 0 ? 0 : len - (pages - 1) * s.page_size;
   }
+}
+
+/// A decode problem in FlashInfer's layout, read by the attention driver (file comment). shape is
+/// the dense problem it stands for: batch = cache.batch(), s_q and h_q of the queries, h_kv 1,
+/// d_qk = d_ckv + d_kpe, d_v = d_ckv, the cache's num_pages and page_size, and max_pages_per_seq
+/// at least the most pages a request owns (flashinfer_max_pages).
+template <decode_element T>
+struct FlashInferInputs {
+  DecodeShape shape;
+  std::span<const T> q_nope;  ///< [batch * s_q, h_q, d_ckv], token-major
+  std::span<const T> q_pe;    ///< [batch * s_q, h_q, d_kpe]
+  FlashInferCache<T> cache;
+
+  static constexpr value_format query_format = format_of<T>;
+  static constexpr value_format cache_format = format_of<T>;
+
+  bool v_in_kv() const { return true; }
+  int seqlen(int b) const { return cache.seqlen(b); }
+  int page_of(int b, int key) const { return cache.page_of(b, key); }
+  void read_query(int b, int t, int h, float* dst) const {
+    const auto row = (static_cast<std::size_t>(b) * static_cast<std::size_t>(shape.s_q) +
+                      static_cast<std::size_t>(t)) *
+                         static_cast<std::size_t>(shape.h_q) +
+                     static_cast<std::size_t>(h);
+    const auto dc = static_cast<std::size_t>(cache.d_ckv),
+               dp = static_cast<std::size_t>(cache.d_kpe);
+    detail::widen_n(q_nope.data() + row * dc, cache.d_ckv, dst);
+    detail::widen_n(q_pe.data() + row * dp, cache.d_kpe, dst + cache.d_ckv);
+  }
+  void read_key(int page, int slot, int /*g*/, float* dst) const {
+    const auto token = static_cast<std::size_t>(page) * static_cast<std::size_t>(cache.page_size) +
+                       static_cast<std::size_t>(slot);
+    detail::widen_n(cache.ckv.data() + token * static_cast<std::size_t>(cache.d_ckv), cache.d_ckv,
+                    dst);
+    detail::widen_n(cache.kpe.data() + token * static_cast<std::size_t>(cache.d_kpe), cache.d_kpe,
+                    dst + cache.d_ckv);
+  }
+  /// V is the ckv row: never called by the driver (v_in_kv()); reads it all the same.
+  void read_value(int page, int slot, int /*g*/, float* dst) const {
+    const auto token = static_cast<std::size_t>(page) * static_cast<std::size_t>(cache.page_size) +
+                       static_cast<std::size_t>(slot);
+    detail::widen_n(cache.ckv.data() + token * static_cast<std::size_t>(cache.d_ckv), cache.d_ckv,
+                    dst);
+  }
+};
+
+/// Validates a decode problem in FlashInfer's layout: the cache (validate_flashinfer_cache), the
+/// shape and its agreement with the cache, the query spans and the options. Returns the softmax
+/// scale.
+template <decode_element T>
+float validate_decode(const char* fn, const FlashInferInputs<T>& in, const DecodeOptions& options) {
+  const DecodeShape& s = in.shape;
+  validate_shape(fn, s, true);
+  const int batch = validate_flashinfer_cache(fn, in.cache);
+  const auto same = [&](const char* arg, int value, const std::string& rule, int want) {
+    if (value != want) {
+      detail::throw_invalid(fn, arg, std::to_string(value),
+                            "must equal " + rule + " = " + std::to_string(want));
+    }
+  };
+  same("shape.batch", s.batch, "the requests of cache.kv_indptr", batch);
+  same("shape.h_kv", s.h_kv, "the KV heads of a FlashInfer MLA cache", 1);
+  same("shape.num_pages", s.num_pages, "cache.num_pages", in.cache.num_pages);
+  same("shape.page_size", s.page_size, "cache.page_size", in.cache.page_size);
+  same("shape.d_v", s.d_v, "cache.d_ckv", in.cache.d_ckv);
+  same("shape.d_qk", s.d_qk, "cache.d_ckv + cache.d_kpe", in.cache.d_ckv + in.cache.d_kpe);
+  const int need = flashinfer_max_pages(in.cache);
+  if (s.max_pages_per_seq < need) {
+    detail::throw_invalid(
+        fn, "shape.max_pages_per_seq", std::to_string(s.max_pages_per_seq),
+        "must be at least the most pages a request owns = " + std::to_string(need));
+  }
+  const auto rows = [&](int d) {
+    return static_cast<std::size_t>(
+        detail::checked_product(fn, "q", "[batch * s_q, h_q, d]", s.batch, s.s_q, s.h_q, d));
+  };
+  detail::check_span(fn, "q_nope", in.q_nope, rows(in.cache.d_ckv), "[batch * s_q, h_q, d_ckv]");
+  detail::check_span(fn, "q_pe", in.q_pe, rows(in.cache.d_kpe), "[batch * s_q, h_q, d_kpe]");
+  return validate_options(fn, options, s);
 }
 
 }  // namespace amla

@@ -61,6 +61,7 @@
 #include "amla/detail/checked.hpp"
 #include "amla/numeric/bf16.hpp"
 #include "amla/numeric/bits.hpp"
+#include "amla/numeric/fp16.hpp"
 #include "amla/numeric/fp8.hpp"
 #include "amla/problem/inputs.hpp"
 #include "amla/problem/validate.hpp"
@@ -79,22 +80,35 @@ AMLA_HOST_DEVICE constexpr float fp8_scaled_value(fp8_kind k, std::uint8_t code,
 
 namespace detail {
 
-/// A float narrowed to a dense-cache element: as it is, or rounded to nearest-even BF16.
+/// A float narrowed to a dense-cache element: as it is, or rounded to nearest-even BF16 / FP16.
 template <class T>
 AMLA_HOST_DEVICE constexpr T element_from_float(float x) noexcept {
   if constexpr (std::is_same_v<T, bf16>) {
     return bf16::from_float(x);
+  } else if constexpr (std::is_same_v<T, fp16>) {
+    return fp16::from_float(x);
   } else {
     return x;
   }
 }
 
+/// An element widened to double (exact for every decode_element and for double).
 template <class T>
-AMLA_HOST_DEVICE constexpr float element_to_float(T x) noexcept {
-  if constexpr (std::is_same_v<T, bf16>) {
-    return x.to_float();
+AMLA_HOST_DEVICE constexpr double element_to_double(T x) noexcept {
+  if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) {
+    return static_cast<double>(x);
   } else {
-    return x;
+    return static_cast<double>(x.to_float());
+  }
+}
+
+/// Throws amla::invalid_argument naming `arg` when a field of a view's shape differs from the
+/// cache's (`cache_arg`).
+inline void require_same(const char* fn, const char* arg, long long value, const char* cache_arg,
+                         long long cache_value) {
+  if (value != cache_value) {
+    throw_invalid(fn, arg, std::to_string(value),
+                  std::string("must equal ") + cache_arg + " = " + std::to_string(cache_value));
   }
 }
 
@@ -379,23 +393,27 @@ struct ScaledFp8Cache {
 
 namespace detail {
 
-/// Validates the fields of a scaled cache; returns {code count, scale count}.
+/// Validates the fields of a scaled cache; returns {code count, scale count}. Errors name the
+/// fields with `prefix` before them ("v." for a view's V cache).
 inline std::pair<std::size_t, std::size_t> scaled_fp8_counts(const char* fn, fp8_kind kind,
                                                              int num_pages, int page_size, int h_kv,
-                                                             int d, int group_size) {
+                                                             int d, int group_size,
+                                                             const std::string& prefix = {}) {
+  const auto name = [&prefix](const char* field) { return prefix + field; };
   if (kind != fp8_kind::e4m3 && kind != fp8_kind::e5m2) {
-    throw_invalid(fn, "kind", std::to_string(static_cast<int>(kind)), "must be e4m3 or e5m2");
+    throw_invalid(fn, name("kind").c_str(), std::to_string(static_cast<int>(kind)),
+                  "must be e4m3 or e5m2");
   }
-  check_dim(fn, "num_pages", num_pages);
-  check_dim(fn, "page_size", page_size);
-  check_dim(fn, "h_kv", h_kv);
-  check_dim(fn, "d", d);
+  check_dim(fn, name("num_pages").c_str(), num_pages);
+  check_dim(fn, name("page_size").c_str(), page_size);
+  check_dim(fn, name("h_kv").c_str(), h_kv);
+  check_dim(fn, name("d").c_str(), d);
   if (group_size < 0 || (group_size > 0 && d % group_size != 0)) {
-    throw_invalid(fn, "group_size", std::to_string(group_size),
+    throw_invalid(fn, name("group_size").c_str(), std::to_string(group_size),
                   "must be 0 (one scale for the tensor) or a divisor of d = " + std::to_string(d));
   }
   const auto codes = static_cast<std::size_t>(checked_product(
-      fn, "codes", "[num_pages, page_size, h_kv, d]", num_pages, page_size, h_kv, d));
+      fn, name("codes").c_str(), "[num_pages, page_size, h_kv, d]", num_pages, page_size, h_kv, d));
   const std::size_t scales = group_size == 0 ? 1u : codes / static_cast<std::size_t>(group_size);
   return {codes, scales};
 }
@@ -408,12 +426,27 @@ inline std::string scales_layout(int group_size) {
 }  // namespace detail
 
 /// Validates a scaled FP8 cache view: kind, dims >= 1, group_size 0 or a divisor of d, codes and
-/// scales of exactly their layouts' sizes.
-inline void validate_scaled_fp8_cache(const char* fn, const ScaledFp8Cache& c) {
-  const auto [codes, scales] =
-      detail::scaled_fp8_counts(fn, c.kind, c.num_pages, c.page_size, c.h_kv, c.d, c.group_size);
-  detail::check_span(fn, "codes", c.codes, codes, "[num_pages, page_size, h_kv, d]");
-  detail::check_span(fn, "scales", c.scales, scales, detail::scales_layout(c.group_size));
+/// scales of exactly their layouts' sizes. Errors name the fields with `prefix` before them.
+inline void validate_scaled_fp8_cache(const char* fn, const ScaledFp8Cache& c,
+                                      const std::string& prefix = {}) {
+  const auto [codes, scales] = detail::scaled_fp8_counts(fn, c.kind, c.num_pages, c.page_size,
+                                                         c.h_kv, c.d, c.group_size, prefix);
+  detail::check_span(fn, (prefix + "codes").c_str(), c.codes, codes,
+                     "[num_pages, page_size, h_kv, d]");
+  detail::check_span(fn, (prefix + "scales").c_str(), c.scales, scales,
+                     detail::scales_layout(c.group_size));
+}
+
+/// Dequantizes the d channels of token-and-head `token_head` ((page * page_size + slot) * h_kv +
+/// head) of a validated scaled FP8 cache into out: fp8_scaled_value, narrowed once to T.
+template <class T>
+AMLA_HOST_DEVICE void dequantize_scaled_fp8_slot(const ScaledFp8Cache& c, std::size_t token_head,
+                                                 T* out) {
+  const std::uint8_t* codes = c.codes.data() + token_head * static_cast<std::size_t>(c.d);
+  for (int j = 0; j < c.d; ++j) {
+    out[j] = detail::element_from_float<T>(
+        fp8_scaled_value(c.kind, codes[j], c.scale_of(token_head, j)));
+  }
 }
 
 /// Dequantizes a scaled FP8 cache into the dense cache kv [num_pages, page_size, h_kv, d]:
@@ -425,13 +458,8 @@ void dequantize_scaled_fp8(const ScaledFp8Cache& c, std::span<T> kv) {
   detail::check_span(fn, "kv", kv, c.codes.size(), "[num_pages, page_size, h_kv, d]");
   const auto d = static_cast<std::size_t>(c.d);
   const std::size_t token_heads = c.codes.size() / d;
-  for (std::size_t th = 0; th < token_heads; ++th) {
-    for (int j = 0; j < c.d; ++j) {
-      const std::size_t i = th * d + static_cast<std::size_t>(j);
-      kv[i] =
-          detail::element_from_float<T>(fp8_scaled_value(c.kind, c.codes[i], c.scale_of(th, j)));
-    }
-  }
+  for (std::size_t th = 0; th < token_heads; ++th)
+    dequantize_scaled_fp8_slot(c, th, kv.data() + th * d);
 }
 
 /// The scale of a group (or tensor) whose largest magnitude is amax: amax / the FP8 maximum, or 1
@@ -446,7 +474,7 @@ template <decode_element T>
 float fp8_tensor_scale(std::span<const T> values, fp8_kind k) {
   float amax = 0.0f;
   for (std::size_t i = 0; i < values.size(); ++i) {
-    const float v = detail::element_to_float(values[i]);
+    const float v = detail::widen(values[i]);
     if (fp32::is_inf(v)) {
       detail::throw_invalid("amla::fp8_tensor_scale", "values",
                             "values[" + std::to_string(i) + "] = " + detail::to_text(v),
@@ -479,7 +507,7 @@ void quantize_scaled_fp8(fp8_kind kind, int num_pages, int page_size, int h_kv, 
     const float scale = tensor_scale ? *tensor_scale : fp8_tensor_scale(kv, kind);
     scales[0] = scale;
     for (std::size_t i = 0; i < n_codes; ++i) {
-      codes[i] = fp8_from_float(kind, detail::element_to_float(kv[i]) / scale, saturation::finite);
+      codes[i] = fp8_from_float(kind, detail::widen(kv[i]) / scale, saturation::finite);
     }
     return;
   }
@@ -493,7 +521,7 @@ void quantize_scaled_fp8(fp8_kind kind, int num_pages, int page_size, int h_kv, 
     float amax = 0.0f;
     bool finite = true;
     for (std::size_t i = g * gs; i < (g + 1) * gs; ++i) {
-      const float v = detail::element_to_float(kv[i]);
+      const float v = detail::widen(kv[i]);
       finite = finite && std::isfinite(v);
       amax = std::max(amax, std::fabs(v));
     }
@@ -501,9 +529,144 @@ void quantize_scaled_fp8(fp8_kind kind, int num_pages, int page_size, int h_kv, 
         finite ? fp8_scale_for_amax(amax, kind) : std::numeric_limits<float>::quiet_NaN();
     scales[g] = scale;
     for (std::size_t i = g * gs; i < (g + 1) * gs; ++i) {
-      codes[i] = fp8_from_float(kind, detail::element_to_float(kv[i]) / scale, saturation::finite);
+      codes[i] = fp8_from_float(kind, detail::widen(kv[i]) / scale, saturation::finite);
     }
   }
+}
+
+// ---- decode problems read from FP8 caches -----------------------------------------------------
+
+namespace detail {
+
+/// The page of key `key` of sequence b through a FlashMLA-layout block table.
+inline int table_page(const DecodeShape& s, std::span<const std::int32_t> block_table, int b,
+                      int key) {
+  return block_table[s.table_offset(b, key / s.page_size)];
+}
+
+/// Checks the query and table spans of a problem in the FlashMLA layout, the tables and the
+/// options; returns the softmax scale (validate_decode's checks for everything but the cache).
+template <decode_element T>
+float validate_queries_and_tables(const char* fn, const DecodeShape& s, std::span<const T> q,
+                                  std::span<const std::int32_t> block_table,
+                                  std::span<const std::int32_t> seqlens,
+                                  const DecodeOptions& options) {
+  check_span(fn, "q", q, s.q_elems(), "[batch, s_q, h_q, d_qk]");
+  check_span(fn, "block_table", block_table, s.block_table_elems(), "[batch, max_pages_per_seq]");
+  check_span(fn, "seqlens", seqlens, s.seqlens_elems(), "[batch]");
+  validate_tables(fn, s, block_table, seqlens);
+  return validate_options(fn, options, s);
+}
+
+}  // namespace detail
+
+/// A decode problem whose K cache is a FlashMLA FP8 cache (V: its first d_v channels), read as
+/// FlashMLA's kernels read it: every token dequantized by dequantize_flashmla_fp8_slot (BF16
+/// values), the queries and tables in the FlashMLA layout of problem/shape.hpp. shape is the
+/// dense problem the cache stands for: h_kv 1, and num_pages, page_size and d_qk those of the
+/// cache (kv.dense_shape() holds them; set batch, s_q, h_q, d_v and max_pages_per_seq on it).
+template <decode_element T>
+struct FlashMlaFp8Inputs {
+  DecodeShape shape;
+  std::span<const T> q;  ///< [batch, s_q, h_q, d_qk]
+  FlashMlaFp8Cache kv;
+  std::span<const std::int32_t> block_table;
+  std::span<const std::int32_t> seqlens;
+
+  static constexpr value_format query_format = format_of<T>;
+  static constexpr value_format cache_format = value_format::bf16;
+
+  bool v_in_kv() const { return true; }
+  int seqlen(int b) const { return seqlens[static_cast<std::size_t>(b)]; }
+  int page_of(int b, int key) const { return detail::table_page(shape, block_table, b, key); }
+  void read_query(int b, int t, int h, float* dst) const {
+    detail::widen_n(q.data() + shape.q_offset(b, t, h), shape.d_qk, dst);
+  }
+  void read_key(int page, int slot, int /*g*/, float* dst) const {
+    dequantize_flashmla_fp8_slot(
+        kv.geometry(),
+        kv.bytes.data() + static_cast<std::size_t>(page) * static_cast<std::size_t>(kv.stride()),
+        kv.page_size, slot, dst);
+  }
+  /// V lives in K: never called by the driver (v_in_kv()); reads V's channels all the same.
+  void read_value(int page, int slot, int g, float* dst) const {
+    float row[1024];  // d_qk is 576 or 512
+    read_key(page, slot, g, row);
+    std::copy_n(row, shape.d_v, dst);
+  }
+};
+
+/// Validates a decode problem read from a FlashMLA FP8 cache: the cache (validate_flashmla_fp8_
+/// cache), the shape and its agreement with the cache, the spans, the tables and the options.
+/// Returns the softmax scale.
+template <decode_element T>
+float validate_decode(const char* fn, const FlashMlaFp8Inputs<T>& in,
+                      const DecodeOptions& options) {
+  validate_flashmla_fp8_cache(fn, in.kv);
+  const DecodeShape& s = in.shape;
+  validate_shape(fn, s, true);
+  const FlashMlaFp8Geometry g = in.kv.geometry();
+  detail::require_same(fn, "shape.h_kv", s.h_kv, "the KV heads of a FlashMLA FP8 cache", 1);
+  detail::require_same(fn, "shape.num_pages", s.num_pages, "kv.num_pages", in.kv.num_pages);
+  detail::require_same(fn, "shape.page_size", s.page_size, "kv.page_size", in.kv.page_size);
+  detail::require_same(fn, "shape.d_qk", s.d_qk, "the channels of a token of kv.layout", g.d_qk);
+  return detail::validate_queries_and_tables(fn, s, in.q, in.block_table, in.seqlens, options);
+}
+
+/// A decode problem whose K (and optionally V) cache is a scaled FP8 cache (vLLM's, FlashInfer's),
+/// read as those kernels read it: every value fp8_scaled_value in float (dequantize_scaled_fp8_
+/// slot), which the driver then casts to the recurrence's operand format as the kernel's
+/// conversion does (BF16: vLLM's __float2bfloat16(x * scale)). The queries and tables are in the
+/// FlashMLA layout. shape is the dense problem: kv's num_pages, page_size, h_kv and d = d_qk, and
+/// a separate V cache's d = d_v.
+template <decode_element T>
+struct ScaledFp8Inputs {
+  DecodeShape shape;
+  std::span<const T> q;  ///< [batch, s_q, h_q, d_qk]
+  ScaledFp8Cache kv;     ///< [num_pages, page_size, h_kv, d_qk] codes and their scales
+  ScaledFp8Cache v;      ///< no codes: V is the first d_v channels of kv; else d = d_v
+  std::span<const std::int32_t> block_table;
+  std::span<const std::int32_t> seqlens;
+
+  static constexpr value_format query_format = format_of<T>;
+  static constexpr value_format cache_format = value_format::fp32;
+
+  bool v_in_kv() const { return v.codes.empty(); }
+  int seqlen(int b) const { return seqlens[static_cast<std::size_t>(b)]; }
+  int page_of(int b, int key) const { return detail::table_page(shape, block_table, b, key); }
+  void read_query(int b, int t, int h, float* dst) const {
+    detail::widen_n(q.data() + shape.q_offset(b, t, h), shape.d_qk, dst);
+  }
+  void read_key(int page, int slot, int g, float* dst) const {
+    dequantize_scaled_fp8_slot(kv, shape.slot_index(page, slot, g), dst);
+  }
+  void read_value(int page, int slot, int g, float* dst) const {
+    dequantize_scaled_fp8_slot(v, shape.slot_index(page, slot, g), dst);
+  }
+};
+
+/// Validates a decode problem read from scaled FP8 caches: each cache (validate_scaled_fp8_cache),
+/// the shape and its agreement with them, the spans, the tables and the options. Returns the
+/// softmax scale.
+template <decode_element T>
+float validate_decode(const char* fn, const ScaledFp8Inputs<T>& in, const DecodeOptions& options) {
+  const DecodeShape& s = in.shape;
+  validate_shape(fn, s, in.v_in_kv());
+  validate_scaled_fp8_cache(fn, in.kv, "kv.");
+  const auto agree = [&](const ScaledFp8Cache& c, const char* d_arg, int d, const char* names[4]) {
+    detail::require_same(fn, "shape.num_pages", s.num_pages, names[0], c.num_pages);
+    detail::require_same(fn, "shape.page_size", s.page_size, names[1], c.page_size);
+    detail::require_same(fn, "shape.h_kv", s.h_kv, names[2], c.h_kv);
+    detail::require_same(fn, d_arg, d, names[3], c.d);
+  };
+  const char* kv_names[4] = {"kv.num_pages", "kv.page_size", "kv.h_kv", "kv.d"};
+  agree(in.kv, "shape.d_qk", s.d_qk, kv_names);
+  if (!in.v_in_kv()) {
+    validate_scaled_fp8_cache(fn, in.v, "v.");
+    const char* v_names[4] = {"v.num_pages", "v.page_size", "v.h_kv", "v.d"};
+    agree(in.v, "shape.d_v", s.d_v, v_names);
+  }
+  return detail::validate_queries_and_tables(fn, s, in.q, in.block_table, in.seqlens, options);
 }
 
 // ---- the quantization error -------------------------------------------------------------------
@@ -526,8 +689,12 @@ struct QuantizationError {
   double relative_rms() const { return reference_rms > 0.0 ? rms_error / reference_rms : 0.0; }
 };
 
+/// Element types quantization_error compares: the inputs' and float64 results.
+template <class T>
+concept error_element = decode_element<T> || std::is_same_v<T, double>;
+
 /// The QuantizationError of `dequantized` against `reference` (equal sizes).
-template <decode_element R, decode_element D>
+template <error_element R, error_element D>
 QuantizationError quantization_error(std::span<const R> reference, std::span<const D> dequantized) {
   const char* fn = "amla::quantization_error";
   detail::check_span(fn, "dequantized", dequantized, reference.size(),
@@ -535,8 +702,8 @@ QuantizationError quantization_error(std::span<const R> reference, std::span<con
   QuantizationError e;
   double sum_sq = 0.0, ref_sq = 0.0;
   for (std::size_t i = 0; i < reference.size(); ++i) {
-    const double r = detail::element_to_float(reference[i]);
-    const double q = detail::element_to_float(dequantized[i]);
+    const double r = detail::element_to_double(reference[i]);
+    const double q = detail::element_to_double(dequantized[i]);
     if (!std::isfinite(r)) {
       ++e.skipped;
       continue;

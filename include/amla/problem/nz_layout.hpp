@@ -10,7 +10,8 @@
 //     ((((p * h_kv + g) * (d / c0) + j / c0) * page_size + s) * c0 + j % c0
 // c0 is 16 for 2-byte elements (FP16, BF16), 32 for 1-byte ones (INT8, FP8) and 8 for FP32
 // (nz_c0); d must be a multiple of it (MLA's 512, 64 and 576 are, for every c0). The conversions
-// copy elements, so they are exact for any element type.
+// copy elements, so they are exact for any element type. NzInputs is a decode problem whose caches
+// are in this layout, as the recurrences read it (problem/inputs.hpp's decode_source).
 #pragma once
 
 #include <cstddef>
@@ -123,6 +124,79 @@ void nz_to_nd(const NzCache<T>& c, std::span<T> nd) {
 /// fractal row (nz_c0 of the element size by default).
 inline NzLayout nz_layout_of(const DecodeShape& s, int c0) {
   return {s.num_pages, s.page_size, s.h_kv, s.d_qk, c0};
+}
+
+/// The d channels of (page, slot, head g) of an NZ cache widened to float: one run of c0
+/// contiguous elements per fractal column.
+template <decode_element T>
+AMLA_HOST_DEVICE void read_nz_token(const NzCache<T>& c, int page, int slot, int g, float* dst) {
+  const NzLayout& l = c.layout;
+  for (int j0 = 0; j0 < l.d; j0 += l.c0) detail::widen_n(&c.at(page, slot, g, j0), l.c0, dst + j0);
+}
+
+/// A decode problem whose K cache (and optionally a separate V cache) is stored in Ascend's NZ
+/// layout, read token by token through read_nz_token; the queries and tables are in the FlashMLA
+/// layout of problem/shape.hpp. shape is the dense problem the caches stand for: kv's num_pages,
+/// page_size, h_kv and d = d_qk, and a separate V cache's d = d_v.
+template <decode_element T>
+struct NzInputs {
+  DecodeShape shape;
+  std::span<const T> q;  ///< [batch, s_q, h_q, d_qk]
+  NzCache<T> kv;         ///< [num_pages, h_kv, d_qk / c0, page_size, c0]
+  NzCache<T> v;          ///< no data: V is the first d_v channels of kv; else d = d_v
+  std::span<const std::int32_t> block_table;
+  std::span<const std::int32_t> seqlens;
+
+  static constexpr value_format query_format = format_of<T>;
+  static constexpr value_format cache_format = format_of<T>;
+
+  bool v_in_kv() const { return v.data.empty(); }
+  int seqlen(int b) const { return seqlens[static_cast<std::size_t>(b)]; }
+  int page_of(int b, int key) const {
+    return block_table[shape.table_offset(b, key / shape.page_size)];
+  }
+  void read_query(int b, int t, int h, float* dst) const {
+    detail::widen_n(q.data() + shape.q_offset(b, t, h), shape.d_qk, dst);
+  }
+  void read_key(int page, int slot, int g, float* dst) const {
+    read_nz_token(kv, page, slot, g, dst);
+  }
+  void read_value(int page, int slot, int g, float* dst) const {
+    read_nz_token(v, page, slot, g, dst);
+  }
+};
+
+/// Validates a decode problem read from NZ caches: each layout (validate_nz_layout) and its
+/// agreement with the shape, the spans, the tables and the options. Returns the softmax scale.
+template <decode_element T>
+float validate_decode(const char* fn, const NzInputs<T>& in, const DecodeOptions& options) {
+  const DecodeShape& s = in.shape;
+  validate_shape(fn, s, in.v_in_kv());
+  const auto check_cache = [&](const NzCache<T>& c, const std::string& name, const char* d_arg,
+                               int d) {
+    const std::size_t n = validate_nz_layout(fn, c.layout);
+    const auto field = [&name](const char* f) { return name + ".layout." + f; };
+    const auto same = [&](const char* arg, int value, const char* f, int cache_value) {
+      if (value != cache_value) {
+        detail::throw_invalid(fn, arg, std::to_string(value),
+                              "must equal " + field(f) + " = " + std::to_string(cache_value));
+      }
+    };
+    same("shape.num_pages", s.num_pages, "num_pages", c.layout.num_pages);
+    same("shape.page_size", s.page_size, "page_size", c.layout.page_size);
+    same("shape.h_kv", s.h_kv, "h_kv", c.layout.h_kv);
+    same(d_arg, d, "d", c.layout.d);
+    detail::check_span(fn, (name + ".data").c_str(), c.data, n,
+                       "[num_pages, h_kv, d / c0, page_size, c0]");
+  };
+  check_cache(in.kv, "kv", "shape.d_qk", s.d_qk);
+  if (!in.v_in_kv()) check_cache(in.v, "v", "shape.d_v", s.d_v);
+  detail::check_span(fn, "q", in.q, s.q_elems(), "[batch, s_q, h_q, d_qk]");
+  detail::check_span(fn, "block_table", in.block_table, s.block_table_elems(),
+                     "[batch, max_pages_per_seq]");
+  detail::check_span(fn, "seqlens", in.seqlens, s.seqlens_elems(), "[batch]");
+  validate_tables(fn, s, in.block_table, in.seqlens);
+  return validate_options(fn, options, s);
 }
 
 }  // namespace amla

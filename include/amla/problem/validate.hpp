@@ -191,6 +191,10 @@ inline float validate_options(const char* fn, const DecodeOptions& options, cons
     detail::throw_invalid(fn, "options.rows_per_task", std::to_string(options.rows_per_task),
                           "must be >= 0 (0 = whole head group)");
   }
+  if (options.round_output_fp16 && options.round_output_bf16) {
+    detail::throw_invalid(fn, "options.round_output_fp16", "true",
+                          "must be false when options.round_output_bf16 is set (one output cast)");
+  }
   return resolved_scale(options, s);
 }
 

@@ -32,6 +32,8 @@
 #include "amla/attention/driver.hpp"
 #include "amla/attention/head_group.hpp"
 #include "amla/config.hpp"
+#include "amla/numeric/bf16.hpp"
+#include "amla/numeric/fp16.hpp"
 #include "amla/numeric/gemm.hpp"
 
 namespace amla::attention::detail {
@@ -104,18 +106,24 @@ class UnseenValueShield {
   std::optional<BasicHeadGroup<S>> shielded_;
 };
 
-/// The operands of a head group as the matrix unit sees them: with operand_gather::round_bf16
-/// rounded copies of Q and of the keys and values some row sees, otherwise the caller's memory.
-/// Keys past every row's window are left out either way (they are never read and need not be
-/// finite). group() is the head group a recurrence's core runs on.
+/// A copy of m rounded to the operand format of `gather` (round_bf16 or round_fp16).
+template <class D>
+MatrixF rounded_for(const Eigen::MatrixBase<D>& m, operand_gather gather) {
+  return gather == operand_gather::round_fp16 ? rounded_fp16(m) : rounded_bf16(m);
+}
+
+/// The operands of a head group as the matrix unit sees them: with operand_gather::round_bf16 or
+/// round_fp16 rounded copies of Q and of the keys and values some row sees, otherwise the
+/// caller's memory. Keys past every row's window are left out either way (they are never read
+/// and need not be finite). group() is the head group a recurrence's core runs on.
 class MatrixUnitOperands {
  public:
   MatrixUnitOperands(const HeadGroup& g, operand_gather gather)
-      : round_(gather == operand_gather::round_bf16),
+      : round_(gather != operand_gather::as_stored),
         n_(max_visible_keys(g)),
-        q_own_(round_ ? rounded_bf16(g.q) : MatrixF()),
-        k_own_(round_ ? rounded_bf16(g.k.topRows(n_)) : MatrixF()),
-        v_own_(round_ ? rounded_bf16(g.v.topRows(n_)) : MatrixF()),
+        q_own_(round_ ? rounded_for(g.q, gather) : MatrixF()),
+        k_own_(round_ ? rounded_for(g.k.topRows(n_), gather) : MatrixF()),
+        v_own_(round_ ? rounded_for(g.v.topRows(n_), gather) : MatrixF()),
         group_{round_ ? Eigen::Ref<const MatrixF>(q_own_) : g.q,
                round_ ? Eigen::Ref<const MatrixF>(k_own_) : g.k.topRows(n_),
                round_ ? Eigen::Ref<const MatrixF>(v_own_) : g.v.topRows(n_), g.visible, g.scale} {}
@@ -130,6 +138,22 @@ class MatrixUnitOperands {
   MatrixF q_own_, k_own_, v_own_;
   HeadGroup group_;
 };
+
+/// The cast of P (a recurrence's probabilities, exp of non-positive numbers, so finite unless
+/// the row is lost anyway) before its P V product, in place: to BF16 in bf16 mode, to FP16 in
+/// fp16 mode (small weights become FP16 subnormals or 0, as on the hardware), none in float32.
+inline void cast_p_inplace(float* p, Eigen::Index n, precision mode) {
+  if (mode == precision::bf16) round_bf16_finite_inplace(p, n);
+  if (mode == precision::fp16) round_fp16_inplace(p, n);
+}
+
+/// The same cast on a matrix of probabilities (NaN-preserving, as the recurrences' matrices may
+/// hold a lost row's NaN).
+template <class D>
+void cast_p_inplace(Eigen::DenseBase<D>& p, precision mode) {
+  if (mode == precision::bf16) round_bf16_inplace(p);
+  if (mode == precision::fp16) round_fp16_inplace(p);
+}
 
 /// The dense entry point of recurrence R (named `fn`): validates the head group, the shapes of
 /// the outputs and the options (named "options"), then runs `core` on the group's operands as the
@@ -192,8 +216,8 @@ struct DecodeEntry {
   using Report = typename R::Report;
   static constexpr bool reports = !std::is_same_v<Report, NoReport>;
 
-  template <decode_element T, class OutT, class LseT>
-  auto operator()(const DecodeInputs<T>& in, const DecodeOptions& options,
+  template <decode_source In, class OutT, class LseT>
+  auto operator()(const In& in, const DecodeOptions& options,
                   const DecodeOutputs<OutT, LseT>& outputs, const Options& recurrence = {}) const {
     using Matrix = Eigen::Matrix<Scalar, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
     R::validate(R::decode_name, R::options_name, recurrence);
@@ -218,9 +242,8 @@ struct DecodeEntry {
     }
   }
 
-  template <decode_element T>
-  ReportedDecodeResult<Scalar, Report> operator()(const DecodeInputs<T>& in,
-                                                  const DecodeOptions& options = {},
+  template <decode_source In>
+  ReportedDecodeResult<Scalar, Report> operator()(const In& in, const DecodeOptions& options = {},
                                                   const Options& recurrence = {}) const {
     validate_decode(R::decode_name, in, options);
     R::validate(R::decode_name, R::options_name, recurrence);
