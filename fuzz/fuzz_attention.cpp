@@ -22,16 +22,24 @@
 //     violation located; split-KV with one split is Base bit for bit; two threads give what one
 //     gives, bit for bit;
 //   * with the hostile flag, one argument is made invalid and every entry point must throw
-//     amla::invalid_argument without writing its outputs.
+//     amla::invalid_argument without writing its outputs;
+//   * with the sparse flag, the problem is also run as a sparse top-k problem (problem/sparse.hpp:
+//     index lists with -1 entries, duplicates and topk_length drawn from the seed) and with
+//     attention sinks (-inf, +inf, NaN, finite and huge ones): a token whose counted entries are
+//     all -1 gives every recurrence's rows the empty-row result and only those rows are empty; a
+//     row golden loses is NaN in every recurrence; the relations between the recurrences hold;
+//     a sink leaves lse unchanged, bit for bit, and divides out by sink_divisor(lse, sink) in the
+//     recurrence's own scalar, bit for bit; an index past the keys its token sees, a topk_length
+//     past topk or a sink of the wrong size is rejected without writing.
 // Nothing may crash or trip AddressSanitizer or UBSan. A failed relation prints what differs
 // and aborts, so libFuzzer keeps the input; each such finding becomes a regression test.
 //
 // Input layout (bytes): 0 flags (bit 0 causal, 1 separate V, 2 bf16 storage, 3 float32 mode,
-// 4 hostile, 5 no page shuffle, 6 two threads), 1 batch, 2 s_q, 3 heads (low 2 bits: heads per
-// KV head - 1, bit 2: h_kv 2), 4 d_qk, 5 d_v, 6 page size, 7-9 seqlens, 10 block size, 11 split
-// count, 12 scale choice, 13 value scale, 14-15 seed, 16 AMLA options, 17 the token before which
-// keys are poisoned, 18 hostile choice, then injections of 4 bytes: (tensor | value code << 2),
-// three index bytes.
+// 4 hostile, 5 no page shuffle, 6 two threads, 7 sparse), 1 batch, 2 s_q, 3 heads (low 2 bits:
+// heads per KV head - 1, bit 2: h_kv 2), 4 d_qk, 5 d_v, 6 page size, 7-9 seqlens, 10 block size, 11
+// split count, 12 scale choice, 13 value scale, 14-15 seed, 16 AMLA options, 17 the token before
+// which keys are poisoned, 18 hostile choice, then injections of 4 bytes: (tensor | value code <<
+// 2), three index bytes.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -90,7 +98,7 @@ bool same_value(double a, double b) {
 /// Everything the fuzz input decides.
 struct Case {
   bool causal = false, separate_v = false, bf16_storage = false, float32 = false, hostile = false;
-  bool shuffle = true;
+  bool shuffle = true, sparse = false;
   int threads = 1;
   int batch = 1, s_q = 1, heads_per_group = 1, h_kv = 1, d_qk = 1, d_v = 1, page_size = 1;
   std::vector<int> seqlens;
@@ -116,6 +124,7 @@ Case read_case(Bytes& in) {
   c.hostile = (flags & 16) != 0;
   c.shuffle = (flags & 32) == 0;
   c.threads = (flags & 64) != 0 ? 2 : 1;
+  c.sparse = (flags & 128) != 0;
   c.batch = in.next() % 3 + 1;
   c.s_q = in.next() % 3 + 1;
   const std::uint8_t heads = in.next();
@@ -664,6 +673,135 @@ void check_hostile(const Case& c, at::DecodeProblem<T> p, at::DecodeOptions o) {
   }
 }
 
+/// Sparse index lists and sinks drawn from the case's seed (see the file comment).
+struct SparseDraw {
+  int topk = 1;
+  std::vector<std::int32_t> indices, lengths;
+  std::vector<float> sink;
+};
+
+SparseDraw draw_sparse(const Case& c, const amla::DecodeShape& s,
+                       const std::vector<std::int32_t>& seqlens) {
+  std::uint64_t state = c.seed * 0x9E3779B97F4A7C15ull + 1;
+  const auto next = [&state] {  // splitmix64
+    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  };
+  SparseDraw d;
+  d.topk = static_cast<int>(next() % 12) + 1;
+  const bool with_lengths = next() % 2 == 0;
+  for (int b = 0; b < s.batch; ++b) {
+    for (int t = 0; t < s.s_q; ++t) {
+      const int seen = amla::visible_keys(seqlens[static_cast<std::size_t>(b)], s.s_q, t, c.causal);
+      for (int i = 0; i < d.topk; ++i) {
+        const bool invalid = seen == 0 || next() % 4 == 0;
+        d.indices.push_back(invalid
+                                ? amla::invalid_index
+                                : static_cast<std::int32_t>(next() % static_cast<unsigned>(seen)));
+      }
+      if (with_lengths) {
+        d.lengths.push_back(static_cast<std::int32_t>(next() % static_cast<unsigned>(d.topk + 1)));
+      }
+    }
+  }
+  const float menu[8] = {-finf, finf, fnan, 0.0f, 2.5f, -4.0f, 1e30f, -1e30f};
+  for (int h = 0; h < s.h_q; ++h) d.sink.push_back(menu[next() % 8]);
+  return d;
+}
+
+/// The sparse mode of the file comment.
+template <class T>
+void fuzz_sparse(const Case& c, const at::DecodeProblem<T>& p, const at::DecodeOptions& o) {
+  const amla::DecodeShape& s = p.shape;
+  SparseDraw d = draw_sparse(c, s, p.seqlens);
+  at::DecodeInputs<T> in = p.inputs();
+  in.sparse = {d.topk, d.indices, d.lengths};
+  if (c.hostile) {
+    std::vector<float> out(s.out_elems()), lse(s.lse_elems());
+    at::DecodeOutputs<float, float> outs{out, lse};
+    std::vector<float> long_sink(static_cast<std::size_t>(s.h_q) + 1);
+    switch (c.hostile_choice % 3) {
+      case 0: {  // an index one past the keys the token sees (or -2 for an empty sequence)
+        const int b = c.hostile_choice % s.batch, t = c.hostile_choice % s.s_q;
+        const int seen =
+            amla::visible_keys(p.seqlens[static_cast<std::size_t>(b)], s.s_q, t, c.causal);
+        d.indices[in.sparse.offset(s, b, t)] = seen > 0 ? seen : -2;
+        if (!d.lengths.empty()) d.lengths[static_cast<std::size_t>(b * s.s_q + t)] = d.topk;
+        break;
+      }
+      case 1:
+        d.lengths.assign(static_cast<std::size_t>(s.batch * s.s_q), 0);
+        d.lengths.back() = d.topk + 1;
+        in.sparse.topk_length = d.lengths;
+        break;
+      default:
+        in.sink = long_sink;
+        break;
+    }
+    require_rejected("golden, sparse", out, lse, [&] { at::golden_decode(in, o, outs); });
+    require_rejected("base, sparse", out, lse, [&] { at::base_decode(in, o, outs); });
+    require_rejected("split-KV, sparse", out, lse, [&] { at::split_kv_decode(in, o, outs); });
+    return;
+  }
+  const std::vector<Run> runs = run_all(c, in, o);
+  check_between(runs);
+  auto with_sink = in;
+  with_sink.sink = d.sink;
+  const std::vector<Run> sunk = run_all(c, with_sink, o);
+  for (int b = 0; b < s.batch; ++b) {
+    for (int t = 0; t < s.s_q; ++t) {
+      const std::int32_t* list = d.indices.data() + in.sparse.offset(s, b, t);
+      const int counted = in.sparse.counted(s, b, t);
+      const bool empty = std::all_of(list, list + counted,
+                                     [](std::int32_t k) { return k == amla::invalid_index; });
+      for (int h = 0; h < s.h_q; ++h) {
+        const std::size_t li = s.lse_offset(b, t, h);
+        const bool lost = std::isnan(runs[0].lse[li]);
+        for (std::size_t i = 0; i < runs.size(); ++i) {
+          const Run& r = runs[i];
+          const Run& rs = sunk[i];
+          const bool golden = i == 0;
+          FUZZ_REQUIRE(same_value(r.lse[li], rs.lse[li]),
+                       where(rs, b, t, h) + ": a sink moved lse");
+          if (empty) {
+            FUZZ_REQUIRE(r.lse[li] == -finf, where(r, b, t, h) + ": an all-invalid row's lse");
+          } else {
+            FUZZ_REQUIRE(!std::isinf(r.lse[li]), where(r, b, t, h) + ": an infinite lse");
+          }
+          if (lost) FUZZ_REQUIRE(std::isnan(r.lse[li]), where(r, b, t, h) + ": golden lost it");
+          for (int dd = 0; dd < s.d_v; ++dd) {
+            const std::size_t oi = s.out_offset(b, t, h) + static_cast<std::size_t>(dd);
+            if (empty) FUZZ_REQUIRE(r.out[oi] == 0.0 && rs.out[oi] == 0.0, where(rs, b, t, h, dd));
+            const float sink = d.sink[static_cast<std::size_t>(h)];
+            const double want =
+                golden
+                    ? r.out[oi] / amla::sink_divisor(r.lse[li], static_cast<double>(sink))
+                    : static_cast<double>(static_cast<float>(r.out[oi]) /
+                                          amla::sink_divisor(static_cast<float>(r.lse[li]), sink));
+            FUZZ_REQUIRE(same_value(rs.out[oi], want),
+                         where(rs, b, t, h, dd) + ": out with the sink " + std::to_string(sink) +
+                             " is not out / sink_divisor");
+          }
+        }
+      }
+    }
+  }
+  if (c.threads > 1) {
+    at::DecodeOptions one = o;
+    one.threads = 1;
+    const std::vector<Run> serial = run_all(c, with_sink, one);
+    for (std::size_t i = 0; i < sunk.size(); ++i) {
+      FUZZ_REQUIRE(std::memcmp(sunk[i].out.data(), serial[i].out.data(),
+                               sunk[i].out.size() * sizeof(double)) == 0 &&
+                       std::memcmp(sunk[i].lse.data(), serial[i].lse.data(),
+                                   sunk[i].lse.size() * sizeof(double)) == 0,
+                   std::string(sunk[i].name) + ": sparse results depend on the thread count");
+    }
+  }
+}
+
 template <class T>
 void fuzz_one(const Case& c, Bytes& in) {
   const at::DecodeProblem<T> p = build<T>(c, in);
@@ -671,7 +809,8 @@ void fuzz_one(const Case& c, Bytes& in) {
   o.causal = c.causal;
   o.softmax_scale = c.scale;
   o.threads = c.threads;
-  o.rows_per_task = 2;  // several row chunks per head group
+  o.rows_per_task = 2;                 // several row chunks per head group
+  if (c.sparse) fuzz_sparse(c, p, o);  // and then the dense checks of the same problem
   if (c.hostile) {
     check_hostile(c, p, o);
     return;

@@ -20,6 +20,7 @@
 #include "amla/problem/options.hpp"
 #include "amla/problem/outputs.hpp"
 #include "amla/problem/shape.hpp"
+#include "amla/problem/sparse.hpp"
 #include "amla/problem/split_schedule.hpp"
 #include "amla/problem/validate.hpp"
 #include "amla/problem/workload.hpp"

@@ -28,6 +28,12 @@ Every recurrence takes the keywords
                        (FP8 codes with kv_scales= and, for a separate V, v_scales=; fp8="e4m3" or
                        "e5m2", group_size=0 for one scale), "nz" (Ascend's NZ layout); FlashInfer's
                        split cache: amla.flashinfer
+    indices=None       sparse top-k: [batch, s_q, topk] int32 positions in each sequence that
+                       token t attends (-1 invalid; a duplicate counts twice; a position past
+                       the keys the token may see is a ValueError)
+    topk_length=None   [batch, s_q] (or [batch], one per sequence): entries of each list counted
+    sink=None          [h_q] attention sink logits: each joins its head's softmax denominator;
+                       lse stays the keys' alone (FlashMLA's convention)
 
 and the kernel emulations (all but golden) take precision="bf16" (the kernel's BF16 operands and
 casts), "fp16" (FP16 operands and P, FP32 accumulation: FlashMLA's and ETAP's FP16 kernels; not

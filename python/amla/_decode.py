@@ -8,6 +8,13 @@
     out          [batch, s_q, h_q, d_v]
     lse          [batch, h_q, s_q]
 
+and for sparse top-k decode and attention sinks (problem/sparse.hpp, problem/conventions.hpp):
+
+    indices      [batch, s_q, topk]          int32       keys (positions in the sequence) each
+                                                         query token attends; -1 = invalid
+    topk_length  [batch, s_q] or [batch]     int32       entries of each list that count
+    sink         [h_q]                       float32     per-head logit joining the denominator
+
 Inputs are numpy arrays (float32, ml_dtypes.bfloat16, or uint16 holding BF16 bit patterns) or
 anything with ``__dlpack__`` on the CPU (a torch tensor, float32 or bfloat16): they are read in
 place, never copied unless strided. Outputs are written into ``out=`` / ``lse=`` when given (numpy
@@ -226,7 +233,8 @@ def run(recurrence: str, q, kv, block_table, seqlens, *, v=None, d_v: Optional[i
         round_output_fp16: bool = False, threads: int = 0, rows_per_task: int = 64,
         lse_base: str = "e", empty_lse: str = "-inf", options: Optional[dict] = None,
         kv_format: str = "dense", page_size: Optional[int] = None, kv_scales=None,
-        v_scales=None, fp8: str = "e4m3", group_size: int = 0):
+        v_scales=None, fp8: str = "e4m3", group_size: int = 0, indices=None, topk_length=None,
+        sink=None):
     """Runs recurrence ``recurrence`` ("golden", "base", "amla", "seesaw", "transposed",
     "split_kv"); the public functions in amla/__init__.py document the keywords."""
     fn = f"amla.{recurrence}"
@@ -275,6 +283,25 @@ def run(recurrence: str, q, kv, block_table, seqlens, *, v=None, d_v: Optional[i
                                  f"must be [batch = {batch}, max_pages_per_seq]"))
     _expect_shape(fn, "seqlens", seqlens, (batch,), "[batch]")
 
+    if indices is not None:
+        indices = _table(fn, "indices", indices)
+        if indices.ndim != 3 or indices.shape[:2] != (batch, s_q):
+            raise ValueError(invalid(fn, "indices", f"shape {indices.shape}",
+                                     f"must be [batch, s_q, topk] with [batch, s_q] = {(batch, s_q)}"))
+    if topk_length is not None:
+        if indices is None:
+            raise ValueError(invalid(fn, "topk_length", "given", "needs indices"))
+        topk_length = _table(fn, "topk_length", topk_length)
+        if topk_length.shape == (batch,):  # one length per sequence, as FlashMLA's decode takes it
+            topk_length = np.ascontiguousarray(np.broadcast_to(topk_length[:, None], (batch, s_q)))
+        _expect_shape(fn, "topk_length", topk_length, (batch, s_q), "[batch, s_q] (or [batch])")
+    if sink is not None:
+        sink_arr = np.asarray(sink)
+        if not np.issubdtype(sink_arr.dtype, np.floating):
+            raise ValueError(invalid(fn, "sink", f"dtype {sink_arr.dtype}", "must be a floating type"))
+        sink = np.ascontiguousarray(sink_arr, dtype=np.float32)
+        _expect_shape(fn, "sink", sink, (h_q,), "[h_q]")
+
     golden = recurrence == "golden"
     native = np.dtype(np.float64 if golden else np.float32)
     o = _Output(fn, "out", out, (batch, s_q, h_q, d_v), "[batch, s_q, h_q, d_v]", native, True,
@@ -286,7 +313,7 @@ def run(recurrence: str, q, kv, block_table, seqlens, *, v=None, d_v: Optional[i
         recurrence, q, kv, v, block_table, seqlens, int(d_v), o.arg, None if l is None else l.arg,
         bool(causal), None if softmax_scale is None else float(softmax_scale),
         bool(round_output_bf16), bool(round_output_fp16), int(threads), int(rows_per_task), str(lse_base), str(empty_lse),
-        dict(options or {}),
+        dict(options or {}), indices, topk_length, sink,
     )
     out_arr = o.finish()
     lse_arr = None if l is None else l.finish()

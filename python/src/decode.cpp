@@ -1,5 +1,6 @@
 // python/src/decode.cpp: the decode recurrences (golden, base, amla, seesaw, transposed,
-// split_kv) on caller arrays, and the lse convention converter.
+// split_kv) on caller arrays, dense or sparse top-k, with or without attention sinks, and the lse
+// convention converter.
 //
 // One entry point, _decode(recurrence, ...), reads the arrays as views (no copy), runs the
 // recurrence with the GIL released, writes out and lse into the caller's arrays and converts lse
@@ -159,7 +160,8 @@ nb::object decode(const std::string& name, InArray q, InArray kv, std::optional<
                   std::optional<OutArray> lse, bool causal, std::optional<float> softmax_scale,
                   bool round_output_bf16, bool round_output_fp16, int threads, int rows_per_task,
                   const std::string& lse_base, const std::string& empty_lse,
-                  const nb::dict& options) {
+                  const nb::dict& options, std::optional<InArray> indices,
+                  std::optional<InArray> topk_length, std::optional<InArray> sink) {
   const RecurrenceName* rec = nullptr;
   for (const RecurrenceName& r : recurrences) {
     if (name == r.name) rec = &r;
@@ -199,6 +201,19 @@ nb::object decode(const std::string& name, InArray q, InArray kv, std::optional<
     invalid(fn, "lse", std::string("dtype ") + elem_name(elem_of(*lse)),
             std::string("must be ") + elem_name(native));
   }
+  for (const auto& [arr, arg] : {std::pair{&indices, "indices"}, {&topk_length, "topk_length"}}) {
+    if (*arr && elem_of(**arr) != elem::i32) {
+      invalid(fn, arg, std::string("dtype ") + elem_name(elem_of(**arr)), "must be int32");
+    }
+  }
+  if (sink && elem_of(*sink) != elem::f32) {
+    invalid(fn, "sink", std::string("dtype ") + elem_name(elem_of(*sink)), "must be float32");
+  }
+  if (indices && indices->ndim() != 3) {
+    invalid(fn, "indices", "rank " + std::to_string(indices->ndim()),
+            "must be 3 [batch, s_q, topk]");
+  }
+  if (topk_length && !indices) invalid(fn, "topk_length", "given", "needs indices");
   if (q.ndim() != 4 || kv.ndim() != 4 || block_table.ndim() != 2 || seqlens.ndim() != 1) {
     invalid(fn, "q, kv, block_table, seqlens", "their ranks", "must be 4, 4, 2 and 1");
   }
@@ -228,12 +243,18 @@ nb::object decode(const std::string& name, InArray q, InArray kv, std::optional<
   std::optional<at::AmlaReport> report;
   auto with_inputs = [&](auto element) {
     using T = decltype(element);
-    const DecodeInputs<T> in{s,
-                             span_of<const T>(q),
-                             span_of<const T>(kv),
-                             v ? span_of<const T>(*v) : std::span<const T>{},
-                             span_of<const std::int32_t>(block_table),
-                             span_of<const std::int32_t>(seqlens)};
+    DecodeInputs<T> in{s,
+                       span_of<const T>(q),
+                       span_of<const T>(kv),
+                       v ? span_of<const T>(*v) : std::span<const T>{},
+                       span_of<const std::int32_t>(block_table),
+                       span_of<const std::int32_t>(seqlens)};
+    if (indices) {
+      in.sparse.topk = dim(fn, "indices.shape[2]", indices->shape(2));
+      in.sparse.indices = span_of<const std::int32_t>(*indices);
+      if (topk_length) in.sparse.topk_length = span_of<const std::int32_t>(*topk_length);
+    }
+    if (sink) in.sink = span_of<const float>(*sink);
     auto with_outputs = [&](auto out_element, auto lse_element) {
       using OutT = decltype(out_element);
       using LseT = decltype(lse_element);
@@ -293,6 +314,8 @@ void bind_decode(nb::module_& m) {
         nb::arg("lse").noconvert().none(), nb::arg("causal"), nb::arg("softmax_scale").none(),
         nb::arg("round_output_bf16"), nb::arg("round_output_fp16"), nb::arg("threads"),
         nb::arg("rows_per_task"), nb::arg("lse_base"), nb::arg("empty_lse"), nb::arg("options"),
+        nb::arg("indices").none() = nb::none(), nb::arg("topk_length").none() = nb::none(),
+        nb::arg("sink").none() = nb::none(),
         "Runs one decode recurrence on caller arrays (see amla/_decode.py for the public API).");
   m.def("_convert_lse_inplace", &convert_lse_inplace, nb::arg("lse").noconvert(),
         nb::arg("from_base"), nb::arg("from_empty"), nb::arg("to_base"), nb::arg("to_empty"));

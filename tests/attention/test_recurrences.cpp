@@ -5,14 +5,20 @@
 // golden's arithmetic carries them and what FP32 cannot hold loses the row to NaN
 // (problem/conventions.hpp), results do not depend on the thread count, bad options, outputs and
 // shapes whose size products wrap are rejected naming the field, the owning overloads return what
-// the buffer overloads write, and the paged entry points agree with golden. Each recurrence's own
-// mathematics is tested in its own file.
+// the buffer overloads write, and the paged entry points agree with golden; sparse top-k problems
+// (problem/sparse.hpp) and attention sinks (problem/conventions.hpp) against a float64 reference
+// written here. Each recurrence's own mathematics is tested in its own file.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
+#include <random>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "amla/attention/amla.hpp"
@@ -1012,4 +1018,385 @@ TEMPLATE_TEST_CASE("dense: values only some rows see never reach the others",
       CHECK(r.lse(row) == want.lse(row));
     }
   }
+}
+
+// ---- Sparse top-k and attention sinks -------------------------------------------------------
+
+namespace {
+
+/// out [batch, s_q, h_q, d_v] and lse [batch, h_q, s_q] of a float64 reference written here from
+/// the definitions (problem/sparse.hpp, problem/conventions.hpp), one row at a time: the row's keys
+/// are its counted valid index entries (a duplicate twice), or every key it sees when dense; the
+/// sink joins the denominator; lse is the keys' alone.
+struct Reference {
+  std::vector<double> out, lse;
+};
+
+template <class T>
+double value_of(T x) {
+  if constexpr (std::is_same_v<T, amla::bf16>) {
+    return static_cast<double>(x.to_float());
+  } else {
+    return static_cast<double>(x);
+  }
+}
+
+template <class T>
+Reference reference_decode(const at::DecodeProblem<T>& p, const amla::SparseTopk& sp,
+                           std::span<const float> sink, bool causal) {
+  const amla::DecodeShape& s = p.shape;
+  Reference ref{std::vector<double>(s.out_elems(), 0.0), std::vector<double>(s.lse_elems())};
+  // The default softmax scale, a float (problem/options.hpp).
+  const double scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.d_qk)));
+  const int hpg = s.h_q / s.h_kv;
+  for (int b = 0; b < s.batch; ++b) {
+    const int len = p.seqlens[static_cast<std::size_t>(b)];
+    for (int t = 0; t < s.s_q; ++t) {
+      std::vector<int> keys;
+      if (sp.topk > 0) {
+        const int n = sp.topk_length.empty()
+                          ? sp.topk
+                          : sp.topk_length[static_cast<std::size_t>(b * s.s_q + t)];
+        for (int i = 0; i < n; ++i) {
+          const int key = sp.indices[static_cast<std::size_t>((b * s.s_q + t) * sp.topk + i)];
+          if (key >= 0) keys.push_back(key);
+        }
+      } else {
+        const int seen = causal ? std::clamp(len - s.s_q + t + 1, 0, len) : len;
+        for (int key = 0; key < seen; ++key) keys.push_back(key);
+      }
+      for (int h = 0; h < s.h_q; ++h) {
+        const int g = h / hpg;
+        const std::size_t lse_at = (static_cast<std::size_t>(b) * s.h_q + h) * s.s_q + t;
+        double* out = ref.out.data() + ((static_cast<std::size_t>(b) * s.s_q + t) * s.h_q + h) *
+                                           static_cast<std::size_t>(s.d_v);
+        if (keys.empty()) {
+          ref.lse[lse_at] = -std::numeric_limits<double>::infinity();
+          continue;
+        }
+        std::vector<double> x;
+        for (const int key : keys) {
+          double dot = 0.0;
+          for (int d = 0; d < s.d_qk; ++d) {
+            dot += value_of(p.query(b, t, h)[d]) * value_of(p.key(b, key, g)[d]);
+          }
+          x.push_back(scale * dot);
+        }
+        const double m = *std::max_element(x.begin(), x.end());
+        double l = 0.0;
+        for (const double xi : x) l += std::exp(xi - m);
+        ref.lse[lse_at] = m + std::log(l);
+        const double denominator =
+            l + (sink.empty() ? 0.0 : std::exp(static_cast<double>(sink[h]) - m));
+        for (std::size_t i = 0; i < keys.size(); ++i) {
+          const double w = std::exp(x[i] - m) / denominator;
+          for (int d = 0; d < s.d_v; ++d) out[d] += w * value_of(p.value(b, keys[i], g)[d]);
+        }
+      }
+    }
+  }
+  return ref;
+}
+
+/// Random index lists over the keys each token may see: about a quarter -1, some duplicates, and
+/// optionally topk_length. Lists of tokens that see no key hold -1 only.
+struct RandomTopk {
+  std::vector<std::int32_t> indices, lengths;
+  amla::SparseTopk view(int topk) const { return {topk, indices, lengths}; }
+};
+
+RandomTopk random_topk(const amla::DecodeShape& s, const std::vector<std::int32_t>& seqlens,
+                       int topk, bool causal, bool with_lengths, unsigned seed) {
+  std::mt19937 gen(seed);
+  RandomTopk r;
+  for (int b = 0; b < s.batch; ++b) {
+    for (int t = 0; t < s.s_q; ++t) {
+      const int seen = amla::visible_keys(seqlens[static_cast<std::size_t>(b)], s.s_q, t, causal);
+      for (int i = 0; i < topk; ++i) {
+        const bool invalid = seen == 0 || gen() % 4 == 0;
+        r.indices.push_back(invalid ? -1 : static_cast<std::int32_t>(gen() % seen));
+      }
+      if (with_lengths) r.lengths.push_back(static_cast<std::int32_t>(gen() % (topk + 1)));
+    }
+  }
+  return r;
+}
+
+/// The largest |a - b| over finite pairs, relative to the largest |b|; infinity where one is
+/// finite and the other is not, or the NaN-ness differs.
+template <class A>
+double relative_max_error(const std::vector<A>& a, const std::vector<double>& b) {
+  double worst = 0.0, scale = 0.0;
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    const double x = static_cast<double>(a[i]);
+    if (std::isnan(x) != std::isnan(b[i]) || std::isinf(x) != std::isinf(b[i])) {
+      return std::numeric_limits<double>::infinity();
+    }
+    if (std::isfinite(b[i])) {
+      worst = std::max(worst, std::abs(x - b[i]));
+      scale = std::max(scale, std::abs(b[i]));
+    } else if (!std::isnan(b[i]) && x != b[i]) {
+      return std::numeric_limits<double>::infinity();
+    }
+  }
+  return scale == 0.0 ? worst : worst / scale;
+}
+
+/// The bound of a recurrence's error against the reference in a mode: float64 rounding for
+/// golden, FP32's level, the BF16 level, or the FP16 level (3 significand bits more than BF16).
+template <class R>
+double sparse_bound(precision mode) {
+  if constexpr (!R::has_options) return 1e-12;
+  if (mode == precision::float32) return 1e-5;
+  return mode == precision::bf16 ? 2e-2 : 4e-3;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("sparse: every recurrence matches a float64 reference over odd page sizes",
+                   "[recurrences][sparse]", AMLA_CONTRACT_RECURRENCES) {
+  // FlashMLA's sparse tests' page sizes; topk 80 over sequences of 0 to 700 keys (topk larger
+  // than some of them), GQA and MLA heads, causal and not, with and without topk_length.
+  for (const int page : {2, 53, 61, 64, 69, 576}) {
+    for (const bool causal : {false, true}) {
+      const int h_kv = page % 2 == 0 ? 1 : 2;
+      const auto p = at::ProblemBuilder()
+                         .batch(3)
+                         .heads(4, h_kv)
+                         .s_q(2)
+                         .dims(24, 16)
+                         .page_size(page)
+                         .seqlens({700, 37, 0})
+                         .separate_v(page == 61)
+                         .seed(static_cast<std::uint64_t>(page))
+                         .build<amla::bf16>();
+      const RandomTopk lists =
+          random_topk(p.shape, p.seqlens, 80, causal, page % 3 == 0, static_cast<unsigned>(page));
+      auto in = p.inputs();
+      in.sparse = lists.view(80);
+      at::DecodeOptions o;
+      o.causal = causal;
+      const Reference want = reference_decode(p, in.sparse, {}, causal);
+      for (const precision mode : modes<TestType>()) {
+        CAPTURE(TestType::name, page, causal, static_cast<int>(mode));
+        const auto r = TestType::decode(in, o, TestType::options(mode, 16));
+        for (const auto x : r.out) REQUIRE(std::isfinite(x));  // poisoned pages never read
+        CHECK(relative_max_error(r.out, want.out) <= sparse_bound<TestType>(mode));
+        CHECK(relative_max_error(r.lse, want.lse) <=
+              std::max(1e-6, sparse_bound<TestType>(mode) / 100));
+      }
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("sparse: a token whose every entry is invalid is an empty row, also with a sink",
+                   "[recurrences][sparse][masking]", AMLA_CONTRACT_RECURRENCES) {
+  const auto p = at::ProblemBuilder()
+                     .batch(2)
+                     .heads(2, 1)
+                     .s_q(2)
+                     .dims(8, 8)
+                     .page_size(3)
+                     .seqlens({10, 4})
+                     .build<amla::bf16>();
+  // (0, 0) all -1; (0, 1) has keys; (1, 0) has keys but topk_length 0; (1, 1) only its first
+  // entry counts, and it is -1.
+  const std::vector<std::int32_t> idx = {-1, -1, -1, 9, -1, 2, 0, 1, 2, -1, 3, 3};
+  const std::vector<std::int32_t> lengths = {3, 3, 0, 1};
+  const std::vector<float> sink = {finf, 0.5f};
+  for (const bool with_sink : {false, true}) {
+    auto in = p.inputs();
+    in.sparse = {3, idx, lengths};
+    if (with_sink) in.sink = sink;
+    const auto r = TestType::decode(in, {}, TestType::options(precision::bf16, 2));
+    CAPTURE(TestType::name, with_sink);
+    for (const auto& [b, t] : {std::pair{0, 0}, {1, 0}, {1, 1}}) {
+      for (int h = 0; h < 2; ++h) {
+        CHECK(r.lse_at(b, t, h) == -finf);
+        for (int d = 0; d < 8; ++d) CHECK(r.out_row(b, t, h)[d] == 0.0f);
+      }
+    }
+    CHECK(std::isfinite(r.lse_at(0, 1, 0)));
+    CHECK(std::isfinite(r.out_row(0, 1, 1)[0]));
+  }
+}
+
+TEMPLATE_TEST_CASE("sparse: a duplicate index counts twice; topk past the sequence",
+                   "[recurrences][sparse]", AMLA_CONTRACT_RECURRENCES) {
+  const auto p = at::ProblemBuilder()
+                     .heads(2, 1)
+                     .dims(16, 8)
+                     .page_size(2)
+                     .seqlens({3})
+                     .seed(4)
+                     .build<amla::bf16>();
+  const std::vector<std::int32_t> twice = {1, 0, 1, -1, -1, -1, -1, -1};  // topk 8 > seqlen 3
+  const std::vector<std::int32_t> once = {1, 0, -1, -1, -1, -1, -1, -1};
+  auto in = p.inputs();
+  in.sparse = {8, twice, {}};
+  const Reference want = reference_decode(p, in.sparse, {}, false);
+  const auto opt = TestType::options(precision::float32, 2);
+  const auto r = TestType::decode(in, {}, opt);
+  in.sparse = {8, once, {}};
+  const auto single = TestType::decode(in, {}, opt);
+  CAPTURE(TestType::name);
+  CHECK(relative_max_error(r.out, want.out) <= 1e-5);
+  // Key 1 listed twice has twice its weight: lse = log(2 e^x1 + e^x0) differs from the single
+  // listing's, and so does out.
+  const Reference single_want = reference_decode(p, in.sparse, {}, false);
+  CHECK(relative_max_error(single.out, single_want.out) <= 1e-5);
+  for (int h = 0; h < 2; ++h) {
+    const double x1_share = std::exp(want.lse[static_cast<std::size_t>(h)]) -
+                            std::exp(single_want.lse[static_cast<std::size_t>(h)]);
+    CHECK(x1_share > 0.0);
+    CHECK(r.lse_at(0, 0, h) != single.lse_at(0, 0, h));
+  }
+  CHECK(relative_max_error(single.out, want.out) > 1e-3);
+}
+
+TEMPLATE_TEST_CASE("sparse: keys no counted entry lists are never read", "[recurrences][sparse]",
+                   AMLA_CONTRACT_RECURRENCES) {
+  auto p = at::ProblemBuilder()
+               .heads(4, 1)
+               .s_q(2)
+               .dims(16, 8)
+               .page_size(5)
+               .seqlens({40})
+               .seed(6)
+               .build<float>();
+  // Token 0 lists keys 3, 17, 17, 30 (the last past topk_length 3); token 1 lists 0 and 39.
+  const std::vector<std::int32_t> idx = {3, 17, 17, 30, 0, -1, 39, -1};
+  const std::vector<std::int32_t> lengths = {3, 4};
+  const std::vector<int> listed = {0, 3, 17, 39};
+  for (int key = 0; key < 40; ++key) {
+    if (std::find(listed.begin(), listed.end(), key) != listed.end()) continue;
+    auto* k = const_cast<float*>(p.key(0, key, 0));
+    for (int d = 0; d < 16; ++d) k[d] = std::numeric_limits<float>::quiet_NaN();
+  }
+  auto in = p.inputs();
+  in.sparse = {4, idx, lengths};
+  const Reference want = reference_decode(p, in.sparse, {}, false);
+  for (const precision mode : modes<TestType>()) {
+    CAPTURE(TestType::name, static_cast<int>(mode));
+    const auto r = TestType::decode(in, {}, TestType::options(mode, 2));
+    for (const auto x : r.out) REQUIRE(std::isfinite(x));
+    CHECK(relative_max_error(r.out, want.out) <= sparse_bound<TestType>(mode));
+  }
+}
+
+TEMPLATE_TEST_CASE("sparse: results do not depend on the thread count", "[recurrences][sparse]",
+                   AMLA_ALL_RECURRENCES) {
+  const auto p = at::ProblemBuilder()
+                     .batch(2)
+                     .heads(32, 2)
+                     .s_q(3)
+                     .dims(32, 16)
+                     .page_size(7)
+                     .seqlens({300, 90})
+                     .build<amla::bf16>();
+  const RandomTopk lists = random_topk(p.shape, p.seqlens, 64, true, true, 3);
+  auto in = p.inputs();
+  in.sparse = lists.view(64);
+  at::DecodeOptions o;
+  o.causal = true;
+  o.threads = 1;
+  o.rows_per_task = 5;
+  const auto opt = TestType::options(precision::bf16, 16);
+  const auto one = TestType::decode(in, o, opt);
+  o.threads = 3;
+  const auto many = TestType::decode(in, o, opt);
+  CAPTURE(TestType::name);
+  CHECK(same_bits(many.out, one.out));
+  CHECK(same_bits(many.lse, one.lse));
+}
+
+TEMPLATE_TEST_CASE("sinks join the denominator; lse is the keys' alone", "[recurrences][sink]",
+                   AMLA_CONTRACT_RECURRENCES) {
+  const auto p = at::ProblemBuilder()
+                     .batch(2)
+                     .heads(4, 2)
+                     .s_q(2)
+                     .dims(24, 16)
+                     .page_size(6)
+                     .seqlens({50, 0})
+                     .seed(8)
+                     .build<amla::bf16>();
+  // Sinks below, near and far above the rows' lse (about 4 here).
+  const std::vector<float> sink = {-3.0f, 4.0f, 1.5f, 30.0f};
+  for (const bool sparse : {false, true}) {
+    const RandomTopk lists = random_topk(p.shape, p.seqlens, 40, false, false, 5);
+    auto in = p.inputs();
+    if (sparse) in.sparse = lists.view(40);
+    in.sink = sink;
+    const Reference want = reference_decode(p, in.sparse, sink, false);
+    for (const precision mode : modes<TestType>()) {
+      CAPTURE(TestType::name, sparse, static_cast<int>(mode));
+      const auto r = TestType::decode(in, {}, TestType::options(mode, 16));
+      CHECK(relative_max_error(r.out, want.out) <= sparse_bound<TestType>(mode));
+      CHECK(relative_max_error(r.lse, want.lse) <= 1e-6);
+      // The empty sequence keeps the empty-row result.
+      for (int h = 0; h < 4; ++h) CHECK(r.lse_at(1, 0, h) == -finf);
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("sinks of -inf, +inf and NaN", "[recurrences][sink]",
+                   AMLA_CONTRACT_RECURRENCES) {
+  const auto p = at::ProblemBuilder()
+                     .batch(2)
+                     .heads(3, 1)
+                     .s_q(2)
+                     .dims(16, 8)
+                     .page_size(4)
+                     .seqlens({20, 1})
+                     .seed(3)
+                     .build<amla::bf16>();
+  at::DecodeOptions o;
+  o.causal = true;  // sequence 1, token 0 sees no key
+  const auto opt = TestType::options(precision::bf16, 8);
+  const auto plain = TestType::decode(p.inputs(), o, opt);
+  const float fnan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> sink = {-finf, finf, fnan};
+  auto in = p.inputs();
+  in.sink = sink;
+  const auto r = TestType::decode(in, o, opt);
+  CAPTURE(TestType::name);
+  CHECK(same_bits(r.lse, plain.lse));  // lse never includes the sink
+  for (int b = 0; b < 2; ++b) {
+    for (int t = 0; t < 2; ++t) {
+      const bool empty = b == 1 && t == 0;
+      for (int d = 0; d < 8; ++d) {
+        // -inf: bit for bit no sink. +inf: out 0. NaN: out NaN. An empty row stays 0.
+        CHECK(std::memcmp(&r.out_row(b, t, 0)[d], &plain.out_row(b, t, 0)[d], sizeof(r.out[0])) ==
+              0);
+        CHECK(r.out_row(b, t, 1)[d] == 0.0f);
+        if (empty) {
+          CHECK(r.out_row(b, t, 2)[d] == 0.0f);
+        } else {
+          CHECK(std::isnan(r.out_row(b, t, 2)[d]));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("sparse and sink inputs are validated before anything is written",
+          "[recurrences][sparse][errors]") {
+  const auto p =
+      at::ProblemBuilder().heads(2, 1).dims(8, 8).page_size(4).seqlens({5}).build<amla::bf16>();
+  const std::vector<std::int32_t> idx = {0, 5};
+  auto in = p.inputs();
+  in.sparse = {2, idx, {}};
+  at::DecodeResult<float> r(p.shape);
+  std::fill(r.out.begin(), r.out.end(), 7.0f);
+  const std::string m = amla_test::error_of([&] { at::base_decode(in, {}, r.view()); });
+  CHECK(names(m, "sparse.indices"));
+  CHECK(m.find("base_decode") != std::string::npos);
+  CHECK(m.find("indices[0][0][1] = 5") != std::string::npos);
+  for (const float x : r.out) CHECK(x == 7.0f);
+  in.sparse = {};
+  const std::vector<float> sink(3);
+  in.sink = sink;
+  CHECK(names(amla_test::error_of([&] { at::split_kv_decode(in, {}, r.view()); }), "sink"));
+  for (const float x : r.out) CHECK(x == 7.0f);
 }

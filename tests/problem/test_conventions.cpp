@@ -49,3 +49,23 @@ TEST_CASE("row_end_of: empty rows, lost rows and normal rows", "[problem][conven
   STATIC_REQUIRE(row_end_of(2, 0.0) == row_end::lost);
   STATIC_REQUIRE(row_end_of(0, 0.0) == row_end::empty);
 }
+
+TEST_CASE("sink_divisor: 1 + exp(sink - lse), and 1 for rows whose lse is not finite",
+          "[problem][conventions][sink]") {
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  // The divisor makes out the share of the keys in a softmax over the keys and the sink:
+  // l_keys / (l_keys + e^sink) with l_keys = e^lse.
+  const double lse = 1.5, sink = 0.25;
+  CHECK(1.0 / sink_divisor(lse, sink) ==
+        Approx(std::exp(lse) / (std::exp(lse) + std::exp(sink))).epsilon(1e-15));
+  CHECK(sink_divisor(lse, -inf) == 1.0);  // no sink: exactly 1
+  CHECK(sink_divisor(lse, inf) == inf);   // the sink takes all the weight
+  CHECK(std::isnan(sink_divisor(lse, nan)));
+  CHECK(sink_divisor(0.0f, 200.0f) == std::numeric_limits<float>::infinity());  // exp overflows
+  // Empty (lse -inf) and lost (lse NaN) rows keep their result whatever the sink.
+  for (const double s : {-inf, 0.0, inf, nan}) {
+    CHECK(sink_divisor(-inf, s) == 1.0);
+    CHECK(sink_divisor(nan, s) == 1.0);
+  }
+}

@@ -19,6 +19,14 @@
 // std::threads, over groups, or over row chunks and key ranges when there are fewer groups than
 // threads. Row chunks have a fixed size (DecodeOptions::rows_per_task) that does not depend on the
 // thread count, so results never depend on it.
+//
+// A sparse problem (DecodeInputs::sparse, problem/sparse.hpp) is run per (batch, token, KV head):
+// the h_q / h_kv rows of one token attend the keys its index list names, gathered in list order
+// (a duplicate as often as it is listed, -1 entries skipped), so each recurrence runs unchanged
+// on a dense group of those keys; its KV blocks are blocks of the gathered list. An attention
+// sink (DecodeInputs::sink) divides each row's normalised out by sink_divisor(lse, sink) after the
+// recurrence (for split-KV after its combine) and before the output cast; lse is the keys' alone
+// (problem/conventions.hpp, "Attention sinks").
 #pragma once
 
 #include <Eigen/Core>
@@ -270,21 +278,74 @@ void gather_queries(const In& in, const DecodeOptions& opt, int b, int g, Gather
   }
 }
 
+/// Copies key `key` of group (b, g) (a position in sequence b) into row `row` of out.k (and
+/// out.v), reading its page through the source's block table.
+template <decode_source In>
+void gather_key(const In& in, int b, int g, int key, Eigen::Index row, GatherRounding round,
+                GatheredGroup& out) {
+  const DecodeShape& s = in.shape;
+  const int page = in.page_of(b, key);
+  const int slot = key % s.page_size;
+  in.read_key(page, slot, g, out.k.row(row).data());
+  round_row(out.k.row(row).data(), s.d_qk, round.cache);
+  if (!in.v_in_kv()) {
+    in.read_value(page, slot, g, out.v.row(row).data());
+    round_row(out.v.row(row).data(), s.d_v, round.cache);
+  }
+}
+
 /// Copies keys [k0, k1) of group (b, g) into out.k (and out.v); only used pages are touched.
 template <decode_source In>
 void gather_keys(const In& in, int b, int g, int k0, int k1, GatherRounding round,
                  GatheredGroup& out) {
-  const DecodeShape& s = in.shape;
-  for (int key = k0; key < k1; ++key) {
-    const int page = in.page_of(b, key);
-    const int slot = key % s.page_size;
-    in.read_key(page, slot, g, out.k.row(key).data());
-    round_row(out.k.row(key).data(), s.d_qk, round.cache);
-    if (!in.v_in_kv()) {
-      in.read_value(page, slot, g, out.v.row(key).data());
-      round_row(out.v.row(key).data(), s.d_v, round.cache);
-    }
+  for (int key = k0; key < k1; ++key) gather_key(in, b, g, key, key, round, out);
+}
+
+/// The sparse index lists of a source: DecodeInputs carries them, the other layouts are dense.
+template <decode_source In>
+SparseTopk sparse_of(const In& in) {
+  if constexpr (requires { in.sparse; }) {
+    return in.sparse;
+  } else {
+    return {};
   }
+}
+
+/// The sink logits of a source ([h_q], or empty): DecodeInputs carries them.
+template <decode_source In>
+std::span<const float> sink_of(const In& in) {
+  if constexpr (requires { in.sink; }) {
+    return in.sink;
+  } else {
+    return {};
+  }
+}
+
+/// The dense inputs of query token t's rows of group (b, g) in a sparse problem
+/// (problem/sparse.hpp): its h_q / h_kv query rows, and as keys the counted valid entries of
+/// indices[b, t, :] in their order (a duplicate gathered as often as it is listed), every row
+/// seeing all of them.
+template <decode_source In>
+void gather_sparse(const In& in, const SparseTopk& sparse, int b, int t, int g,
+                   GatherRounding round, GatheredGroup& out) {
+  const DecodeShape& s = in.shape;
+  const int hpg = s.heads_per_group();
+  out.q.resize(hpg, s.d_qk);
+  for (int j = 0; j < hpg; ++j) {
+    in.read_query(b, t, g * hpg + j, out.q.row(j).data());
+    round_row(out.q.row(j).data(), s.d_qk, round.query);
+  }
+  const std::int32_t* list = sparse.indices.data() + sparse.offset(s, b, t);
+  const int counted = sparse.counted(s, b, t);
+  const auto keys = static_cast<int>(std::count_if(
+      list, list + counted, [](std::int32_t key) { return key != amla::invalid_index; }));
+  out.k.resize(keys, s.d_qk);
+  out.v.resize(in.v_in_kv() ? 0 : keys, s.d_v);
+  Eigen::Index row = 0;
+  for (int i = 0; i < counted; ++i) {
+    if (list[i] != amla::invalid_index) gather_key(in, b, g, list[i], row++, round, out);
+  }
+  out.visible.assign(static_cast<std::size_t>(hpg), keys);
 }
 
 }  // namespace detail
@@ -311,13 +372,17 @@ void run_decode(const char* fn, const In& in, const DecodeOptions& options,
                                          : options.round_output_bf16
                                              ? amla::detail::output_cast::bf16
                                              : amla::detail::output_cast::none;
-  const int rows = s.rows_per_group();
+  const SparseTopk sparse = detail::sparse_of(in);
+  const std::span<const float> sink = detail::sink_of(in);
+  // A gathered group holds a whole head group's rows, or one token's rows in a sparse problem.
+  const int rows = sparse.enabled() ? s.heads_per_group() : s.rows_per_group();
   const int chunk_rows = options.rows_per_task == 0 ? rows : std::min(options.rows_per_task, rows);
   const int chunks = (rows + chunk_rows - 1) / chunk_rows;
   const int groups = s.batch * s.h_kv;
   const unsigned threads = amla::detail::resolve_threads(options.threads);
 
-  auto run_chunk = [&](const detail::GatheredGroup& gg, int b, int g, int c) {
+  // Chunk c of a gathered group whose first row is row `base` of head group (b, g).
+  auto run_chunk = [&](const detail::GatheredGroup& gg, int b, int g, int base, int c) {
     const int r0 = c * chunk_rows;
     const int n = std::min(chunk_rows, rows - r0);
     const auto v_view = in.v_in_kv() ? Eigen::Ref<const MatrixF>(gg.k.leftCols(s.d_v))
@@ -328,12 +393,16 @@ void run_decode(const char* fn, const In& in, const DecodeOptions& options,
                        scale};
     RowMatrix o(n, s.d_v);
     std::vector<Scalar> l(static_cast<std::size_t>(n));
-    core(hg, GroupLocation{b, g, r0}, Eigen::Ref<RowMatrix>(o), std::span<Scalar>(l));
+    core(hg, GroupLocation{b, g, base + r0}, Eigen::Ref<RowMatrix>(o), std::span<Scalar>(l));
     const int hpg = s.heads_per_group();
     for (int i = 0; i < n; ++i) {
-      const int r = r0 + i;
+      const int r = base + r0 + i;
       const int t = r / hpg;
       const int h = g * hpg + r % hpg;
+      if (!sink.empty()) {
+        o.row(i) /= amla::sink_divisor(l[static_cast<std::size_t>(i)],
+                                       static_cast<Scalar>(sink[static_cast<std::size_t>(h)]));
+      }
       OutT* dst = outputs.out.data() + s.out_offset(b, t, h);
       for (int d = 0; d < s.d_v; ++d) {
         dst[d] = amla::detail::store_as<OutT>(o(i, d), cast);
@@ -345,6 +414,21 @@ void run_decode(const char* fn, const In& in, const DecodeOptions& options,
     }
   };
 
+  if (sparse.enabled()) {
+    // One task per (sequence, token, KV head): each token attends its own keys.
+    const int tokens = s.batch * s.s_q;
+    amla::detail::parallel_for(
+        static_cast<std::size_t>(tokens) * s.h_kv, threads, [&](std::size_t task) {
+          const int bt = static_cast<int>(task / static_cast<std::size_t>(s.h_kv));
+          const int g = static_cast<int>(task % static_cast<std::size_t>(s.h_kv));
+          const int b = bt / s.s_q;
+          const int t = bt % s.s_q;
+          detail::GatheredGroup gg;
+          detail::gather_sparse(in, sparse, b, t, g, round, gg);
+          for (int c = 0; c < chunks; ++c) run_chunk(gg, b, g, t * s.heads_per_group(), c);
+        });
+    return;
+  }
   if (static_cast<unsigned>(groups) >= threads || threads == 1) {
     // Enough groups to keep every thread busy: one task per group.
     amla::detail::parallel_for(static_cast<std::size_t>(groups), threads, [&](std::size_t task) {
@@ -353,7 +437,7 @@ void run_decode(const char* fn, const In& in, const DecodeOptions& options,
       detail::GatheredGroup gg;
       detail::gather_queries(in, options, b, g, round, gg);
       detail::gather_keys(in, b, g, 0, static_cast<int>(gg.k.rows()), round, gg);
-      for (int c = 0; c < chunks; ++c) run_chunk(gg, b, g, c);
+      for (int c = 0; c < chunks; ++c) run_chunk(gg, b, g, 0, c);
     });
     return;
   }
@@ -379,7 +463,7 @@ void run_decode(const char* fn, const In& in, const DecodeOptions& options,
       static_cast<std::size_t>(groups) * chunks, threads, [&](std::size_t task) {
         const int gi = static_cast<int>(task) / chunks;
         const int c = static_cast<int>(task) % chunks;
-        run_chunk(gathered[static_cast<std::size_t>(gi)], gi / s.h_kv, gi % s.h_kv, c);
+        run_chunk(gathered[static_cast<std::size_t>(gi)], gi / s.h_kv, gi % s.h_kv, 0, c);
       });
 }
 

@@ -7,12 +7,14 @@
 // sequence b at one query head h; the recurrences (Base, AMLA in every rescale mode, seesaw,
 // transposed, split-KV) and the CUDA backend keep these rules:
 //  1. Reads. A row's out and lse depend only on its q[b, t, h, :] and on K and V of the keys it
-//     sees at its KV head: keys s < visible_keys(seqlens[b], s_q, t, causal) (problem/shape.hpp).
+//     sees at its KV head: keys s < visible_keys(seqlens[b], s_q, t, causal) (problem/shape.hpp),
+//     or in a sparse problem the keys its index list names (problem/sparse.hpp).
 //     Keys past its causal window or past the sequence, unused pages, slots and block-table
 //     entries are never read and never contribute, whatever they hold: a NaN or Inf there changes
 //     nothing (no 0 * NaN in a P V product), as for the NaN-poisoned pages of the problem builders.
-//  2. Empty rows. A row that sees no key (seqlen 0, or an empty causal window) gets out = 0 and
-//     lse = -inf, the log of the empty sum (FlashMLA writes +inf: see the lse conventions below).
+//  2. Empty rows. A row that sees no key (seqlen 0, an empty causal window, or a sparse index list
+//     with no valid counted entry: problem/sparse.hpp) gets out = 0 and lse = -inf, the log of
+//     the empty sum (FlashMLA writes +inf: see the lse conventions below).
 //     This result is reserved for such rows: a row that sees a key never gets it, and its lse is
 //     never infinite, so an infinite lse always marks an empty row.
 //  3. Non-finite inputs. NaN and Inf among what a row reads propagate as IEEE arithmetic
@@ -35,6 +37,24 @@
 // NaN element of O keeps its value through the add in every rescale mode, so rule 3 holds for it;
 // its other Lemma 3.1 failures and its exponent clamp are the algorithm's own, counted and located
 // in its report (attention/amla.hpp). row_end_of below is rules 2 and 4 as one function.
+//
+// ---- Attention sinks ----------------------------------------------------------------------------
+// A sink is a per-head logit sigma_h (DecodeInputs::sink, [h_q], in the units of the scaled scores
+// x = scale * q.k) that joins the softmax denominator of every row of head h without a value of
+// its own: out = sum_s exp(x_s - m) v_s / (l + exp(sigma_h - m)), which is the sinkless out divided
+// by 1 + exp(sigma_h - lse) (sink_divisor below). The driver applies that divisor to every
+// recurrence's normalised out (for split-KV after the combine), before the output cast. lse does
+// NOT include the sink: it stays m + log(l) over the keys, as FlashMLA returns it (the lse with
+// the sink is logaddexp(lse, sigma_h)). Each out element is the sinkless element divided by the
+// divisor, so:
+//   sigma = -inf          -> the divisor is exactly 1: results bit for bit those without a sink;
+//   sigma = +inf          -> out 0 for a finite element (the sink takes all the weight), NaN for a
+//                            non-finite one (inf / inf); lse unchanged;
+//   sigma NaN             -> every out element NaN; lse unchanged;
+//   sigma far above lse   -> where exp(sigma - lse) overflows the recurrence's arithmetic the
+//                            divisor is +inf and out is 0 (the true value is below 1e-38 |v|).
+// Rows whose lse is not finite keep their result whatever the sink: an empty row stays out = 0,
+// lse = -inf (rule 2) and a lost row stays NaN (rule 4).
 //
 // ---- lse conventions --------------------------------------------------------------------------
 // amla's own outputs use the natural log and the mathematics of an empty sum: a row that attends
@@ -79,6 +99,15 @@ AMLA_HOST_DEVICE constexpr row_end row_end_of(std::int64_t visible, S l) noexcep
   if (visible == 0) return row_end::empty;
   // l - l is 0 exactly for a finite l (NaN for +-inf and NaN).
   return l > S{0} && l - l == S{0} ? row_end::normal : row_end::lost;
+}
+
+/// The divisor of a row's normalised out for a sink logit (see "Attention sinks" in the file
+/// comment): 1 + exp(sink - lse), or 1 for a row whose lse is not finite (an empty or lost row
+/// keeps its result).
+template <class S>
+S sink_divisor(S lse, S sink) noexcept {
+  if (!(lse - lse == S{0})) return S{1};  // -inf (empty) or NaN (lost)
+  return S{1} + std::exp(sink - lse);
 }
 
 /// lse in base 2: lse * log2(e). -inf stays -inf.

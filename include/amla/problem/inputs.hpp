@@ -21,6 +21,7 @@
 #include "amla/numeric/bf16.hpp"
 #include "amla/numeric/fp16.hpp"
 #include "amla/problem/shape.hpp"
+#include "amla/problem/sparse.hpp"
 
 namespace amla {
 
@@ -102,6 +103,11 @@ struct DecodeInputs {
   std::span<const T> v;  ///< empty: V is the first d_v columns of kv
   std::span<const std::int32_t> block_table;
   std::span<const std::int32_t> seqlens;
+  /// Sparse top-k index lists (problem/sparse.hpp); disabled by default (a dense problem).
+  SparseTopk sparse{};
+  /// [h_q] attention sink logits, or empty: head h's sink joins the softmax denominator of its
+  /// rows (problem/conventions.hpp, "Attention sinks").
+  std::span<const float> sink{};
 
   static constexpr value_format query_format = format_of<T>;
   static constexpr value_format cache_format = format_of<T>;

@@ -19,6 +19,7 @@
 #include "amla/problem/options.hpp"
 #include "amla/problem/outputs.hpp"
 #include "amla/problem/shape.hpp"
+#include "amla/problem/sparse.hpp"
 
 namespace amla {
 
@@ -129,6 +130,54 @@ inline void validate_tables(const char* fn, const DecodeShape& s,
   }
 }
 
+/// Validates the sparse top-k index lists of a problem (problem/sparse.hpp): topk >= 0 (>= 1 when
+/// indices are given), indices [batch, s_q, topk], topk_length empty or [batch, s_q] with entries
+/// in [0, topk], and every counted entry -1 or a key its token may see, in
+/// [0, visible_keys(seqlens[b], s_q, t, causal)). seqlens must already be validated.
+inline void validate_sparse(const char* fn, const DecodeShape& s,
+                            std::span<const std::int32_t> seqlens, bool causal,
+                            const SparseTopk& sp) {
+  if (!sp.enabled()) return;
+  if (sp.topk < 1) {
+    detail::throw_invalid(fn, "sparse.topk", std::to_string(sp.topk),
+                          "must be >= 1 when sparse.indices is given (0 with no indices: dense)");
+  }
+  const std::int64_t lists =
+      detail::checked_product(fn, "sparse.indices", "[batch, s_q]", s.batch, s.s_q);
+  const std::int64_t entries =
+      detail::checked_product(fn, "sparse.indices", "[batch, s_q, topk]", s.batch, s.s_q, sp.topk);
+  detail::check_span(fn, "sparse.indices", sp.indices, static_cast<std::size_t>(entries),
+                     "[batch, s_q, topk]");
+  if (!sp.topk_length.empty()) {
+    detail::check_span(fn, "sparse.topk_length", sp.topk_length, static_cast<std::size_t>(lists),
+                       "[batch, s_q] (or empty)");
+  }
+  for (int b = 0; b < s.batch; ++b) {
+    const std::int32_t len = seqlens[static_cast<std::size_t>(b)];
+    for (int t = 0; t < s.s_q; ++t) {
+      const std::string at = "[" + std::to_string(b) + "][" + std::to_string(t) + "]";
+      const int n = sp.counted(s, b, t);
+      if (n < 0 || n > sp.topk) {
+        detail::throw_invalid(fn, "sparse.topk_length",
+                              "topk_length" + at + " = " + std::to_string(n),
+                              "must lie in [0, topk = " + std::to_string(sp.topk) + "]");
+      }
+      const int visible = visible_keys(len, s.s_q, t, causal);
+      const std::int32_t* list = sp.indices.data() + sp.offset(s, b, t);
+      for (int i = 0; i < n; ++i) {
+        const std::int32_t key = list[i];
+        if (key == invalid_index || (key >= 0 && key < visible)) continue;
+        detail::throw_invalid(
+            fn, "sparse.indices",
+            "indices" + at + "[" + std::to_string(i) + "] = " + std::to_string(key),
+            "must be -1 (invalid) or a key query token " + std::to_string(t) + " of sequence " +
+                std::to_string(b) + " may see, in [0, " + std::to_string(visible) + ") (seqlen " +
+                std::to_string(len) + (causal ? ", causal" : "") + ")");
+      }
+    }
+  }
+}
+
 /// Validates the options against a shape; returns the softmax scale to use.
 inline float validate_options(const char* fn, const DecodeOptions& options, const DecodeShape& s) {
   if (options.softmax_scale) {
@@ -149,8 +198,8 @@ inline float validate_options(const char* fn, const DecodeOptions& options, cons
   return resolved_scale(options, s);
 }
 
-/// Validates a decode problem: shape, the size of every span, the page tables and the options.
-/// Returns the softmax scale to use.
+/// Validates a decode problem: shape, the size of every span, the page tables, the sparse index
+/// lists, the sink and the options. Returns the softmax scale to use.
 template <decode_element T>
 float validate_decode(const char* fn, const DecodeInputs<T>& in, const DecodeOptions& options) {
   const DecodeShape& s = in.shape;
@@ -164,6 +213,10 @@ float validate_decode(const char* fn, const DecodeInputs<T>& in, const DecodeOpt
                      "[batch, max_pages_per_seq]");
   detail::check_span(fn, "seqlens", in.seqlens, s.seqlens_elems(), "[batch]");
   validate_tables(fn, s, in.block_table, in.seqlens);
+  validate_sparse(fn, s, in.seqlens, options.causal, in.sparse);
+  if (!in.sink.empty()) {
+    detail::check_span(fn, "sink", in.sink, static_cast<std::size_t>(s.h_q), "[h_q] (or empty)");
+  }
   return validate_options(fn, options, s);
 }
 
