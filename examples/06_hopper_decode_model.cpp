@@ -68,9 +68,10 @@ void inputs(const GpuChip& c) {
               c.tensor_priority);
   std::printf(
       "TMA %.1f B/cycle per SM, latency %.0f ns; HBM %.3g B/s x %.3f; L2 refetch %.3f per "
-      "extra reader; CTA turnaround %.3f us\n",
+      "extra reader; CTA turnaround %.3f us; cold CTA start %.2f us (inputs beyond the %.0f MB "
+      "L2)\n",
       c.tma_bytes_per_cycle, c.memory_latency.count * 1e9, c.hbm_bytes_per_s, c.hbm_efficiency,
-      c.l2_refetch, c.cta_launch.us());
+      c.l2_refetch, c.cta_launch.us(), c.cta_cold_start.us(), c.l2.count / (1024 * 1024));
   const HopperKernel s = amla_hopper_kernel(false), a = amla_hopper_kernel(true);
   std::printf(
       "amla kernel CUDA stages (cycles alone, x%.3f calibrated): softmax %.0f / %.0f, "
@@ -102,7 +103,7 @@ void amla_table(bool demo) {
       ok += std::fabs(e) <= 10;
     }
   }
-  std::printf("the issue's %d shapes (uniform): %d within 10%%\n\n", n, ok);
+  std::printf("the %d uniform shapes (b 128, s_q 1-2, s_k 1K-16K): %d within 10%%\n\n", n, ok);
 }
 
 // ---- FlashMLA's figures ----

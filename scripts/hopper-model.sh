@@ -25,7 +25,7 @@ for arg in "$@"; do
 done
 build=${AMLA_HOPPER_BUILD_DIR:-build-hopper-model}
 mkdir -p "$build"
-flags=(-std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a -Iinclude --expt-relaxed-constexpr)
+flags=(-std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a -Iinclude -Itests/cuda --expt-relaxed-constexpr)
 stale() {  # stale BINARY SOURCE: missing, or older than its source or any header it includes
   [ ! -x "$1" ] || [ -n "$(find "$2" include/amla -newer "$1" -print -quit)" ]
 }

@@ -3,10 +3,10 @@
 // rows give out = 0 and lse = -inf, keys no row sees (NaN-poisoned pages and slots) are never read
 // and values a row does not see never reach it, NaN and Inf among what a row reads reach it as
 // golden's arithmetic carries them and what FP32 cannot hold loses the row to NaN
-// (problem/conventions.hpp), results do not depend on the thread count, bad options and outputs
-// are rejected naming the field, the owning overloads return what the buffer overloads write, and
-// the paged entry points agree with golden. Each recurrence's own mathematics is tested in its own
-// file.
+// (problem/conventions.hpp), results do not depend on the thread count, bad options, outputs and
+// shapes whose size products wrap are rejected naming the field, the owning overloads return what
+// the buffer overloads write, and the paged entry points agree with golden. Each recurrence's own
+// mathematics is tested in its own file.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -510,6 +510,47 @@ TEMPLATE_TEST_CASE("decode entry points validate their outputs; lse is optional"
   const auto want = TestType::decode(p.inputs());
   CHECK_NOTHROW(TestType::decode(p.inputs(), {}, at::DecodeOutputs<Scalar, Scalar>{r.out, {}}));
   CHECK(same_bits(r.out, want.out));
+}
+
+TEMPLATE_TEST_CASE("shapes whose size products wrap to 0 are rejected before any work",
+                   "[recurrences][errors][overflow]", AMLA_ALL_RECURRENCES) {
+  // Each product is 2^32 in an int or 2^64 in a 64-bit count, which wraps to exactly 0: read as
+  // written, the shape would describe no head group, head groups of no row, or a kv cache of no
+  // element behind an empty span. Every decode entry point must name the product and write
+  // nothing; the spans are empty because the shape is checked before them.
+  using Scalar = typename TestType::Scalar;
+  struct Wrap {
+    const char* product;
+    int batch, s_q, h_q, h_kv, d_qk, num_pages, page_size;
+  };
+  const Wrap wraps[] = {
+      {"shape.batch * shape.h_kv", 1 << 16, 1, 1 << 16, 1 << 16, 1, 1, 1},
+      {"shape.s_q * shape.h_q", 1, 1 << 16, 1 << 16, 1, 1, 1, 1},
+      {"shape (kv elements)", 1, 1, 1 << 16, 1 << 16, 1 << 16, 1 << 16, 1 << 16},
+  };
+  for (const Wrap& w : wraps) {
+    CAPTURE(TestType::name, w.product);
+    at::DecodeShape s;
+    s.batch = w.batch;
+    s.s_q = w.s_q;
+    s.h_q = w.h_q;
+    s.h_kv = w.h_kv;
+    s.d_qk = w.d_qk;
+    s.d_v = 1;
+    s.num_pages = w.num_pages;
+    s.page_size = w.page_size;
+    s.max_pages_per_seq = 1;
+    const at::DecodeInputs<float> in{s, {}, {}, {}, {}, {}};
+    std::vector<Scalar> out(4, Scalar{42}), lse(4, Scalar{42});
+    const std::string m = error_of([&] {
+      TestType::decode(in, {}, at::DecodeOutputs<Scalar, Scalar>{out, lse});
+    });
+    CHECK(names(m, w.product));
+    for (const Scalar x : out) CHECK(x == Scalar{42});
+    for (const Scalar x : lse) CHECK(x == Scalar{42});
+    // The owning overload refuses before it allocates outputs of the wrapped sizes.
+    CHECK(error_of([&] { (void)TestType::decode(in); }) == m);
+  }
 }
 
 // ---- The FlashMLA and ETAP schedules: Base's mathematics in another order ------------------

@@ -25,24 +25,29 @@ TEST_CASE("H100 SXM: 132 SMs of 4096 FLOP per cycle, the datasheet's 989 TFLOPS 
 
 TEST_CASE("the H100's derived figures follow from its measurements", "[sim][gpu_chip]") {
   const GpuChip c = amla::sim::h100_sxm();
-  // TMA: a 72 KB block every 1160.5 cycles streaming; 2008.7 cycles alone: 848.2 cycles of
-  // latency at the probe's 1994 MHz.
-  CHECK(c.tma_bytes_per_cycle == Approx(73728 / 1160.5));
-  CHECK(c.memory_latency.count == Approx(848.2 / 1.994e9));
-  CHECK(c.hbm_efficiency == Approx(3.142 / 3.35));
-  // Side by side, 2000 batches of 1740.8 cycles (3,481,600) and 3179 stages of 1397.3
-  // (4,442,016.7): the last 960,416.7 cycles ran 1217.1 stages alone at 789.1, so the 1961.9 that
-  // overlapped took 1774.6 each. Shares: 1152 / 1740.8 = 0.6618 and (1133.6 / 2) / 1774.6 = 0.3194.
-  CHECK(GpuChip::measured_tensor_priority() == Approx(0.6618 / 0.3194).epsilon(1e-3));
+  // TMA: a 72 KB block every 1168.0 cycles streaming; 1987.7 cycles alone: 819.7 cycles of
+  // latency at the probe's 1995 MHz.
+  CHECK(c.tma_bytes_per_cycle == Approx(73728 / 1168.0));
+  CHECK(c.memory_latency.count == Approx(819.7 / 1.995e9));
+  CHECK(c.hbm_efficiency == Approx(3.136 / 3.35));
+  // Side by side, 2000 batches of 1503.5 cycles (3,007,000) and 3179 stages of 1332.6
+  // (4,236,335.4): the last 1,229,335.4 cycles ran 1606.3 stages alone at 765.3, so the 1572.7
+  // that overlapped took 1912.1 each. Shares: 1152 / 1503.5 = 0.7662 and (1006.5 / 2) / 1912.1 =
+  // 0.2632.
+  CHECK(GpuChip::measured_tensor_priority() == Approx(0.7662 / 0.2632).epsilon(1e-3));
   CHECK(c.tensor_priority == GpuChip::measured_tensor_priority());
-  // Refetches per extra reader: 2 x 3.142 / 5.9616 - 1 = 0.05408 (R = 2), 4 x 3.142 / 10.7382 - 1
-  // = 0.17040 over 3 extra readers (R = 4); least squares through the origin: 0.05653.
-  CHECK(c.l2_refetch == Approx((0.05408 + 3 * 0.17040) / 10).epsilon(1e-3));
+  // Refetches per extra reader: 2 x 3.136 / 5.9763 - 1 = 0.04948 (R = 2), 4 x 3.136 / 10.6047 - 1
+  // = 0.18287 over 3 extra readers (R = 4); least squares through the origin: 0.05981.
+  CHECK(c.l2_refetch == Approx((0.04948 + 3 * 0.18287) / 10).epsilon(1e-3));
   CHECK(c.hbm_fraction(1) == 1);
   CHECK(c.hbm_fraction(2) == Approx((1 + c.l2_refetch) / 2));
   CHECK(c.hbm_fraction(4) == Approx((1 + 3 * c.l2_refetch) / 4));
+  // A cold CTA: the one-CTA launch after an L2 flush less back to back, 49.4 - 38.6 = 10.8 us,
+  // less what launching alone adds to an empty kernel, 5.23 - 3.37 = 1.86 us: 8.94 us.
+  CHECK(c.cta_cold_start.us() == Approx(8.94));
+  CHECK(c.cta_cold_start.count == GpuChip::measured_cta_cold_start());
   // Bytes per cycle at the clock, and cycles of a duration.
-  CHECK(c.hbm_bytes_per_cycle() == Approx(3.142e12 / 1.83e9));
+  CHECK(c.hbm_bytes_per_cycle() == Approx(3.136e12 / 1.83e9));
   CHECK(c.cycles_of(amla::sim::Seconds{1e-6}) == amla::sim::Cycles{1830});
 }
 
@@ -85,4 +90,6 @@ TEST_CASE("GpuChip::validate names the field at fault with its value", "[sim][gp
              Catch::Contains("'chip.wgmma_n64_latency' = -1"));
   CHECK_THAT(error([](GpuChip& c) { c.kernel_overhead = amla::sim::Seconds{2}; }),
              Catch::Contains("'chip.kernel_overhead' = 2"));
+  CHECK_THAT(error([](GpuChip& c) { c.cta_cold_start = amla::sim::Seconds{0.5}; }),
+             Catch::Contains("'chip.cta_cold_start' = 0.5"));
 }

@@ -10,7 +10,7 @@
 
 using namespace amla::sim;
 
-TEST_CASE("the H100 measurements: the issue's 12 shapes, varlen, split, one CTA, one wave",
+TEST_CASE("the H100 measurements: the 12 uniform shapes, varlen, split, one CTA, one wave",
           "[sim][hopper_calibration]") {
   const auto ms = hopper_h100_measurements();
   CHECK(ms.size() == 27);
@@ -24,7 +24,8 @@ TEST_CASE("the H100 measurements: the issue's 12 shapes, varlen, split, one CTA,
   CHECK(*std::max_element(mixed.begin(), mixed.end()) <= 8192);
   for (const auto& m : ms) {
     CHECK(m.stream_us > 0);
-    CHECK(m.clock_mhz > 1600);
+    CHECK(m.clock_mhz > 1500);  // the power cap took it as low as 1591 MHz
+    CHECK(m.clock_mhz <= amla::arch::h100_sxm::max_clock_hz / 1e6);
     CHECK(m.chip().clock.count == m.clock_mhz * 1e6);
   }
 }
@@ -38,24 +39,45 @@ TEST_CASE("the fit reproduces the committed constants from the one-CTA runs",
   CHECK(f.short_run_us == Approx(f.short_measured_us).epsilon(1e-3));
 }
 
+TEST_CASE("the fitted one-CTA runs start warm, the runs predicted from them cold",
+          "[sim][hopper_calibration]") {
+  // Back to back, a one-CTA launch finds its 1.2 or 18.9 MB of Q and KV in the 50 MB L2; every
+  // other run but the single split request streams more than the L2 holds.
+  const GpuChip c = h100_sxm();
+  for (const HopperMeasurement& m : hopper_h100_measurements()) {
+    INFO(m.name << " b " << m.workload.batch() << " s_k " << m.workload.max_seqlen());
+    const bool small = m.name == "one CTA" || (m.name == "split" && m.workload.batch() == 1);
+    CHECK(detail::starts_cold(c, m.workload) == !small);
+  }
+}
+
 TEST_CASE("amla's kernels: the model within 10% of the runs it was not fitted to",
           "[sim][hopper_calibration]") {
   int uniform = 0, uniform_within = 0;
   for (const HopperMeasurement& m : hopper_h100_measurements()) {
-    if (m.name == "split" || (m.name == "one CTA" && !m.amla_mode)) continue;
+    if (m.name == "one CTA" && !m.amla_mode) continue;
     const double err = predict_us(m) / m.stream_us - 1;
-    INFO(m.name << (m.amla_mode ? " amla" : " standard") << " s_q " << m.workload.s_q << " s_k "
-                << m.workload.max_seqlen() << ": " << 100 * err << "%");
+    INFO(m.name << (m.amla_mode ? " amla" : " standard") << " b " << m.workload.batch() << " s_q "
+                << m.workload.s_q << " s_k " << m.workload.max_seqlen() << ": " << 100 * err
+                << "%");
     if (m.name == "uniform") {
       ++uniform;
       uniform_within += std::fabs(err) <= 0.10;
-      CHECK(std::fabs(err) <= 0.16);  // the one miss: standard, s_q 1, s_k 1024 (-15.5%)
+      CHECK(std::fabs(err) <= 0.07);  // the largest: standard, s_q 1, s_k 1024 (-6.9%)
+    } else if (m.name == "split") {
+      // The split launches' decode kernels run longer than the model has them (SIM_RESULTS.md
+      // says by how much and where): both under-predicted, by less than 40%.
+      CHECK(err < -0.2);
+      CHECK(err > -0.4);
+    } else if (m.amla_mode && (m.name == "one wave" || m.name == "one CTA")) {
+      // The AMLA kernel alone (-10.0% at s_k 1024) and one wave of it without L2 sharing (+10.5%).
+      CHECK(std::fabs(err) <= 0.11);
     } else {
-      CHECK(std::fabs(err) <= 0.10);  // varlen, one wave, the AMLA kernel's one CTA
+      CHECK(std::fabs(err) <= 0.06);  // varlen, the standard kernel's one-wave runs (+3.8%)
     }
   }
   CHECK(uniform == 12);
-  CHECK(uniform_within == 11);
+  CHECK(uniform_within == 12);
 }
 
 TEST_CASE("FlashMLA's H100 figures: the seesaw schedule at the card's 1980 MHz",
@@ -71,7 +93,7 @@ TEST_CASE("FlashMLA's H100 figures: the seesaw schedule at the card's 1980 MHz",
     CHECK(std::fabs(err) <= 0.12);
     within += std::fabs(err) <= 0.10;
   }
-  CHECK(within == 5);  // s_q 2, s_k 1024 predicted 11% above the figure
+  CHECK(within == 5);  // s_q 1, s_k 4096 predicted 10.4% below the figure
 }
 
 TEST_CASE("H20: ETAP's lead over FlashMLA grows with the keys, FlashMLA flattens near 32 TFLOPS",

@@ -73,6 +73,54 @@ TEST_CASE("one CTA of one block on a toy SM, by hand", "[sim][hopper_decode]") {
   CHECK(r.hbm_bytes.count == Approx(73728 + 73728));
 }
 
+TEST_CASE("a launch whose inputs exceed the L2 starts each of its CTAs cold, by hand",
+          "[sim][hopper_decode]") {
+  // Two sequences of one block on one SM: each CTA is the 4000 cycles of the one-block case above,
+  // the second after the first (8000). Q (2 x 73,728 B) and KV (2 x 73,728 B) are 294,912 B: warm
+  // in a 1 MB L2; in a 256 KB one every CTA first spends the cold start, 1 us = 1000 cycles at
+  // 1 GHz, on the SM's TMA before its Q load: 2 x 5000.
+  const Workload w = Workload::uniform(2, 1, 64, 64);
+  GpuChip c = toy_chip();
+  c.cta_cold_start = Seconds{1e-6};
+  c.l2 = Bytes{1 << 20};
+  CHECK_FALSE(detail::starts_cold(c, w));
+  const HopperDecodeResult warm = simulate_hopper_decode(c, w, toy_kernel());
+  REQUIRE(warm.ok);
+  CHECK_FALSE(warm.cold);
+  CHECK(warm.cycles == Cycles{8000});
+  c.l2 = Bytes{256 * 1024};
+  CHECK(detail::starts_cold(c, w));
+  const HopperDecodeResult cold = simulate_hopper_decode(c, w, toy_kernel());
+  REQUIRE(cold.ok);
+  CHECK(cold.cold);
+  CHECK(cold.cycles == Cycles{10000});
+}
+
+TEST_CASE("a schedule sized on the GPU costs a plan kernel before the decode kernel",
+          "[sim][hopper_decode]") {
+  // One block on the toy SM (4000 cycles, 4 us at 1 GHz) with a kernel overhead of 2 us: a fixed
+  // split is 2 + 4 = 6 us; the sized schedule (splits 0, here one split: one CTA fills the one
+  // SM) adds the plan kernel, one more overhead: 8 us. A balanced tile scheduler has no plan.
+  const Workload w = Workload::uniform(1, 1, 64, 64);
+  GpuChip c = toy_chip();
+  c.kernel_overhead = Seconds{2e-6};
+  HopperKernel k = toy_kernel();
+  const HopperDecodeResult fixed = simulate_hopper_decode(c, w, k);
+  REQUIRE(fixed.ok);
+  CHECK(fixed.plan_time.count == 0);
+  CHECK(fixed.time.us() == Approx(6.0));
+  k.splits = 0;
+  const HopperDecodeResult sized = simulate_hopper_decode(c, w, k);
+  REQUIRE(sized.ok);
+  CHECK(sized.splits == 1);
+  CHECK(sized.plan_time.us() == Approx(2.0));
+  CHECK(sized.time.us() == Approx(8.0));
+  k.tiles = TileScheduler::balanced;
+  const HopperDecodeResult balanced = simulate_hopper_decode(c, w, k);
+  REQUIRE(balanced.ok);
+  CHECK(balanced.plan_time.count == 0);
+}
+
 TEST_CASE("a wgmma batch costs its FLOPs or its shared-memory reads, whichever is more",
           "[sim][hopper_decode]") {
   const GpuChip c = toy_chip();

@@ -53,60 +53,71 @@ namespace h100_sxm_measured {
 // scripts/hopper-model.sh on an H100 SXM5 80GB (driver 580.159.04, power limit 700 W), the block
 // hopper-measured of examples/SIM_RESULTS.md. Cycles are SM cycles (clock64), one CTA per SM.
 
-// A 4 GiB read stream: 3.036e12 B/s (91% of the datasheet's 3.35e12).
-inline constexpr double hbm_read_bytes_per_s = 3.036e12;
+// A 4 GiB read stream: 3.034e12 B/s (91% of the datasheet's 3.35e12).
+inline constexpr double hbm_read_bytes_per_s = 3.034e12;
 
 // wgmma batches, each warpgroup issuing one batch and waiting for it: Q K^T of a 64-key block
-// (36 x m64n64k16, B K-major) 1240.3 cycles for one warpgroup alone and 2304.6 each for two at
-// once; one warpgroup's half of P V (4 x m64n256k16, B MN-major) 589.3 alone and 1024.4 each for
-// two. Two at once run at 4095 and 4094 FLOP per cycle: the tensor cores' full 4096. One alone
+// (36 x m64n64k16, B K-major) 1227.2 cycles for one warpgroup alone and 2348.0 each for two at
+// once; one warpgroup's half of P V (4 x m64n256k16, B MN-major) 626.3 alone and 1024.5 each for
+// two. Two at once run at 4019 and 4094 FLOP per cycle: near the tensor cores' full 4096. One alone
 // finishes a batch 88 (m64n64) or 77 (m64n256) cycles after its share of the tensor cores: the
 // pipeline's drain.
-inline constexpr double wgmma_qk_batch_one_wg_cycles = 1240.3;
-inline constexpr double wgmma_qk_batch_two_wg_cycles = 2304.6;
-inline constexpr double wgmma_pv_batch_one_wg_cycles = 589.3;
-inline constexpr double wgmma_pv_batch_two_wg_cycles = 1024.4;
+inline constexpr double wgmma_qk_batch_one_wg_cycles = 1227.2;
+inline constexpr double wgmma_qk_batch_two_wg_cycles = 2348.0;
+inline constexpr double wgmma_pv_batch_one_wg_cycles = 626.3;
+inline constexpr double wgmma_pv_batch_two_wg_cycles = 1024.5;
 
 // The Hopper decode kernel's CUDA-core work per 64-key block, run through the kernel's own
 // functions (bench/cuda/bm_hopper_model.cu, section vector), one warpgroup alone and each of two
 // at once: the softmax stage of one warpgroup (scale, row max, frame step, exp2, P to BF16 in
 // shared memory, its barrier) and the rescale of its 64 x 256 half of O.
-inline constexpr double softmax_standard_one_wg_cycles = 789.1;
-inline constexpr double softmax_standard_two_wg_cycles = 1133.6;
-inline constexpr double softmax_amla_one_wg_cycles = 1334.2;
-inline constexpr double softmax_amla_two_wg_cycles = 1759.9;
+inline constexpr double softmax_standard_one_wg_cycles = 765.3;
+inline constexpr double softmax_standard_two_wg_cycles = 1006.5;
+inline constexpr double softmax_amla_one_wg_cycles = 1729.0;
+inline constexpr double softmax_amla_two_wg_cycles = 2184.5;
 inline constexpr double rescale_standard_one_wg_cycles = 199.0;
-inline constexpr double rescale_standard_two_wg_cycles = 328.2;
+inline constexpr double rescale_standard_two_wg_cycles = 328.3;
 inline constexpr double rescale_amla_one_wg_cycles = 233.0;
 inline constexpr double rescale_amla_two_wg_cycles = 342.0;
 
-// Side by side (section overlap): warpgroup 0 ran 2000 Q K^T batches at 1740.8 cycles each while
-// warpgroup 1 ran 3179 standard softmax stages at 1397.3 cycles each on average; the stages after
-// warpgroup 0 had finished ran alone (789.1 each), so those that overlapped it took 1774.5 cycles
+// Side by side (section overlap): warpgroup 0 ran 2000 Q K^T batches at 1503.5 cycles each while
+// warpgroup 1 ran 3179 standard softmax stages at 1332.6 cycles each on average; the stages after
+// warpgroup 0 had finished ran alone (765.3 each), so those that overlapped it took 1912.0 cycles
 // each. The tensor cores and the CUDA cores of an SM do not work independently: side by side, a
-// Q K^T batch ran at 0.66 and a softmax stage at 0.44 of its speed alone.
+// Q K^T batch ran at 0.82 and a softmax stage at 0.40 of its speed alone.
 inline constexpr int overlap_qk_batches = 2000;
-inline constexpr double overlap_qk_batch_cycles = 1740.8;
+inline constexpr double overlap_qk_batch_cycles = 1503.5;
 inline constexpr int overlap_softmax_stages = 3179;
-inline constexpr double overlap_softmax_stage_cycles = 1397.3;
+inline constexpr double overlap_softmax_stage_cycles = 1332.6;
 
 // TMA loads with the kernel's tensor map (64 x 64 BF16 boxes, 128-byte swizzle), one thread
-// issuing (section tma): one 64-key block (9 boxes, 72 KB) alone from HBM 2008.7 cycles from issue
-// to completion; one SM streaming blocks two in flight, from HBM or L2, 1160.5 cycles a block
-// (63.5 bytes per cycle: the SM's TMA port); all 132 SMs from L2 63.0 bytes per cycle each (no
-// chip-wide L2 limit below that), from HBM 11.93 (3.142e12 B/s in all), and with 2 or 4 SMs
-// reading each block at once 22.64 and 40.79 bytes per cycle each (5.96e12 and 10.74e12 B/s: the
+// issuing (section tma): one 64-key block (9 boxes, 72 KB) alone from HBM 1987.7 cycles from issue
+// to completion; one SM streaming blocks two in flight, from HBM or L2, 1168.0 cycles a block
+// (63.1 bytes per cycle: the SM's TMA port); all 132 SMs from L2 63.2 bytes per cycle each (no
+// chip-wide L2 limit below that), from HBM 11.91 (3.136e12 B/s in all), and with 2 or 4 SMs
+// reading each block at once 22.70 and 40.28 bytes per cycle each (5.98e12 and 10.60e12 B/s: the
 // L2 serves the other readers, not quite all of them).
-inline constexpr double tma_block_alone_cycles = 2008.7;
-inline constexpr double tma_block_stream_cycles = 1160.5;
-inline constexpr double tma_hbm_all_sms_bytes_per_s = 3.142e12;
-inline constexpr double tma_shared2_all_sms_bytes_per_s = 5.9616e12;
-inline constexpr double tma_shared4_all_sms_bytes_per_s = 10.7382e12;
-inline constexpr double tma_probe_clock_hz = 1.994e9;
+inline constexpr double tma_block_alone_cycles = 1987.7;
+inline constexpr double tma_block_stream_cycles = 1168.0;
+inline constexpr double tma_hbm_all_sms_bytes_per_s = 3.136e12;
+inline constexpr double tma_shared2_all_sms_bytes_per_s = 5.9763e12;
+inline constexpr double tma_shared4_all_sms_bytes_per_s = 10.6047e12;
+inline constexpr double tma_probe_clock_hz = 1.995e9;
 
-// An SM takes its next CTA (each holding the decode kernel's shared memory) 0.148 us after the
-// previous one retires: 50 waves of empty CTAs in 14.43 us, one wave in 7.20 us.
-inline constexpr double cta_turnaround_s = 0.148e-6;
+// An SM takes its next CTA (each holding the decode kernel's shared memory) 0.155 us after the
+// previous one retires: 50 waves of empty CTAs in 12.83 us, one wave in 5.23 us.
+inline constexpr double cta_turnaround_s = 0.155e-6;
+
+// Section launch: an empty kernel takes 5.23 us from a CUDA event before it to one after it when
+// launched alone (median of 200), 3.37 us each when 200 run back to back in one event window.
+inline constexpr double empty_kernel_alone_s = 5.23e-6;
+inline constexpr double empty_kernel_stream_s = 3.37e-6;
+
+// Section decode, amla's standard kernel as one CTA (b 1, h_q 64, s_q 1, 1024 keys, one split):
+// 38.6 us per launch back to back, where its 1.2 MB of KV and Q stay in the L2 from one launch to
+// the next, and 49.4 us for one launch after a 256 MB write has flushed the L2 (median of 15).
+inline constexpr double one_cta_warm_launch_s = 38.6e-6;
+inline constexpr double one_cta_cold_launch_s = 49.4e-6;
 }  // namespace h100_sxm_measured
 
 }  // namespace amla::arch

@@ -8,7 +8,7 @@
 // warpgroup can use; side by side they split the link by `tensor_priority` to 1 (measured: the
 // two do not work independently). The TMA is a load engine whose transfers cross the chip's HBM
 // link at the SM's port rate at most. Everything is in SM cycles at `clock`, the clock of the run
-// being modelled (a power-capped H100 runs between about 1.7 and 1.98 GHz; pass the one
+// being modelled (a power-capped H100 runs between about 1.6 and 1.98 GHz; pass the one
 // measured, or the preset's).
 //
 // A GpuChip is plain data: change any field to ask "what if".
@@ -28,15 +28,17 @@ namespace amla::sim {
 /// (sim/hopper_calibration.hpp; `example_06_hopper_decode_model --calibrate`; the kernel model
 /// is sim/hopper_decode.hpp) to amla's standard
 /// kernel run as one CTA alone on the H100 (s_k = 16384 and 1024): the SM's own pipeline, with
-/// nothing to share. Every other measurement is a prediction.
+/// nothing to share, started warm (back to back, its inputs stay in the L2). Every other
+/// measurement is a prediction.
 namespace calibrated_hopper {
-/// amla's kernel spends this many times the CUDA-core cycles its stages take in isolation (the
-/// probe runs the kernel's own functions, but not the named barriers, frame messages, proxy
-/// fences and wgmma waits between them). Fitted to the one-CTA run at s_k = 16384.
-inline constexpr double amla_kernel_cuda_factor = 1.863;
+/// amla's standard kernel spends this many times the CUDA-core cycles its stages take in
+/// isolation (the probe runs the kernel's own functions, but not the named barriers, frame
+/// messages, proxy fences and wgmma waits between them); the AMLA kernel spends the same extra
+/// cycles around its stages. Fitted to the one-CTA run at s_k = 16384.
+inline constexpr double amla_kernel_cuda_factor = 1.618;
 /// Kernel time outside the SMs' work in a stream of launches on the H100 (launch, first CTA's
 /// start, the last one's retirement). Fitted to the one-CTA run at s_k = 1024.
-inline constexpr double h100_kernel_overhead_us = 5.62;
+inline constexpr double h100_kernel_overhead_us = 5.35;
 }  // namespace calibrated_hopper
 
 /// A Hopper-class GPU: SMs with tensor cores, CUDA cores, shared memory and a TMA, over one HBM.
@@ -78,12 +80,15 @@ struct GpuChip {
   Seconds kernel_overhead{0};
   /// The time an SM takes to start its next CTA after one retires.
   Seconds cta_launch{arch::h100_sxm_measured::cta_turnaround_s};
+  /// What a CTA whose inputs are not in the L2 spends beyond one whose inputs are (a launch whose
+  /// Q and KV exceed the L2 evicts them before the next launch reads them: every CTA starts cold).
+  Seconds cta_cold_start{measured_cta_cold_start()};
 
   /// The share of the SM a Q K^T batch and a softmax stage took side by side on the H100
   /// (arch::h100_sxm_measured, section overlap), as a ratio: the batch's 1152 cycles of tensor work
-  /// over its 1740.8 cycles, against the stage's work (half the 1133.6 cycles each of two took at
-  /// once) over the 1774.5 cycles it took while the batches ran (the stages after them ran alone,
-  /// 789.1 each). About 2.07.
+  /// over its 1503.5 cycles, against the stage's work (half the 1006.5 cycles each of two took at
+  /// once) over the 1912.1 cycles it took while the batches ran (the stages after them ran alone,
+  /// 765.3 each). About 2.91.
   static double measured_tensor_priority() {
     namespace m = arch::h100_sxm_measured;
     const double qk_total = m::overlap_qk_batches * m::overlap_qk_batch_cycles;
@@ -96,7 +101,7 @@ struct GpuChip {
     return qk_share / sm_share;
   }
   /// l2_refetch from the H100's blocks read by 2 and 4 SMs at once: each reader beyond the first
-  /// costs 0.054 (R = 2) and 0.057 (R = 4) of a fetch; the least-squares line through both, 0.056.
+  /// costs 0.049 (R = 2) and 0.061 (R = 4) of a fetch; the least-squares line through both, 0.060.
   static double measured_l2_refetch() {
     namespace m = arch::h100_sxm_measured;
     const double extra2 =
@@ -104,6 +109,14 @@ struct GpuChip {
     const double extra4 =
         4 * m::tma_hbm_all_sms_bytes_per_s / m::tma_shared4_all_sms_bytes_per_s - 1;
     return (extra2 * 1 + extra4 * 3) / (1 + 9);
+  }
+  /// cta_cold_start from the H100's one-CTA launch with its inputs in the L2 (back to back, 38.6
+  /// us) and after an L2 flush (alone, 49.4 us), less what launching alone adds to any kernel (an
+  /// empty one: 5.23 us alone, 3.37 us back to back): 10.8 - 1.86 = 8.94 us.
+  static double measured_cta_cold_start() {
+    namespace m = arch::h100_sxm_measured;
+    return (m::one_cta_cold_launch_s - m::one_cta_warm_launch_s) -
+           (m::empty_kernel_alone_s - m::empty_kernel_stream_s);
   }
   /// Of a block's bytes, the share one of `sharing` SMs reading it at once draws from HBM.
   double hbm_fraction(int sharing) const { return (1 + l2_refetch * (sharing - 1)) / sharing; }
@@ -149,6 +162,7 @@ struct GpuChip {
     real(tensor_priority, "chip.tensor_priority", 1e-3, 1e3, "a share weight");
     real(kernel_overhead.count, "chip.kernel_overhead", 0, 1, "seconds");
     real(cta_launch.count, "chip.cta_launch", 0, 1e-3, "seconds");
+    real(cta_cold_start.count, "chip.cta_cold_start", 0, 1e-3, "seconds");
   }
 };
 

@@ -75,7 +75,7 @@ inline std::vector<int> mixed_seqlens() {
 }
 
 /// amla's Hopper kernel on an H100 SXM5 (scripts/hopper-model.sh, examples/SIM_RESULTS.md block
-/// hopper-measured, commit 83cf029): h_q = 128 unless the name says one CTA or one wave (h_q = 64,
+/// hopper-measured, commit edc488d): h_q = 128 unless the name says one CTA or one wave (h_q = 64,
 /// one row block), non-causal, page size 64.
 inline std::vector<HopperMeasurement> hopper_h100_measurements() {
   std::vector<HopperMeasurement> m;
@@ -85,10 +85,10 @@ inline std::vector<HopperMeasurement> hopper_h100_measurements() {
   };
   // b = 128, s_q {1, 2}, s_k {1024, 4096, 16384}: {stream us, MHz, median us}.
   const double uniform[2][2][3][3] = {
-      {{{102.2, 1977, 112.7}, {326.3, 1904, 308.8}, {1281.7, 1748, 1149.8}},
-       {{192.1, 1734, 222.0}, {623.9, 1885, 590.2}, {2388.0, 1828, 2252.9}}},
-      {{{114.2, 1790, 129.3}, {367.6, 1920, 358.0}, {1442.1, 1858, 1365.4}},
-       {{211.2, 1880, 229.1}, {700.6, 1948, 698.0}, {2752.2, 1938, 2657.5}}}};
+      {{{115.0, 1977, 114.8}, {324.7, 1808, 306.0}, {1247.8, 1630, 1123.5}},
+       {{204.0, 1744, 254.8}, {598.6, 1801, 553.6}, {2270.4, 1591, 2117.2}}},
+      {{{131.4, 1754, 154.3}, {368.0, 1850, 345.2}, {1373.0, 1756, 1300.4}},
+       {{226.6, 1811, 265.5}, {698.0, 1878, 647.6}, {2627.2, 1788, 2515.8}}}};
   const int s_ks[3] = {1024, 4096, 16384};
   for (int a = 0; a < 2; ++a)
     for (int q = 0; q < 2; ++q)
@@ -98,22 +98,25 @@ inline std::vector<HopperMeasurement> hopper_h100_measurements() {
       }
   for (const bool amla : {false, true}) {
     add("imbalanced", amla, detail::varlen_workload(1, 128, imbalanced_seqlens()), 0,
-        amla ? 723.4 : 567.1, amla ? 1915 : 1934, amla ? 782.3 : 597.2);
+        amla ? 669.2 : 527.5, amla ? 1875 : 1827, amla ? 777.6 : 576.6);
     add("imbalanced", amla, detail::varlen_workload(2, 128, imbalanced_seqlens()), 0,
-        amla ? 752.8 : 607.1, amla ? 1977 : 1974, amla ? 764.4 : 601.8);
-    add("mixed", amla, detail::varlen_workload(1, 128, mixed_seqlens()), 0, amla ? 607.4 : 536.3,
-        amla ? 1945 : 1886, amla ? 588.2 : 504.1);
+        amla ? 700.2 : 563.2, amla ? 1972 : 1975, amla ? 703.4 : 566.7);
+    add("mixed", amla, detail::varlen_workload(1, 128, mixed_seqlens()), 0, amla ? 594.8 : 528.2,
+        amla ? 1863 : 1734, amla ? 547.0 : 485.2);
   }
-  add("split", false, Workload::uniform(16, 2, 128, 4096), 0, 117.8, 1947, 112.1);
-  add("split", false, Workload::uniform(1, 2, 128, 16384), 0, 74.9, 1973, 67.7);
-  add("one wave", false, Workload::uniform(66, 1, 128, 16384), 0, 616.9, 1858, 562.8);
+  add("split", false, Workload::uniform(16, 2, 128, 4096), 0, 127.2, 1904, 128.3);
+  add("split", false, Workload::uniform(1, 2, 128, 16384), 0, 68.4, 1973, 70.9);
+  add("one wave", false, Workload::uniform(66, 1, 128, 16384), 0, 603.8, 1740, 546.9);
+  // The standard kernel's short one-CTA run is also the cold start's source (arch/h100.hpp).
+  namespace am = arch::h100_sxm_measured;
   for (const bool amla : {false, true}) {
-    add("one CTA", amla, Workload::uniform(1, 1, 64, 1024), 1, amla ? 49.1 : 43.0,
-        amla ? 1931 : 1878, amla ? 56.0 : 48.9);
-    add("one CTA", amla, Workload::uniform(1, 1, 64, 16384), 1, amla ? 637.4 : 508.4,
-        amla ? 1972 : 1976, amla ? 638.1 : 508.5);
-    add("one wave", amla, Workload::uniform(132, 1, 64, 16384), 1, amla ? 864.9 : 840.7,
-        amla ? 1876 : 1857, amla ? 859.4 : 840.2);
+    add("one CTA", amla, Workload::uniform(1, 1, 64, 1024), 1,
+        amla ? 47.7 : am::one_cta_warm_launch_s * 1e6, amla ? 1898 : 1840,
+        amla ? 57.5 : am::one_cta_cold_launch_s * 1e6);
+    add("one CTA", amla, Workload::uniform(1, 1, 64, 16384), 1, amla ? 573.8 : 441.7,
+        amla ? 1972 : 1975, amla ? 576.5 : 450.1);
+    add("one wave", amla, Workload::uniform(132, 1, 64, 16384), 1, amla ? 848.0 : 834.0,
+        amla ? 1855 : 1821, amla ? 847.3 : 838.1);
   }
   return m;
 }

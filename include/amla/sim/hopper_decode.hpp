@@ -17,8 +17,8 @@
 //     measured at t1 cycles for one warpgroup alone and t2 for each of two at once is t2 / 2
 //     cycles of the link, of which one warpgroup alone uses the share (t2 / 2) / t1
 //     (VectorStage::measured). One link for both because on the H100 they do not work
-//     independently: side by side a Q K^T batch and a softmax stage slowed to 0.66 and 0.44 of
-//     their speed alone; the link splits between them by GpuChip::tensor_priority (2.07) to 1.
+//     independently: side by side a Q K^T batch and a softmax stage slowed to 0.82 and 0.40 of
+//     their speed alone; the link splits between them by GpuChip::tensor_priority (2.91) to 1.
 //   * Load engine: the TMA is one unit ("TMA") whose loads cross the chip's HBM link at the SM's
 //     TMA rate at most; a KV block read by R CTAs at once (the row blocks of one request) is
 //     fetched from HBM about once (GpuChip::hbm_fraction: 1 + l2_refetch (R - 1) fetches in all),
@@ -31,20 +31,28 @@
 //     that group gives it back.
 //   * O lives in registers (128 per thread): it costs no traffic; its rescales are CUDA-core work.
 // A CTA runs on one SM from its Q load to its epilogue; CTAs follow each other on an SM as the
-// tile scheduler assigns them (below). SMs with the same CTA list are one unit set standing for
-// all of them (the engine's multiplicity): exact for identical SMs.
+// tile scheduler assigns them (below). A launch whose Q and KV exceed the L2 finds none of them
+// there when it starts (back to back, each launch evicts them before the next reads them): each
+// of its CTAs first spends GpuChip::cta_cold_start, measured as what a one-CTA launch after an L2
+// flush takes beyond the same launch back to back. A smaller launch starts warm. SMs with the same
+// CTA list are one unit set standing for all of them (the engine's multiplicity): exact for
+// identical SMs.
 //
 // ---- The schedules -------------------------------------------------------------------------
 // HopperSchedule::amla_pairs, amla's Hopper kernel (backend/cuda/detail/hopper_kernel.cuh), per
 // pair of blocks A (buffer 0) and B (buffer 1): WG0 S_A = Q K_A^T; WG1 S_B once WG0 has issued S_A;
-// WG0 softmax A; both rescale their O half for A and run P_A V_A (WG1 after its S_B); WG1 softmax B
-// while P_A V_A runs; both rescale for B and run P_B V_B. WG0 refills buffer 0's chunks 0-3 after
-// its P_A V_A; WG1 chunks 4-8 after both halves of P_A V_A (chunk 8 holds P_A); the same for B.
+// WG0 softmax A; WG1 softmax B once S_B and frame A (published at the start of WG0's softmax) are
+// there, beside WG0's; both rescale their O half for A and run P_A V_A (WG1 after its softmax B),
+// WG1 publishing P_B after issuing its half; both rescale for B and run P_B V_B. WG0 refills
+// buffer 0's chunks 0-3 after its P_A V_A; WG1 chunks 4-8 after both halves of P_A V_A (chunk 8
+// holds P_A); the same for B.
+//
 // HopperSchedule::seesaw, FlashMLA's kernel as its deep dive describes it: WG0 S_0, WG1 S_1; WG0
 // softmax 0, rescale O_L, P_0 V_0L; WG1 softmax 1 (with WG0's max), rescale O_R, P_1 V_1R; WG0
 // P_0 *= scale_1; WG1 P_0 V_0R; WG0 rescale O_L, P_1 V_1L. A chunk group is refilled as soon as
 // its last reader is done (P lives outside the KV buffers), so buffer 0's left half and RoPE chunk
 // come back right after WG0's work on block 0.
+//
 // HopperSchedule::transposed, FlashMLA-ETAP (Algorithm 1 of its paper): per block, WG0 computes
 // S^T = K Q^T (M = 64 keys, N = the CTA's query rows), the softmax along keys and its half of O^T;
 // WG1 its half once WG0 has stored the rescale factors. Narrow N: no padding to 64 rows.
@@ -58,6 +66,12 @@
 // part walks the batch's (sequence, block) list with an equal payload (a sequence costs its
 // blocks plus kernel.sequence_overhead_blocks), splitting sequences at part boundaries; split
 // sequences are merged by a combine kernel.
+//
+// ---- Kernels around the decode kernel ----
+// amla's kernel with the schedule sized on the GPU (splits 0) is preceded in the stream by its
+// plan kernel (one CTA), which the decode kernel waits for: one more kernel overhead. Split
+// sequences are merged by a combine kernel: its bytes at the HBM's achievable rate, plus (amla's
+// kernel) one kernel overhead.
 //
 // ---- Data-dependent work -------------------------------------------------------------------
 // The standard kernel skips a warp's O rescale when none of its 16 rows' running max moved
@@ -171,33 +185,36 @@ struct HopperKernel {
 };
 
 namespace detail {
-/// The measured stage costs of amla's Hopper kernel (arch/h100.hpp, h100_sxm_measured), each
-/// times `factor`.
+/// The measured stage costs of amla's Hopper kernel (arch/h100.hpp, h100_sxm_measured) with the
+/// kernel's own cycles around each stage: the standard kernel's stages take `factor` times their
+/// probe cycles; the AMLA kernel's take the same extra cycles as the standard ones (the barriers,
+/// frame messages, fences and waits around a stage are the same code in both modes).
 inline void amla_kernel_costs(HopperKernel& k, bool amla_mode, double factor) {
   namespace m = arch::h100_sxm_measured;
-  k.softmax = amla_mode ? VectorStage::measured(m::softmax_amla_one_wg_cycles,
-                                                m::softmax_amla_two_wg_cycles)
-                        : VectorStage::measured(m::softmax_standard_one_wg_cycles,
-                                                m::softmax_standard_two_wg_cycles);
-  k.rescale = amla_mode ? VectorStage::measured(m::rescale_amla_one_wg_cycles,
-                                                m::rescale_amla_two_wg_cycles)
-                        : VectorStage::measured(m::rescale_standard_one_wg_cycles,
-                                                m::rescale_standard_two_wg_cycles);
-  // The epilogue multiplies O by 1 / l (the standard rescale's work) before its stores; P *= s
-  // is a multiply over a quarter of the elements of an O half.
+  AMLA_REQUIRE(factor > 0 && factor <= 100, "cuda_factor", factor, "in (0, 100]");
+  const VectorStage std_softmax =
+      VectorStage::measured(m::softmax_standard_one_wg_cycles, m::softmax_standard_two_wg_cycles);
+  // The standard rescale; the epilogue multiplies O by 1 / l (the same work) before its stores,
+  // and P *= s is a multiply over a quarter of the elements of an O half.
   const VectorStage multiply =
       VectorStage::measured(m::rescale_standard_one_wg_cycles, m::rescale_standard_two_wg_cycles);
-  k.epilogue = multiply;
-  k.p_rescale = multiply.scaled(0.25);
-  AMLA_REQUIRE(factor > 0 && factor <= 100, "cuda_factor", factor, "in (0, 100]");
-  for (VectorStage* st : {&k.softmax, &k.rescale, &k.epilogue, &k.p_rescale})
-    *st = st->scaled(factor);
+  k.softmax = amla_mode ? VectorStage::measured(m::softmax_amla_one_wg_cycles,
+                                                m::softmax_amla_two_wg_cycles)
+                        : std_softmax;
+  k.rescale = amla_mode ? VectorStage::measured(m::rescale_amla_one_wg_cycles,
+                                                m::rescale_amla_two_wg_cycles)
+                        : multiply;
+  k.softmax.work_cycles += (factor - 1) * std_softmax.work_cycles;
+  k.rescale.work_cycles += (factor - 1) * multiply.work_cycles;
+  k.epilogue = multiply.scaled(factor);
+  k.p_rescale = multiply.scaled(0.25 * factor);
 }
 }  // namespace detail
 
 /// amla's Hopper kernel (backend/cuda/detail/hopper_kernel.cuh) in its standard (FP32 rescale,
 /// skipped when no row's max moved) or AMLA (integer add on O's bits, always) form: the CUDA-core
-/// stage costs measured on an H100, times `cuda_factor` (the calibrated one by default).
+/// stage costs measured on an H100 with the kernel's own cycles around them, `cuda_factor` times
+/// the standard stages' (the calibrated factor by default; detail::amla_kernel_costs).
 inline HopperKernel amla_hopper_kernel(
     bool amla_mode, double cuda_factor = calibrated_hopper::amla_kernel_cuda_factor) {
   HopperKernel k;
@@ -263,10 +280,12 @@ struct CtaWork {
 
 /// The outcome of simulate_hopper_decode: ok, or why the kernel cannot run the workload.
 struct HopperDecodeResult : Status {
-  Cycles cycles{0};  ///< the SMs' makespan
-  Seconds time{0};   ///< cycles / clock + the kernel overhead + the combine kernel, if any
-  Seconds combine_time{0};
-  double flops = 0;  ///< the workload's (Workload::flops)
+  Cycles cycles{0};         ///< the SMs' makespan
+  Seconds time{0};          ///< plan kernel + cycles / clock + the kernel overhead + combine kernel
+  Seconds plan_time{0};     ///< the plan kernel of a schedule sized on the GPU, if any
+  Seconds combine_time{0};  ///< the combine kernel of split sequences, if any
+  bool cold = false;        ///< the CTAs start cold (the launch's inputs exceed the L2)
+  double flops = 0;         ///< the workload's (Workload::flops)
   double tflops() const { return time.count > 0 ? flops / time.count / 1e12 : 0; }
   int ctas = 0, splits = 1, row_blocks = 0, sm_classes = 0;
   std::vector<int> cta_sm;        ///< the SM each CTA ran on (launch order)
@@ -325,11 +344,19 @@ inline double unit_rescale_probability(int k) {
   return k == 0 ? 1.0 : 1 - std::pow(static_cast<double>(k) / (k + 1), 64);
 }
 
+/// Whether a launch's CTAs start cold: its Q and KV (BF16) exceed the chip's L2, so that back to
+/// back launches do not find them there (a smaller launch's inputs stay in the L2 between
+/// launches, and its CTAs start warm).
+inline bool starts_cold(const GpuChip& chip, const Workload& w) {
+  const double q_bytes = static_cast<double>(w.batch()) * w.s_q * w.h_q * w.d_qk * 2.0;
+  return w.kv_bytes(2) + q_bytes > chip.l2.count;
+}
+
 /// Builds the operations of CTAs on one SM for a kernel, a chip and a workload.
 class CtaEmitter {
  public:
   CtaEmitter(Engine& e, const GpuChip& chip, const HopperKernel& k, const Workload& w, LinkId hbm)
-      : e_(e), chip_(chip), k_(k), w_(w), hbm_(hbm) {
+      : e_(e), chip_(chip), k_(k), w_(w), hbm_(hbm), cold_(starts_cold(chip, w)) {
     qk_ = e.category("QK");
     pv_ = e.category("PV");
     softmax_ = e.category("softmax");
@@ -366,6 +393,13 @@ class CtaEmitter {
     s_ = &s;
     tag_ = tag;
     prev_end_ = s.last;
+    const Cycles cold = chip_.cycles_of(chip_.cta_cold_start);
+    if (cold_ && cold.count > 0) {
+      const OpId start =
+          e_.add_op(s_->tma, Work::compute(cold), sync_, Phase::none, label("cold start"));
+      after(start, prev_end_);
+      prev_end_ = {start};
+    }
     for (const CtaSegment& seg : cta.segments) emit_segment(seg);
     s.last = prev_end_;
   }
@@ -568,7 +602,15 @@ class CtaEmitter {
         qk_b = issue_qk(1, rows, b, grp[static_cast<std::size_t>(b)], wg1_prev, groups_in_order,
                         la[2]);
       }
-      // Both rescale for A and run P_A V_A (WG1 after its S_B and WG0's P_A).
+      // WG1's softmax of B once S_B and frame A are there (WG0 publishes frame A after its row
+      // max, the first few instructions of its softmax: taken as the softmax's start), beside
+      // WG0's softmax of A.
+      OpId sm_b;
+      if (has_b) {
+        sm_b = vector(1, k_.softmax, 1, softmax_, "softmax" + B);
+        after(sm_b, {qk_b, qk_a});
+      }
+      // Both rescale for A and run P_A V_A (WG1 after its softmax of B and WG0's P_A).
       const OpId rs_a0 = vector(0, k_.rescale, rescale_fraction(a), rescale_, "rescale" + A);
       const OpId pv_a0 = pv(0, rows, a, "L");
       after(pv_a0, rs_a0);
@@ -576,12 +618,6 @@ class CtaEmitter {
       after(rs_a1, {sm_a, qk_b.valid() ? qk_b : wg1_prev});
       const OpId pv_a1 = pv(1, rows, a, "R");
       after(pv_a1, rs_a1);
-      // WG1's softmax B runs while P_A V_A does.
-      OpId sm_b;
-      if (has_b) {
-        sm_b = vector(1, k_.softmax, 1, softmax_, "softmax" + B);
-        after(sm_b, qk_b);
-      }
       const OpId done_a = refill_pair_buffer(grp, seg, a, pv_a0, pv_a1);
       if (!has_b) {
         wg0_prev = pv_a0;
@@ -590,7 +626,7 @@ class CtaEmitter {
       }
       // Both rescale for B and run P_B V_B; buffer 1 refilled the same way.
       const OpId rs_b0 = vector(0, k_.rescale, rescale_fraction(b), rescale_, "rescale" + B);
-      after(rs_b0, {pv_a0, sm_b});
+      after(rs_b0, {pv_a0, sm_b, rs_a1});  // P_B is published once WG1 has issued P_A V_A[:, R]
       const OpId pv_b0 = pv(0, rows, b, "L");
       after(pv_b0, rs_b0);
       const OpId rs_b1 = vector(1, k_.rescale, rescale_fraction(b), rescale_, "rescale" + B);
@@ -697,6 +733,7 @@ class CtaEmitter {
   const HopperKernel& k_;
   const Workload& w_;
   LinkId hbm_;
+  bool cold_ = false;
   SmUnits* s_ = nullptr;
   std::string tag_;
   std::vector<OpId> prev_end_;
@@ -932,16 +969,24 @@ inline HopperDecodeResult simulate_hopper_decode(const GpuChip& chip, const Work
       if (s.partial) partial_rows += s.rows;
   if (partial_rows > 0) {
     // Read every partial (512 FP32 + an lse per row), write the BF16 output: one pass at the
-    // HBM's achievable rate, plus a kernel launch.
+    // HBM's achievable rate, plus a kernel's overhead.
     const double bytes = partial_rows * (detail::d_v * 4 + 4) +
                          static_cast<double>(w.batch()) * w.s_q * w.h_q * detail::d_v * 2;
-    // FlashMLA overlaps the combine kernel's launch with the main kernel's tail (programmatic
-    // dependent launch); amla's kernel launches it after.
+    // FlashMLA's combine is taken as overlapping the main kernel's tail; amla's, though launched
+    // with programmatic dependent launch too, runs for longer than its bytes take (one row per
+    // CTA, 14-16 us for 16.8 MB on the H100), and one kernel overhead stands for that.
     const double launch =
         kernel.tiles == TileScheduler::balanced ? 0.0 : chip.kernel_overhead.count;
     res.combine_time = Seconds{bytes / (chip.hbm_bytes_per_s * chip.hbm_efficiency) + launch};
   }
-  res.time = chip.clock.to_seconds(res.cycles) + chip.kernel_overhead + res.combine_time;
+  // ---- plan kernel (amla's schedule sized on the GPU) ----
+  // A one-CTA kernel launched before the decode kernel, which waits for it: in a stream, one
+  // kernel's overhead (its own work, a few reads and prefix sums, is negligible).
+  if (kernel.tiles == TileScheduler::grid && kernel.splits == 0)
+    res.plan_time = chip.kernel_overhead;
+  res.cold = detail::starts_cold(chip, w);
+  res.time =
+      res.plan_time + chip.clock.to_seconds(res.cycles) + chip.kernel_overhead + res.combine_time;
 
   // ---- summaries ----
   const double span = static_cast<double>(res.cycles.count);
