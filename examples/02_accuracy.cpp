@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "amla/amla.hpp"
+#include "example_cli.hpp"
 
 namespace {
 
@@ -291,12 +292,10 @@ bool parse(int argc, char** argv, Config& c) {
     if (a == "--help" || a == "-h") {
       print_help();
       return false;
-    } else if (a == "--no-diagnostics") {
-      c.diagnostics = false;
-    } else if (a == "--locate") {
-      c.locate = true;
-    } else if (a == "--demo") {
-      c.demo = true;
+    } else if (amla_example::set_switch(a, {{"--no-diagnostics", &c.diagnostics, false},
+                                            {"--locate", &c.locate, true},
+                                            {"--demo", &c.demo, true}})) {
+      // a switch, now set
     } else if (a == "--samples") {
       c.samples = positive("--samples");
     } else if (a == "--threads") {

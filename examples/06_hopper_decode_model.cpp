@@ -24,6 +24,7 @@
 #include "amla/sim/hopper_calibration.hpp"
 #include "amla/sim/hopper_decode.hpp"
 #include "amla/sim/trace.hpp"
+#include "example_cli.hpp"
 
 namespace {
 
@@ -289,15 +290,11 @@ int main(int argc, char** argv) {
     if (a == "--help" || a == "-h") {
       usage();
       return 0;
-    } else if (a == "--demo") {
-      o.demo = true;
-    } else if (a == "--calibrate") {
-      o.calibrate = true;
-    } else if (a == "--no-svg") {
-      o.svg = false;
-    } else if (a == "--no-trace") {
-      o.trace = false;
-    } else {
+    }
+    if (!amla_example::set_switch(a, {{"--demo", &o.demo, true},
+                                      {"--calibrate", &o.calibrate, true},
+                                      {"--no-svg", &o.svg, false},
+                                      {"--no-trace", &o.trace, false}})) {
       std::fprintf(stderr, "unknown argument %s (see --help)\n", a.c_str());
       return 2;
     }

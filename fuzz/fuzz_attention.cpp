@@ -54,6 +54,7 @@
 #include <vector>
 
 #include "amla/amla.hpp"
+#include "byte_reader.hpp"
 
 namespace {
 
@@ -63,23 +64,7 @@ using at::precision;
 constexpr float fnan = std::numeric_limits<float>::quiet_NaN();
 constexpr float finf = std::numeric_limits<float>::infinity();
 
-/// Reads the input front to back; past its end every byte is 0.
-class Bytes {
- public:
-  Bytes(const std::uint8_t* data, std::size_t size) : data_(data), size_(size) {}
-  std::uint8_t next() { return pos_ < size_ ? data_[pos_++] : 0; }
-  bool done() const { return pos_ >= size_; }
-  std::uint32_t next32() {
-    std::uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) v = (v << 8) | next();
-    return v;
-  }
-
- private:
-  const std::uint8_t* data_;
-  std::size_t size_;
-  std::size_t pos_ = 0;
-};
+using Bytes = amla_fuzz::ByteReader;
 
 [[noreturn]] void fail(const char* what, const std::string& detail) {
   std::fprintf(stderr, "fuzz_attention: %s: %s\n", what, detail.c_str());
@@ -116,7 +101,7 @@ struct Case {
 
 Case read_case(Bytes& in) {
   Case c;
-  const std::uint8_t flags = in.next();
+  const std::uint8_t flags = in.byte();
   c.causal = (flags & 1) != 0;
   c.separate_v = (flags & 2) != 0;
   c.bf16_storage = (flags & 4) != 0;
@@ -125,50 +110,33 @@ Case read_case(Bytes& in) {
   c.shuffle = (flags & 32) == 0;
   c.threads = (flags & 64) != 0 ? 2 : 1;
   c.sparse = (flags & 128) != 0;
-  c.batch = in.next() % 3 + 1;
-  c.s_q = in.next() % 3 + 1;
-  const std::uint8_t heads = in.next();
+  c.batch = in.byte() % 3 + 1;
+  c.s_q = in.byte() % 3 + 1;
+  const std::uint8_t heads = in.byte();
   c.heads_per_group = heads % 4 + 1;
   c.h_kv = (heads & 4) != 0 ? 2 : 1;
-  c.d_qk = in.next() % 16 + 1;
-  const std::uint8_t dv = in.next();
+  c.d_qk = in.byte() % 16 + 1;
+  const std::uint8_t dv = in.byte();
   c.d_v = c.separate_v ? dv % 16 + 1 : dv % c.d_qk + 1;
-  c.page_size = in.next() % 8 + 1;
-  for (int b = 0; b < 3; ++b) c.seqlens.push_back(in.next() % 49);
+  c.page_size = in.byte() % 8 + 1;
+  for (int b = 0; b < 3; ++b) c.seqlens.push_back(in.byte() % 49);
   c.seqlens.resize(static_cast<std::size_t>(c.batch));
-  c.block = in.next() % 16 + 1;
-  c.splits = in.next() % 5 + 1;
-  switch (in.next() % 8) {
-    case 1:
-      c.scale = 1.0f;
-      break;
-    case 2:
-      c.scale = 1e-3f;
-      break;
-    case 3:
-      c.scale = 1e30f;
-      break;
-    case 4:
-      c.scale = 1e-30f;
-      break;
-    case 5:
-      c.scale = 40.0f;
-      break;
-    case 6: {
-      const float s = std::fabs(amla::as_fp32(in.next32()));
-      if (std::isfinite(s) && s > 0.0f) c.scale = s;
-      break;
-    }
-    case 7:
-      c.scale = 0.05f;
-      break;
-    default:
-      break;  // 1 / sqrt(d_qk)
+  c.block = in.byte() % 16 + 1;
+  c.splits = in.byte() % 5 + 1;
+  // The softmax scale: choice 0 keeps 1 / sqrt(d_qk), 6 takes raw bits (when finite and > 0),
+  // the others a value from the menu.
+  static constexpr float scale_menu[8] = {0.0f, 1.0f, 1e-3f, 1e30f, 1e-30f, 40.0f, 0.0f, 0.05f};
+  const int scale_choice = in.byte() % 8;
+  if (scale_choice == 6) {
+    const float s = std::fabs(amla::as_fp32(in.u32()));
+    if (std::isfinite(s) && s > 0.0f) c.scale = s;
+  } else if (scale_choice != 0) {
+    c.scale = scale_menu[scale_choice];
   }
   const double sigmas[4] = {0.1, 1.0, 4.0, 30.0};
-  c.sigma = sigmas[in.next() % 4];
-  c.seed = (static_cast<std::uint64_t>(in.next()) << 8) | in.next();
-  const std::uint8_t amla_bits = in.next();
+  c.sigma = sigmas[in.byte() % 4];
+  c.seed = (static_cast<std::uint64_t>(in.byte()) << 8) | in.byte();
+  const std::uint8_t amla_bits = in.byte();
   const amla::amla_compensation comps[3] = {amla::amla_compensation::appendix_a,
                                             amla::amla_compensation::as_printed,
                                             amla::amla_compensation::none};
@@ -178,8 +146,8 @@ Case read_case(Bytes& in) {
   if ((amla_bits & 8) != 0) c.nudge = 0.0f;
   const int clamps[4] = {-30, -24, -60, -126};
   c.clamp = clamps[(amla_bits >> 4) % 4];
-  c.poison_token = in.next() % 3;
-  c.hostile_choice = in.next();
+  c.poison_token = in.byte() % 3;
+  c.hostile_choice = in.byte();
   return c;
 }
 
@@ -244,8 +212,8 @@ at::DecodeProblem<T> build(const Case& c, Bytes& in) {
                .template build<T>();
   const amla::DecodeShape& s = p.shape;
   while (!in.done()) {
-    const std::uint8_t head = in.next();
-    const std::uint8_t i0 = in.next(), i1 = in.next(), i2 = in.next();
+    const std::uint8_t head = in.byte();
+    const std::uint8_t i0 = in.byte(), i1 = in.byte(), i2 = in.byte();
     const float x = injected_value((head >> 2) % 12, i1, i2);
     const int tensor = head % 3;
     if (tensor == 0) {

@@ -37,23 +37,18 @@
 #include "amla/sim/tiling.hpp"
 #include "amla/sim/trace.hpp"
 #include "amla/sim/units.hpp"
+#include "byte_reader.hpp"
 
 namespace {
 
 using namespace amla::sim;
 
 /// Reads the fuzz bytes as a stream of small choices; past the end every read is 0.
-class Bytes_in {
+class Bytes_in : public amla_fuzz::ByteReader {
  public:
-  Bytes_in(const std::uint8_t* data, std::size_t size) : data_(data), size_(size) {}
-  std::uint8_t byte() { return pos_ < size_ ? data_[pos_++] : 0; }
+  using ByteReader::ByteReader;
   bool flag() { return byte() & 1; }
   int small(int n) { return n <= 0 ? 0 : byte() % n; }
-  std::int64_t i64() {
-    std::uint64_t v = 0;
-    for (int i = 0; i < 8; ++i) v = (v << 8) | byte();
-    return static_cast<std::int64_t>(v);
-  }
   /// A number from a menu of ordinary and hostile values, or raw bits.
   double real() {
     static const double menu[] = {0.0,    1.0,    -1.0,  0.5,   2.0,   64.0,  1e-300,
@@ -88,11 +83,6 @@ class Bytes_in {
     for (int n = small(12); n > 0; --n) s += static_cast<char>(byte());
     return s;
   }
-
- private:
-  const std::uint8_t* data_;
-  std::size_t size_;
-  std::size_t pos_ = 0;
 };
 
 [[noreturn]] void finding(const char* what, const std::string& detail) {
@@ -292,10 +282,7 @@ void fuzz_decode(Bytes_in& in) {
   if (in.flag()) c.core_start_stagger = Cycles{0};
   if (in.flag()) c.hbm_latency_jitter = Cycles{0};
   edit_chip(in, c);
-  amla::Workload w;
-  w.s_q = 1 + in.small(2);
-  w.h_q = 16 * (1 + in.small(16));
-  w.causal = in.flag();
+  amla::Workload w{.s_q = 1 + in.small(2), .h_q = 16 * (1 + in.small(16)), .causal = in.flag()};
   w.seqlens.clear();
   for (int n = 1 + in.small(4); n > 0; --n) w.seqlens.push_back(in.small(9) * in.small(600));
   // Short sequences, or one long enough that the documented work bound must refuse it (a
@@ -386,10 +373,7 @@ void fuzz_hopper(Bytes_in& in) {
   k.splits = in.small(70);
   if (in.flag()) k.softmax = {in.real(), in.real()};
   if (in.flag()) k.rows_per_cta = in.small(300);
-  amla::Workload w;
-  w.s_q = 1 + in.small(2);
-  w.h_q = 16 * (1 + in.small(8));
-  w.causal = in.flag();
+  amla::Workload w{.s_q = 1 + in.small(2), .h_q = 16 * (1 + in.small(8)), .causal = in.flag()};
   w.seqlens.clear();
   for (int n = 1 + in.small(4); n > 0; --n) w.seqlens.push_back(in.small(5) * in.small(400));
   if (in.flag()) w.seqlens.back() = (1 << 29) + in.small(256);  // refused by the work bound

@@ -13,7 +13,7 @@
 //   bm_cuda_decode --filter TEXT          the configurations whose name holds TEXT
 //   bm_cuda_decode --profile [b s_q s_k [splits]]   one configuration, three launches, for ncu
 #include "amla/backend/cuda/cuda.cuh"
-#include "device_random.cuh"
+#include "bench_cuda.cuh"
 
 #include <cublas_v2.h>
 
@@ -38,10 +38,6 @@ namespace ac = amla::cuda;
       std::exit(1);                                                                           \
     }                                                                                         \
   } while (0)
-
-void fill(void* p, std::size_t n, std::uint64_t seed, float a) {
-  amla_cuda_test::fill_random(p, n, seed, a);
-}
 
 /// Tensor-core rate of the two wgmma shapes the Hopper kernel issues, from shared memory tiles
 /// (1024-byte aligned, 128-byte swizzle, contents as left by fill_smem), two warpgroups per CTA
@@ -92,42 +88,18 @@ __global__ void __launch_bounds__(256, 1) wgmma_rate(int groups, float* sink) {
   if (acc == 1.2345f) sink[threadIdx.x] = acc;
 }
 
-struct Timer {
-  cudaEvent_t a, b;
-  Timer() {
-    AMLA_CUDA_CHECK(cudaEventCreate(&a));
-    AMLA_CUDA_CHECK(cudaEventCreate(&b));
-  }
-  ~Timer() {
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-  }
-};
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /// Median time (ms) of `launch`, each repetition after an L2 flush.
 template <class F>
 double time_ms(F&& launch, void* flush, std::size_t flush_bytes, int warmup, int reps) {
-  Timer t;
+  amla_bench::Events ev;
   for (int i = 0; i < warmup; ++i) launch();
   AMLA_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<double> ms;
   for (int i = 0; i < reps; ++i) {
     AMLA_CUDA_CHECK(cudaMemsetAsync(flush, i & 0xFF, flush_bytes));
-    AMLA_CUDA_CHECK(cudaEventRecord(t.a));
-    launch();
-    AMLA_CUDA_CHECK(cudaEventRecord(t.b));
-    AMLA_CUDA_CHECK(cudaEventSynchronize(t.b));
-    float x = 0;
-    AMLA_CUDA_CHECK(cudaEventElapsedTime(&x, t.a, t.b));
-    ms.push_back(x);
+    ms.push_back(ev.ms(launch));
   }
-  return median(ms);
+  return amla_bench::median(ms);
 }
 
 }  // namespace
@@ -145,11 +117,7 @@ int main(int argc, char** argv) {
   const int profile_sq = profile && argc > 4 ? std::atoi(argv[3]) : 2;
   const int profile_sk = profile && argc > 4 ? std::atoi(argv[4]) : 4096;
   const int profile_splits = profile && argc > 5 ? std::atoi(argv[5]) : 0;
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-    std::printf("bm_cuda_decode: no CUDA device visible\n");
-    return 77;
-  }
+  if (!amla_bench::device_visible("bm_cuda_decode")) return 77;
   try {
     cudaDeviceProp prop{};
     AMLA_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -165,8 +133,8 @@ int main(int argc, char** argv) {
     AMLA_CUDA_CHECK(cudaMalloc(&ga, sizeof(__nv_bfloat16) * n * n));
     AMLA_CUDA_CHECK(cudaMalloc(&gb, sizeof(__nv_bfloat16) * n * n));
     AMLA_CUDA_CHECK(cudaMalloc(&gc, sizeof(__nv_bfloat16) * n * n));
-    fill(ga, static_cast<std::size_t>(n) * n, 1, 1.0f);
-    fill(gb, static_cast<std::size_t>(n) * n, 2, 1.0f);
+    amla_cuda_test::fill_random(ga, static_cast<std::size_t>(n) * n, 1, 1.0f);
+    amla_cuda_test::fill_random(gb, static_cast<std::size_t>(n) * n, 2, 1.0f);
     cublasHandle_t handle;
     BM_CUBLAS_CHECK(cublasCreate(&handle));
     const float alpha = 1.0f, beta = 0.0f;
@@ -178,7 +146,7 @@ int main(int argc, char** argv) {
     // Warm-up: about two seconds of GEMMs, so that clocks have ramped up before anything is timed
     // (the first configurations of a cold run measured up to 20% slow).
     if (!profile) {
-      Timer w;
+      amla_bench::Events w;
       AMLA_CUDA_CHECK(cudaEventRecord(w.a));
       for (float elapsed = 0; elapsed < 2000.0f;) {
         for (int i = 0; i < 50; ++i) gemm();
@@ -235,11 +203,8 @@ int main(int argc, char** argv) {
       std::string variant;  ///< appended to the kernel/mode name
     };
     auto options = [](ac::kernel_kind kernel, ac::rescale_mode mode) {
-      ac::CudaDecodeOptions o;
-      o.kernel = kernel;
-      o.mode = mode;
-      o.rescale = amla::pow2_mode::hardware;
-      return o;
+      return ac::CudaDecodeOptions{
+          .mode = mode, .kernel = kernel, .rescale = amla::pow2_mode::hardware};
     };
     const ac::CudaDecodeOptions hopper_std =
         options(ac::kernel_kind::hopper, ac::rescale_mode::standard);
@@ -329,37 +294,12 @@ int main(int argc, char** argv) {
           rows[ci].us[1] = 0;
           rows[ci].tflops[1] = 0;
         }
-        const int pages_per_seq = c.s_k / page;
-        const int num_pages = c.batch * pages_per_seq;
-        const amla::DecodeShape shape{c.batch,   c.s_q, h_q,          1, 576, 512,
-                                      num_pages, page,  pages_per_seq};
-        const std::size_t kv_elems = shape.kv_elems();
-        const std::size_t q_elems = shape.q_elems();
-        void *q, *kv, *out;
-        float* lse;
-        std::int32_t *table, *lens;
-        AMLA_CUDA_CHECK(cudaMalloc(&q, q_elems * sizeof(amla::bf16)));
-        AMLA_CUDA_CHECK(cudaMalloc(&kv, kv_elems * sizeof(amla::bf16)));
-        AMLA_CUDA_CHECK(cudaMalloc(&out, shape.out_elems() * sizeof(amla::bf16)));
-        AMLA_CUDA_CHECK(cudaMalloc(&lse, shape.lse_elems() * sizeof(float)));
-        AMLA_CUDA_CHECK(cudaMalloc(&table, shape.block_table_elems() * sizeof(std::int32_t)));
-        AMLA_CUDA_CHECK(cudaMalloc(&lens, shape.seqlens_elems() * sizeof(std::int32_t)));
-        fill(q, q_elems, 3 + pass, 1.0f);
-        fill(kv, kv_elems, 4 + pass, 1.0f);
-        std::vector<std::int32_t> t(static_cast<std::size_t>(num_pages));
-        std::iota(t.begin(), t.end(), 0);
-        std::shuffle(t.begin(), t.end(), rng);
-        AMLA_CUDA_CHECK(cudaMemcpy(table, t.data(), t.size() * 4, cudaMemcpyHostToDevice));
-        std::vector<std::int32_t> l(static_cast<std::size_t>(c.batch), c.s_k);
-        AMLA_CUDA_CHECK(cudaMemcpy(lens, l.data(), l.size() * 4, cudaMemcpyHostToDevice));
-
-        ac::DeviceDecodeInputs in;
-        in.shape = shape;
-        in.q = static_cast<const amla::bf16*>(q);
-        in.kv = static_cast<const amla::bf16*>(kv);
-        in.block_table = table;
-        in.seqlens = lens;
-        const ac::DeviceDecodeOutputs outs{static_cast<amla::bf16*>(out), lse};
+        const amla_bench::DeviceProblem problem(
+            c.s_q, h_q, std::vector<int>(static_cast<std::size_t>(c.batch), c.s_k), page, 3 + pass,
+            4 + pass, rng);
+        const amla::DecodeShape& shape = problem.shape;
+        const ac::DeviceDecodeInputs in = problem.inputs();
+        const ac::DeviceDecodeOutputs outs = problem.outputs();
         ac::CudaDecodeOptions opt = c.opt;
         // A workspace of ours, as a caching allocator would hand out: decode() would otherwise
         // allocate one per call.
@@ -391,12 +331,6 @@ int main(int argc, char** argv) {
         std::printf("pass %d  %-28s b %3d s_q %d s_k %5d pieces %3d: %9.1f us %7.1f TFLOPS\n",
                     pass + 1, name.c_str(), c.batch, c.s_q, c.s_k, launch.pieces, ms * 1e3, tflops);
         std::fflush(stdout);
-        AMLA_CUDA_CHECK(cudaFree(q));
-        AMLA_CUDA_CHECK(cudaFree(kv));
-        AMLA_CUDA_CHECK(cudaFree(out));
-        AMLA_CUDA_CHECK(cudaFree(lse));
-        AMLA_CUDA_CHECK(cudaFree(table));
-        AMLA_CUDA_CHECK(cudaFree(lens));
         if (workspace != nullptr) AMLA_CUDA_CHECK(cudaFree(workspace));
       }
     }

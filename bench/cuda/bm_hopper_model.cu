@@ -29,6 +29,7 @@
 // program and keeps its output for examples/SIM_RESULTS.md.
 #include "amla/backend/cuda/cuda.cuh"
 #include "amla/backend/cuda/detail/hopper_kernel.cuh"
+#include "bench_cuda.cuh"
 
 #include <algorithm>
 #include <chrono>
@@ -38,6 +39,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -45,17 +47,6 @@ namespace {
 namespace ac = amla::cuda;
 namespace hk = amla::cuda::detail::hopper;
 namespace ptx = amla::cuda::detail::ptx;
-
-__global__ void fill_bf16(__nv_bfloat16* p, std::size_t n, std::uint64_t seed, float a) {
-  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-    std::uint64_t z = seed + i * 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    p[i] = __float2bfloat16_rn((2.0f * static_cast<float>(z >> 40) * 0x1p-24f - 1.0f) * a);
-  }
-}
 
 __device__ __forceinline__ std::uint64_t global_ns() {
   std::uint64_t t;
@@ -366,34 +357,6 @@ __global__ void __launch_bounds__(128, 1)
 
 // ---- host helpers ---------------------------------------------------------------------------
 
-struct Events {
-  cudaEvent_t a, b;
-  Events() {
-    AMLA_CUDA_CHECK(cudaEventCreate(&a));
-    AMLA_CUDA_CHECK(cudaEventCreate(&b));
-  }
-  ~Events() {
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-  }
-  template <class F>
-  float ms(F&& f) {
-    AMLA_CUDA_CHECK(cudaEventRecord(a));
-    f();
-    AMLA_CUDA_CHECK(cudaEventRecord(b));
-    AMLA_CUDA_CHECK(cudaEventSynchronize(b));
-    float x = 0;
-    AMLA_CUDA_CHECK(cudaEventElapsedTime(&x, a, b));
-    return x;
-  }
-};
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /// Wall-clock time as nvidia-smi's timestamp column writes it (local time, milliseconds).
 std::string wall_clock() {
   const auto now = std::chrono::system_clock::now();
@@ -469,11 +432,7 @@ std::string lengths_text(const std::vector<int>& l) {
 
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-    std::printf("bm_hopper_model: no CUDA device visible\n");
-    return 77;
-  }
+  if (!amla_bench::device_visible("bm_hopper_model")) return 77;
   try {
     cudaDeviceProp prop{};
     AMLA_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -557,18 +516,15 @@ int main(int argc, char** argv) {
             s1.wg_cycles[0] / n, s2.cycles / n, s2.wg_cycles[0] / n, s2.wg_cycles[1] / n, s2.mhz);
       };
       using M = ac::rescale_mode;
-      show("softmax standard",
-           run_probe(vector_probe<M::standard, 0>, sms, 128, 0, n, init, dev_times, sink),
-           run_probe(vector_probe<M::standard, 0>, sms, 256, 0, n, init, dev_times, sink));
-      show("softmax amla",
-           run_probe(vector_probe<M::amla, 0>, sms, 128, 0, n, init, dev_times, sink),
-           run_probe(vector_probe<M::amla, 0>, sms, 256, 0, n, init, dev_times, sink));
-      show("rescale standard",
-           run_probe(vector_probe<M::standard, 1>, sms, 128, 0, n, init, dev_times, sink),
-           run_probe(vector_probe<M::standard, 1>, sms, 256, 0, n, init, dev_times, sink));
-      show("rescale amla",
-           run_probe(vector_probe<M::amla, 1>, sms, 128, 0, n, init, dev_times, sink),
-           run_probe(vector_probe<M::amla, 1>, sms, 256, 0, n, init, dev_times, sink));
+      const std::pair<const char*, decltype(&vector_probe<M::standard, 0>)> probes[] = {
+          {"softmax standard", vector_probe<M::standard, 0>},
+          {"softmax amla", vector_probe<M::amla, 0>},
+          {"rescale standard", vector_probe<M::standard, 1>},
+          {"rescale amla", vector_probe<M::amla, 1>}};
+      for (const auto& [name, probe] : probes) {
+        show(name, run_probe(probe, sms, 128, 0, n, init, dev_times, sink),
+             run_probe(probe, sms, 256, 0, n, init, dev_times, sink));
+      }
       // Side by side: Q K^T batches on WG0 (about 1240 cycles each alone) and as many softmax
       // stages on WG1 as take about as long alone (780 cycles each).
       {
@@ -598,7 +554,7 @@ int main(int argc, char** argv) {
     }
 
     // ---- hbm ----
-    Events ev;
+    amla_bench::Events ev;
     {
       const std::size_t bytes = std::size_t{4} << 30;
       void* a = nullptr;
@@ -617,7 +573,7 @@ int main(int argc, char** argv) {
       }
       AMLA_CUDA_CHECK_LAUNCH("read_stream");
       std::printf("hbm: read %.4g B/s (4 GiB stream), copy %.4g B/s (read + write of 2 GiB)\n",
-                  bytes / (median(rd) * 1e-3), bytes / (median(cp) * 1e-3));
+                  bytes / (amla_bench::median(rd) * 1e-3), bytes / (amla_bench::median(cp) * 1e-3));
       // Dependent loads, 4 KiB apart, over 2 GiB in a random cycle.
       const std::size_t slots = (std::size_t{2} << 30) / 4096;
       std::vector<std::uint64_t> order(slots);
@@ -645,7 +601,8 @@ int main(int argc, char** argv) {
       AMLA_CUDA_CHECK(cudaFree(b));
       std::vector<double> e;
       for (int i = 0; i < 200; ++i) e.push_back(ev.ms([&] { empty_kernel<<<sms, 128>>>(); }));
-      std::printf("launch: empty kernel %.2f us (event time, median of 200)\n", median(e) * 1e3);
+      std::printf("launch: empty kernel %.2f us (event time, median of 200)\n",
+                  amla_bench::median(e) * 1e3);
       const float burst = ev.ms([&] {
         for (int i = 0; i < 200; ++i) empty_kernel<<<sms, 128>>>();
       });
@@ -664,8 +621,8 @@ int main(int argc, char** argv) {
       std::printf(
           "launch: CTA turnaround %.3f us per wave of %d CTAs with %d bytes of shared memory "
           "(50 waves %.2f us, 1 wave %.2f us)\n",
-          (median(fifty) - median(one)) * 1e3 / 49, sms, big, median(fifty) * 1e3,
-          median(one) * 1e3);
+          (amla_bench::median(fifty) - amla_bench::median(one)) * 1e3 / 49, sms, big,
+          amla_bench::median(fifty) * 1e3, amla_bench::median(one) * 1e3);
     }
 
     // ---- tma ----
@@ -674,8 +631,8 @@ int main(int argc, char** argv) {
       const int region_hbm = static_cast<int>((std::size_t{2} << 30) / hk::tile_bytes);
       void* kv = nullptr;
       AMLA_CUDA_CHECK(cudaMalloc(&kv, static_cast<std::size_t>(region_hbm) * hk::tile_bytes));
-      fill_bf16<<<1024, 256>>>(static_cast<__nv_bfloat16*>(kv),
-                               static_cast<std::size_t>(region_hbm) * hk::tile_bytes / 2, 9, 1.0f);
+      amla_cuda_test::fill_random(kv, static_cast<std::size_t>(region_hbm) * hk::tile_bytes / 2, 9,
+                                  1.0f);
       const CUtensorMap tm = ac::detail::make_tensor_map(
           kv, hk::d_qk, static_cast<std::uint64_t>(region_hbm) * 64, hk::d_qk * 2, 64, 64);
       void* flush = nullptr;
@@ -770,50 +727,12 @@ int main(int argc, char** argv) {
     const int page = 64;
     for (const DecodeConfig& c : configs) {
       const int h_q = c.h_q;
-      const int batch = static_cast<int>(c.seqlens.size());
-      int max_pages = 1, num_pages = 0;
-      for (const int l : c.seqlens) {
-        max_pages = std::max(max_pages, (l + page - 1) / page);
-        num_pages += (l + page - 1) / page;
-      }
-      const amla::DecodeShape shape{batch, c.s_q, h_q, 1, 576, 512, num_pages, page, max_pages};
-      void *q, *kv, *out;
-      float* lse;
-      std::int32_t *table, *lens;
-      AMLA_CUDA_CHECK(cudaMalloc(&q, shape.q_elems() * sizeof(amla::bf16)));
-      AMLA_CUDA_CHECK(cudaMalloc(&kv, shape.kv_elems() * sizeof(amla::bf16)));
-      AMLA_CUDA_CHECK(cudaMalloc(&out, shape.out_elems() * sizeof(amla::bf16)));
-      AMLA_CUDA_CHECK(cudaMalloc(&lse, shape.lse_elems() * sizeof(float)));
-      AMLA_CUDA_CHECK(cudaMalloc(&table, shape.block_table_elems() * sizeof(std::int32_t)));
-      AMLA_CUDA_CHECK(cudaMalloc(&lens, shape.seqlens_elems() * sizeof(std::int32_t)));
-      fill_bf16<<<1024, 256>>>(static_cast<__nv_bfloat16*>(q), shape.q_elems(), 3, 1.0f);
-      fill_bf16<<<1024, 256>>>(static_cast<__nv_bfloat16*>(kv), shape.kv_elems(), 4, 1.0f);
-      AMLA_CUDA_CHECK_LAUNCH("fill_bf16");
-      std::vector<std::int32_t> perm(static_cast<std::size_t>(num_pages));
-      std::iota(perm.begin(), perm.end(), 0);
-      std::shuffle(perm.begin(), perm.end(), rng);
-      std::vector<std::int32_t> t(shape.block_table_elems(), 0);
-      std::size_t used = 0;
-      for (int b = 0; b < batch; ++b) {
-        const int pages = (c.seqlens[static_cast<std::size_t>(b)] + page - 1) / page;
-        for (int j = 0; j < pages; ++j) {
-          t[static_cast<std::size_t>(b) * max_pages + j] = perm[used++];
-        }
-      }
-      AMLA_CUDA_CHECK(cudaMemcpy(table, t.data(), t.size() * 4, cudaMemcpyHostToDevice));
-      AMLA_CUDA_CHECK(
-          cudaMemcpy(lens, c.seqlens.data(), c.seqlens.size() * 4, cudaMemcpyHostToDevice));
-      ac::DeviceDecodeInputs in;
-      in.shape = shape;
-      in.q = static_cast<const amla::bf16*>(q);
-      in.kv = static_cast<const amla::bf16*>(kv);
-      in.block_table = table;
-      in.seqlens = lens;
-      const ac::DeviceDecodeOutputs outs{static_cast<amla::bf16*>(out), lse};
-      ac::CudaDecodeOptions opt;
-      opt.mode = c.mode;
-      opt.kernel = ac::kernel_kind::hopper;
-      opt.num_splits = c.splits;
+      const amla_bench::DeviceProblem problem(c.s_q, h_q, c.seqlens, page, 3, 4, rng);
+      const int batch = problem.shape.batch;
+      const ac::DeviceDecodeInputs in = problem.inputs();
+      const ac::DeviceDecodeOutputs outs = problem.outputs();
+      ac::CudaDecodeOptions opt{
+          .mode = c.mode, .kernel = ac::kernel_kind::hopper, .num_splits = c.splits};
       const ac::DecodeLaunch launch = ac::decode(in, outs, opt);
       opt.check_tables = false;
       for (int i = 0; i < 3; ++i) ac::decode(in, outs, opt);
@@ -823,7 +742,7 @@ int main(int argc, char** argv) {
         AMLA_CUDA_CHECK(cudaMemsetAsync(flush, i & 0xFF, flush_bytes));
         ms.push_back(ev.ms([&] { ac::decode(in, outs, opt); }));
       }
-      const double us = median(ms) * 1e3;
+      const double us = amla_bench::median(ms) * 1e3;
       // The clock window: launches back to back for about 0.3 s.
       const std::string w0 = wall_clock();
       const auto t0 = std::chrono::steady_clock::now();
@@ -848,12 +767,6 @@ int main(int argc, char** argv) {
           c.name.c_str(), c.mode == M::amla ? "amla" : "standard", batch, h_q, c.s_q, max_len,
           launch.num_splits, us, flop / (us * 1e-6) / 1e12, loop_us, w0.c_str(), w1.c_str());
       std::fflush(stdout);
-      AMLA_CUDA_CHECK(cudaFree(q));
-      AMLA_CUDA_CHECK(cudaFree(kv));
-      AMLA_CUDA_CHECK(cudaFree(out));
-      AMLA_CUDA_CHECK(cudaFree(lse));
-      AMLA_CUDA_CHECK(cudaFree(table));
-      AMLA_CUDA_CHECK(cudaFree(lens));
     }
     AMLA_CUDA_CHECK(cudaFree(flush));
   } catch (const std::exception& e) {

@@ -36,13 +36,18 @@ from ._errors import invalid
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
+# Where a located event happened: the fields both records start with.
+_EVENT_PLACE = [
+    ("batch", np.int32),
+    ("kv_head", np.int32),
+    ("block", np.int64),
+    ("row", np.int64),
+]
+
 #: The record of one located AMLA violation (attention/amla.hpp's AmlaViolation).
 VIOLATION_DTYPE = np.dtype(
-    [
-        ("batch", np.int32),
-        ("kv_head", np.int32),
-        ("block", np.int64),
-        ("row", np.int64),
+    _EVENT_PLACE
+    + [
         ("col", np.int64),
         ("add", np.int32),
         ("before", np.float32),
@@ -53,15 +58,7 @@ VIOLATION_DTYPE = np.dtype(
 
 
 #: The record of one located clamp event (attention/amla.hpp's AmlaClampEvent).
-CLAMP_DTYPE = np.dtype(
-    [
-        ("batch", np.int32),
-        ("kv_head", np.int32),
-        ("block", np.int64),
-        ("row", np.int64),
-        ("step", np.float32),
-    ]
-)
+CLAMP_DTYPE = np.dtype(_EVENT_PLACE + [("step", np.float32)])
 
 
 class DecodeResult(NamedTuple):

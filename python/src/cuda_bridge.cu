@@ -10,14 +10,12 @@ namespace {
 namespace ac = amla::cuda;
 
 ac::DeviceDecodeInputs device_inputs(const Inputs& in) {
-  ac::DeviceDecodeInputs d;
-  d.shape = in.shape;
-  d.q = static_cast<const bf16*>(in.q);
-  d.kv = static_cast<const bf16*>(in.kv);
-  d.v = static_cast<const bf16*>(in.v);
-  d.block_table = in.block_table;
-  d.seqlens = in.seqlens;
-  return d;
+  return ac::DeviceDecodeInputs{.shape = in.shape,
+                                .q = static_cast<const bf16*>(in.q),
+                                .kv = static_cast<const bf16*>(in.kv),
+                                .v = static_cast<const bf16*>(in.v),
+                                .block_table = in.block_table,
+                                .seqlens = in.seqlens};
 }
 
 template <class T>
@@ -60,10 +58,8 @@ Launch decode(const Inputs& in, void* out, float* lse, const DecodeOptions& opti
 
 void golden(const Inputs& in, double* out, double* lse, bool causal,
             std::optional<float> softmax_scale, bool check_tables, std::uintptr_t stream) {
-  ac::CudaGoldenOptions o;
-  o.causal = causal;
-  o.softmax_scale = softmax_scale;
-  o.check_tables = check_tables;
+  ac::CudaGoldenOptions o{
+      .causal = causal, .softmax_scale = softmax_scale, .check_tables = check_tables};
   ac::golden_decode(device_inputs(in), {out, lse}, o, reinterpret_cast<cudaStream_t>(stream));
 }
 

@@ -29,13 +29,8 @@ nb::dict simulate_decode(const std::string& chip, const std::vector<int>& seqlen
                          const std::string& schedule, int max_rows_per_task) {
   const char* fn = "amla.sim.decode";
   const sim::Chip c = chip_preset(fn, chip);
-  Workload w;
-  w.seqlens = seqlens;
-  w.s_q = s_q;
-  w.h_q = h_q;
-  w.d_qk = d_qk;
-  w.d_v = d_v;
-  w.causal = causal;
+  const Workload w{
+      .s_q = s_q, .h_q = h_q, .d_qk = d_qk, .d_v = d_v, .causal = causal, .seqlens = seqlens};
   sim::DecodeOptions o;
   o.kv_block = kv_block;
   o.variant = parse_choice<sim::Variant>(

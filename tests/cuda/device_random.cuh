@@ -1,5 +1,5 @@
 // tests/cuda/device_random.cuh: random BF16 tensors generated on the GPU, for the CUDA tests and
-// the CUDA benchmark (bench/cuda/bm_cuda_decode.cu) at sizes the CPU would take seconds to draw.
+// the CUDA benchmarks (bench/cuda/bench_cuda.cuh) at sizes the CPU would take seconds to draw.
 // Values are uniform in [-a, a) from a counter-based hash (splitmix64 of seed + index), so the
 // same seed gives the same tensor on any GPU; never zeros.
 #pragma once

@@ -94,13 +94,11 @@ int run_validate() {
   auto* fake_i32 = reinterpret_cast<std::int32_t*>(std::uintptr_t{0x20000});
   auto* fake_f32 = reinterpret_cast<float*>(std::uintptr_t{0x30000});
   auto good = [&] {
-    ac::DeviceDecodeInputs in;
-    in.shape = amla::DecodeShape{};
-    in.q = fake_bf16;
-    in.kv = fake_bf16;
-    in.block_table = fake_i32;
-    in.seqlens = fake_i32;
-    return in;
+    return ac::DeviceDecodeInputs{.shape = amla::DecodeShape{},
+                                  .q = fake_bf16,
+                                  .kv = fake_bf16,
+                                  .block_table = fake_i32,
+                                  .seqlens = fake_i32};
   };
   const ac::DeviceDecodeOutputs out{fake_bf16, fake_f32};
   using inv = amla::invalid_argument;
@@ -237,13 +235,8 @@ ac::DeviceDecodeInputs device_inputs(const amla::DecodeShape& shape,
                                      const DeviceBuffer<amla::bf16>& kv,
                                      const DeviceBuffer<std::int32_t>& table,
                                      const DeviceBuffer<std::int32_t>& lens) {
-  ac::DeviceDecodeInputs in;
-  in.shape = shape;
-  in.q = q.ptr;
-  in.kv = kv.ptr;
-  in.block_table = table.ptr;
-  in.seqlens = lens.ptr;
-  return in;
+  return ac::DeviceDecodeInputs{
+      .shape = shape, .q = q.ptr, .kv = kv.ptr, .block_table = table.ptr, .seqlens = lens.ptr};
 }
 
 /// A problem's inputs in device memory (V separate when the problem has its own V cache).
@@ -415,15 +408,13 @@ struct Variant {
 
 /// The decode options of a variant.
 ac::CudaDecodeOptions options_for(const Variant& v, bool causal) {
-  ac::CudaDecodeOptions opt;
-  opt.causal = causal;
-  opt.mode = v.mode;
-  opt.kernel = v.kernel;
-  opt.num_splits = v.splits;
-  opt.kv_l2_hint = v.hint;
-  opt.rescale = v.rescale;
-  opt.stagger_qk = v.stagger;
-  return opt;
+  return ac::CudaDecodeOptions{.causal = causal,
+                               .mode = v.mode,
+                               .kernel = v.kernel,
+                               .num_splits = v.splits,
+                               .kv_l2_hint = v.hint,
+                               .stagger_qk = v.stagger,
+                               .rescale = v.rescale};
 }
 
 constexpr double tol_out = 3e-3;
@@ -1017,10 +1008,8 @@ void large_sweep(cudaStream_t stream) {
                 b, s_q, s_k, ms, tflop, tflop / (ms * 1e-3));
     const std::vector<double> g = gout.download(), gl = glse.download();
     for (ac::rescale_mode mode : {ac::rescale_mode::standard, ac::rescale_mode::amla}) {
-      ac::CudaDecodeOptions opt;
-      opt.mode = mode;
-      opt.kernel = ac::kernel_kind::hopper;
-      opt.check_tables = false;
+      ac::CudaDecodeOptions opt{
+          .mode = mode, .kernel = ac::kernel_kind::hopper, .check_tables = false};
       AMLA_CUDA_CHECK(cudaMemsetAsync(out.ptr, 0xFF, out.n * sizeof(amla::bf16), stream));
       AMLA_CUDA_CHECK(cudaMemsetAsync(lse.ptr, 0xFF, lse.n * sizeof(float), stream));
       const ac::DecodeLaunch launch = ac::decode(in, {out.ptr, lse.ptr}, opt, stream);

@@ -11,8 +11,11 @@
 #include <limits>
 #include <vector>
 
+#include "amla/mla/absorb.hpp"
 #include "amla/mla/decode_problem.hpp"
+#include "amla/mla/naive.hpp"
 #include "amla/mla/problem_builder.hpp"
+#include "amla/numeric/gemm.hpp"
 
 namespace mla_test {
 
@@ -30,30 +33,49 @@ long double val(T x) {
   }
 }
 
+/// The latent rows (D_l + D_r values each) of request b's context: the shared prefix, then the
+/// request's suffix read through its block table from the paged cache.
+template <class T>
+std::vector<const T*> context_rows(const mla::MlaProblem<T>& p, int b) {
+  const auto cols = static_cast<std::size_t>(p.dims.absorb_d_qk());
+  const int suffix = p.seqlens[static_cast<std::size_t>(b)];
+  const int page_size = p.shape.page_size;
+  std::vector<const T*> rows(static_cast<std::size_t>(p.prefix_len + suffix));
+  for (int j = 0; j < p.prefix_len; ++j) {
+    rows[static_cast<std::size_t>(j)] = p.prefix_latent.data() + static_cast<std::size_t>(j) * cols;
+  }
+  for (int s = 0; s < suffix; ++s) {
+    const int page =
+        p.block_table[static_cast<std::size_t>(b) * p.shape.max_pages_per_seq + s / page_size];
+    rows[static_cast<std::size_t>(p.prefix_len + s)] =
+        p.cache.data() + (static_cast<std::size_t>(page) * page_size + s % page_size) * cols;
+  }
+  return rows;
+}
+
+/// context_rows(p, b) as a matrix, one row per key of the context.
+inline amla::MatrixF context_latent(const mla::MlaProblem<float>& p, int b) {
+  const std::vector<const float*> rows = context_rows(p, b);
+  const int cols = p.dims.absorb_d_qk();
+  amla::MatrixF m(static_cast<Eigen::Index>(rows.size()), cols);
+  for (std::size_t s = 0; s < rows.size(); ++s) {
+    for (int c = 0; c < cols; ++c) m(static_cast<Eigen::Index>(s), c) = rows[s][c];
+  }
+  return m;
+}
+
 /// MLA decode from its definition in long double: for every (b, t, h) and visible key j,
 /// k_n = W_KVb1[h] c_n(j), v = W_KVb2[h] c_n(j), s = scale (q_n . k_n + q_r . c_r(j)); out is
 /// the softmax-weighted sum of v, lse = log sum exp s. No library code beyond the layouts.
 template <class T>
 mla::MlaResult oracle(const mla::MlaProblem<T>& p, bool causal, double scale_override = 0) {
   const mla::MlaDims& d = p.dims;
-  const int cols = d.absorb_d_qk();
   const long double scale =
       scale_override > 0 ? scale_override : 1.0L / std::sqrt(static_cast<long double>(d.d_qk()));
   mla::MlaResult r(mla::io_shape(d, p.shape.batch, p.shape.s_q), mla::formulation::naive);
   for (int b = 0; b < p.shape.batch; ++b) {
-    const int suffix = p.seqlens[static_cast<std::size_t>(b)];
-    const int ctx = p.prefix_len + suffix;
-    // Latent rows of the context.
-    std::vector<const T*> rows(static_cast<std::size_t>(ctx));
-    for (int j = 0; j < p.prefix_len; ++j)
-      rows[j] = p.prefix_latent.data() + static_cast<std::size_t>(j) * cols;
-    for (int s = 0; s < suffix; ++s) {
-      const int page = p.block_table[static_cast<std::size_t>(b) * p.shape.max_pages_per_seq +
-                                     s / p.shape.page_size];
-      rows[static_cast<std::size_t>(p.prefix_len + s)] =
-          p.cache.data() +
-          (static_cast<std::size_t>(page) * p.shape.page_size + s % p.shape.page_size) * cols;
-    }
+    const std::vector<const T*> rows = context_rows(p, b);
+    const int ctx = static_cast<int>(rows.size());
     for (int h = 0; h < d.heads; ++h) {
       // Decompressed keys and values of head h.
       std::vector<long double> kn(static_cast<std::size_t>(ctx) * d.d_nope),
@@ -160,6 +182,17 @@ void check_oracle_sweep(Decode decode, mla::formulation ran, std::uint64_t seed,
       }
     }
   }
+}
+
+/// check_oracle_sweep of naive_decode or absorb_decode (`f`), which must run as itself.
+inline void check_formulation_sweep(mla::formulation f, std::uint64_t seed, double out_tol,
+                                    double lse_tol) {
+  check_oracle_sweep(
+      [f](const auto& p, const mla::MlaOptions& o) {
+        return f == mla::formulation::naive ? mla::naive_decode(p.model(), p.inputs(), o)
+                                            : mla::absorb_decode(p.model(), p.inputs(), o);
+      },
+      f, seed, out_tol, lse_tol);
 }
 
 inline bool all_finite(const mla::MlaResult& r) {

@@ -12,11 +12,7 @@ namespace mla = amla::mla;
 using mla_test::small;
 
 TEST_CASE("absorb float64 equals the long-double oracle", "[mla][absorb]") {
-  mla_test::check_oracle_sweep(
-      [](const auto& p, const mla::MlaOptions& o) {
-        return mla::absorb_decode(p.model(), p.inputs(), o);
-      },
-      mla::formulation::absorb, 31, 1e-15, 4e-15);
+  mla_test::check_formulation_sweep(mla::formulation::absorb, 31, 1e-15, 4e-15);
 }
 
 TEST_CASE("absorb keeps the naive softmax scale 1/sqrt(D_n + D_r)", "[mla][absorb]") {
@@ -55,19 +51,10 @@ TEST_CASE("absorb bf16 mode: BF16 q_A, Base on the latent cache, BF16 o_A, BF16 
                      .page_size(3)
                      .seed(23)
                      .build<float>();
-  mla::MlaOptions o;
-  o.mode = mla::numerics::bf16;
-  o.kv_block = 4;
+  mla::MlaOptions o{.mode = mla::numerics::bf16, .kv_block = 4};
   const auto r = mla::absorb_decode(p.model(), p.inputs(), o);
   const int cols = small.absorb_d_qk();
-  amla::MatrixF latent(12, cols);
-  for (int s = 0; s < 5; ++s) {
-    for (int c = 0; c < cols; ++c) latent(s, c) = p.prefix_latent[s * cols + c];
-  }
-  for (int s = 0; s < 7; ++s) {
-    const int page = p.block_table[s / 3];
-    for (int c = 0; c < cols; ++c) latent(5 + s, c) = p.cache[(page * 3 + s % 3) * cols + c];
-  }
+  const amla::MatrixF latent = mla_test::context_latent(p, 0);  // 5 prefix + 7 suffix rows
   // q_A rows t * H + h.
   amla::MatrixF q_a(2 * 3, cols);
   for (int h = 0; h < 3; ++h) {

@@ -14,11 +14,7 @@ namespace mla = amla::mla;
 using mla_test::small;
 
 TEST_CASE("naive float64 equals the long-double oracle", "[mla][naive]") {
-  mla_test::check_oracle_sweep(
-      [](const auto& p, const mla::MlaOptions& o) {
-        return mla::naive_decode(p.model(), p.inputs(), o);
-      },
-      mla::formulation::naive, 11, 1e-15, 4e-15);
+  mla_test::check_formulation_sweep(mla::formulation::naive, 11, 1e-15, 4e-15);
 }
 
 TEST_CASE("naive: empty contexts give out = 0 and lse = -inf, poisoned pages are never read",
@@ -86,21 +82,10 @@ TEST_CASE("naive bf16 mode is Base on the BF16-stored decompressed cache, bit fo
                      .page_size(4)
                      .seed(17)
                      .build<float>();
-  mla::MlaOptions o;
-  o.mode = mla::numerics::bf16;
-  o.causal = true;
-  o.kv_block = 4;
+  mla::MlaOptions o{.mode = mla::numerics::bf16, .causal = true, .kv_block = 4};
   const auto r = mla::naive_decode(p.model(), p.inputs(), o);
   // Head 1 by hand: latent rows of the context, K = [bf16(C_N W1^T), C_R], V = bf16(C_N W2^T).
-  const int cols = small.absorb_d_qk();
-  amla::MatrixF latent(15, cols);
-  for (int s = 0; s < 6; ++s) {
-    for (int c = 0; c < cols; ++c) latent(s, c) = p.prefix_latent[s * cols + c];
-  }
-  for (int s = 0; s < 9; ++s) {
-    const int page = p.block_table[s / 4];
-    for (int c = 0; c < cols; ++c) latent(6 + s, c) = p.cache[(page * 4 + s % 4) * cols + c];
-  }
+  const amla::MatrixF latent = mla_test::context_latent(p, 0);  // 6 prefix + 9 suffix rows
   const amla::MatrixF w1 = mla::w_kvb1_head<float>(p.model(), 1);
   const amla::MatrixF w2 = mla::w_kvb2_head<float>(p.model(), 1);
   amla::MatrixF k(15, small.d_qk());

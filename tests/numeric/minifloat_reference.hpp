@@ -14,8 +14,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -126,6 +128,24 @@ inline std::uint64_t expected_visits(std::uint64_t stride) {
     if (lo < hi) n += (hi - lo + stride - 1) / stride;
   }
   return n;
+}
+
+/// Rounds x = lo, lo + step, ... below hi with `round` and checks that each result rounds to
+/// itself, that the results do not decrease, and, where |x| < error_checked_below, that the
+/// error is at most 2^rel_error_log2 |x|.
+template <class Round>
+void check_idempotent_monotone(Round round, float lo, float hi, float step, int rel_error_log2,
+                               float error_checked_below) {
+  float prev = -std::numeric_limits<float>::infinity();
+  for (float x = lo; x < hi; x += step) {
+    const float r = round(x);
+    CHECK(round(r) == r);
+    CHECK(r >= prev);
+    prev = r;
+    if (std::fabs(x) < error_checked_below) {
+      CHECK(std::fabs(r - x) <= std::ldexp(std::fabs(x), rel_error_log2));
+    }
+  }
 }
 
 }  // namespace minifloat_test

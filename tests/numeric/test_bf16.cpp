@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "amla/numeric/bf16.hpp"
+#include "minifloat_reference.hpp"
 
 namespace {
 
@@ -138,16 +139,11 @@ TEST_CASE("both conversions match the reference on every FP32 pattern", "[bf16][
 }
 
 TEST_CASE("round_bf16 is idempotent and monotone", "[bf16]") {
-  float prev = -std::numeric_limits<float>::infinity();
-  for (float x = -300.0f; x < 300.0f; x += 0.173f) {
-    const float r = amla::round_bf16(x);
-    CHECK(amla::round_bf16(r) == r);
-    CHECK(r >= prev);
-    prev = r;
-    // The rounding error is at most half a BF16 ulp (2^(e-8) for x in [2^e, 2^(e+1))), so at most
-    // 2^-8 relative.
-    CHECK(std::fabs(r - x) <= std::ldexp(std::fabs(x), -8));
-  }
+  // The rounding error is at most half a BF16 ulp (2^(e-8) for x in [2^e, 2^(e+1))), so at most
+  // 2^-8 relative.
+  minifloat_test::check_idempotent_monotone([](float x) { return amla::round_bf16(x); }, -300.0f,
+                                            300.0f, 0.173f, -8,
+                                            std::numeric_limits<float>::infinity());
 }
 
 TEST_CASE("the array and finite-only forms round as the reference does", "[bf16]") {

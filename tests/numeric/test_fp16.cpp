@@ -102,17 +102,9 @@ TEST_CASE("fp16 narrowing matches the reference on every FP32 pattern", "[fp16][
 }
 
 TEST_CASE("round_fp16 is idempotent and within half an ulp", "[fp16]") {
-  float prev = -std::numeric_limits<float>::infinity();
-  for (float x = -70000.0f; x < 70000.0f; x += 13.37f) {
-    const float r = amla::round_fp16(x);
-    CHECK(amla::round_fp16(r) == r);
-    CHECK(r >= prev);
-    prev = r;
-    if (std::fabs(x) < 65504.0f) {
-      // Half an ulp of a normal FP16 is at most 2^-11 relative.
-      CHECK(std::fabs(r - x) <= std::ldexp(std::fabs(x), -11));
-    }
-  }
+  // Half an ulp of a normal FP16 is at most 2^-11 relative.
+  minifloat_test::check_idempotent_monotone([](float x) { return amla::round_fp16(x); }, -70000.0f,
+                                            70000.0f, 13.37f, -11, 65504.0f);
   float a[4] = {1.0f + 0x1p-11f, 70000.0f, -0x1p-25f, 3.0f};
   amla::round_fp16_inplace(a, 4);
   CHECK(a[0] == 1.0f);

@@ -66,45 +66,42 @@ std::vector<minifloat_test::Piece> e8m0_pieces(e8m0_rounding mode) {
   return p;
 }
 
-// The exhaustive sweeps, one per mode; the mode is a template argument so that the loops under
-// test are as tight as a kernel's.
+// One FP8 format's exhaustive sweep in one mode: every pattern of a piece and its negation narrow
+// to the piece's code, and a code above max_code (the largest finite one) is the overflow:
+// max_code saturated, overflow_code (Inf or NaN) otherwise. The mode and the conversion are
+// template arguments so that the loop under test is as tight as a kernel's.
+template <saturation Sat, class Narrow>
+void sweep_fp8_format(std::uint64_t stride, const std::vector<minifloat_test::Piece>& pieces,
+                      std::uint32_t max_code, std::uint32_t overflow_code, Narrow narrow) {
+  constexpr bool fin = Sat == saturation::finite;
+  CAPTURE(fin, max_code, overflow_code);
+  std::atomic<std::uint64_t> visited{0};
+  const std::uint64_t bad = minifloat_test::sweep_pieces(
+      pieces, stride, visited,
+      [=](std::uint32_t u0, std::uint32_t count, std::uint32_t step, std::uint32_t code) {
+        const std::uint32_t want = code > max_code ? (fin ? max_code : overflow_code) : code;
+        std::uint32_t n = 0;
+        for (std::uint32_t j = 0; j < count; ++j) {
+          const std::uint32_t v = u0 + j * step;
+          n += narrow(v, Sat) != want;
+          n += narrow(v | 0x80000000u, Sat) != (want | 0x80u);
+        }
+        return n;
+      });
+  CHECK(visited.load() == minifloat_test::expected_visits(stride));
+  CHECK(bad == 0);
+}
+
+// The exhaustive sweeps of both formats in one mode.
 template <saturation Sat>
 void sweep_fp8_values(std::uint64_t stride, const std::vector<minifloat_test::Piece>& p4,
                       const std::vector<minifloat_test::Piece>& p5) {
-  constexpr bool fin = Sat == saturation::finite;
-  CAPTURE(fin);
   // e4m3: an overflow is NaN (0x7F), or 448 (0x7E) saturated.
-  std::atomic<std::uint64_t> visited4{0};
-  const std::uint64_t bad4 = minifloat_test::sweep_pieces(
-      p4, stride, visited4,
-      [](std::uint32_t u0, std::uint32_t count, std::uint32_t step, std::uint32_t code) {
-        const std::uint32_t want = code > 0x7Eu ? (fin ? 0x7Eu : 0x7Fu) : code;
-        std::uint32_t n = 0;
-        for (std::uint32_t j = 0; j < count; ++j) {
-          const std::uint32_t v = u0 + j * step;
-          n += e4m3_of(v, Sat) != want;
-          n += e4m3_of(v | 0x80000000u, Sat) != (want | 0x80u);
-        }
-        return n;
-      });
-  CHECK(visited4.load() == minifloat_test::expected_visits(stride));
-  CHECK(bad4 == 0);
+  sweep_fp8_format<Sat>(stride, p4, 0x7Eu, 0x7Fu,
+                        [](std::uint32_t u, saturation s) { return e4m3_of(u, s); });
   // e5m2: an overflow is Inf (0x7C), or 57344 (0x7B) saturated.
-  std::atomic<std::uint64_t> visited5{0};
-  const std::uint64_t bad5 = minifloat_test::sweep_pieces(
-      p5, stride, visited5,
-      [](std::uint32_t u0, std::uint32_t count, std::uint32_t step, std::uint32_t code) {
-        const std::uint32_t want = code > 0x7Bu ? (fin ? 0x7Bu : 0x7Cu) : code;
-        std::uint32_t n = 0;
-        for (std::uint32_t j = 0; j < count; ++j) {
-          const std::uint32_t v = u0 + j * step;
-          n += e5m2_of(v, Sat) != want;
-          n += e5m2_of(v | 0x80000000u, Sat) != (want | 0x80u);
-        }
-        return n;
-      });
-  CHECK(visited5.load() == minifloat_test::expected_visits(stride));
-  CHECK(bad5 == 0);
+  sweep_fp8_format<Sat>(stride, p5, 0x7Bu, 0x7Cu,
+                        [](std::uint32_t u, saturation s) { return e5m2_of(u, s); });
 }
 
 // e8m0 in one rounding: +0 and every negative pattern are NaN (255); an overflow is NaN, or 2^127

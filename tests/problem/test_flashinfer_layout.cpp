@@ -69,14 +69,8 @@ TEST_CASE("a hand-made FlashInfer cache maps to the FlashMLA layout", "[flashinf
 
 TEST_CASE("FlashMLA -> FlashInfer -> FlashMLA is exact, for BF16 values and FP8 codes",
           "[flashinfer]") {
-  amla::DecodeShape s;
-  s.batch = 4;
-  s.h_kv = 1;
-  s.d_qk = 40;
-  s.d_v = 32;
-  s.page_size = 3;
-  s.num_pages = 12;
-  s.max_pages_per_seq = 5;
+  // 4 sequences of at most 5 pages; 12 pages of 3 keys, one head of d_qk 40 (V: its first 32).
+  const amla::DecodeShape s{4, 1, 128, 1, 40, 32, 12, 3, 5};
   const std::vector<std::int32_t> seqlens{7, 0, 15, 1};
   // Pages handed out shuffled; unused table entries hold garbage that must never be read.
   const std::vector<std::int32_t> table{4, 9,  2, 99, -1, -5, -5, -5, -5, -5,
@@ -141,6 +135,13 @@ TEST_CASE("FlashInfer views are validated, naming the argument and the rule", "[
                                                   cols);
     });
   };
+  // c is rejected with a message that names `field` and holds `detail`.
+  auto rejects = [&](const amla::FlashInferCache<std::uint16_t>& c, const char* field,
+                     const char* detail) {
+    const std::string m = run(c);
+    CHECK(names(m, field));
+    CHECK(m.find(detail) != std::string::npos);
+  };
   CHECK(run(h.view()).empty());
   auto c = h.view();
   std::vector<std::int32_t> bad_indptr{1, 2, 3, 3};
@@ -148,31 +149,23 @@ TEST_CASE("FlashInfer views are validated, naming the argument and the rule", "[
   CHECK(names(run(c), "kv_indptr"));
   std::vector<std::int32_t> decreasing{0, 2, 1, 3};
   c.kv_indptr = decreasing;
-  std::string m = run(c);
-  CHECK(names(m, "kv_indptr"));
-  CHECK(m.find("kv_indptr[2] = 1") != std::string::npos);
+  rejects(c, "kv_indptr", "kv_indptr[2] = 1");
   std::vector<std::int32_t> past_end{0, 2, 3, 4};
   c.kv_indptr = past_end;
   CHECK(names(run(c), "kv_indptr"));
   c = h.view();
   std::vector<std::int32_t> bad_index{5, 6, 0};
   c.kv_indices = bad_index;
-  m = run(c);
-  CHECK(names(m, "kv_indices"));
-  CHECK(m.find("kv_indices[1] = 6") != std::string::npos);
+  rejects(c, "kv_indices", "kv_indices[1] = 6");
   c = h.view();
   std::vector<std::int32_t> zero_last{0, 4, 0};
   c.last_page_len = zero_last;
-  m = run(c);
-  CHECK(names(m, "last_page_len"));
-  CHECK(m.find("[1, 4]") != std::string::npos);
+  rejects(c, "last_page_len", "[1, 4]");
   c = h.view();
   std::vector<std::int32_t> long_len{7, 5, 0};  // request 1 owns one page of 4 keys
   c.last_page_len = {};
   c.kv_len = long_len;
-  m = run(c);
-  CHECK(names(m, "kv_len"));
-  CHECK(m.find("kv_len[1] = 5") != std::string::npos);
+  rejects(c, "kv_len", "kv_len[1] = 5");
   c.last_page_len = h.last;
   CHECK(names(run(c), "last_page_len"));  // both given
   c = h.view();
@@ -182,15 +175,8 @@ TEST_CASE("FlashInfer views are validated, naming the argument and the rule", "[
 }
 
 TEST_CASE("flashmla_to_flashinfer checks the problem it converts", "[flashinfer]") {
-  amla::DecodeShape s;
-  s.batch = 1;
-  s.h_kv = 2;
-  s.h_q = 2;
-  s.d_qk = 8;
-  s.d_v = 4;
-  s.page_size = 2;
-  s.num_pages = 2;
-  s.max_pages_per_seq = 2;
+  // One sequence of at most 2 pages; 2 pages of 2 keys, 2 heads of d_qk 8 (V: their first 4).
+  amla::DecodeShape s{1, 1, 2, 2, 8, 4, 2, 2, 2};
   std::vector<float> kv(s.kv_elems()), ckv(2 * 2 * 4), kpe(2 * 2 * 4);
   std::vector<std::int32_t> table{0, 1}, seqlens{3}, indptr(2), indices(2), last(1);
   auto run = [&] {

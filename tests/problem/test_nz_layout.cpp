@@ -66,11 +66,7 @@ TEST_CASE("NZ offsets follow [pages, heads, d / c0, page_size, c0]", "[nz]") {
 }
 
 TEST_CASE("ND -> NZ -> ND is exact for BF16, INT8/FP8 and FP32 elements", "[nz]") {
-  amla::DecodeShape s;
-  s.num_pages = 3;
-  s.page_size = 5;
-  s.h_kv = 2;
-  s.d_qk = 576;
+  amla::DecodeShape s{.h_kv = 2, .d_qk = 576, .num_pages = 3, .page_size = 5};
   check_round_trip<amla::bf16>(amla::nz_layout_of(s, amla::nz_c0(2)), 1);
   check_round_trip<std::uint8_t>(amla::nz_layout_of(s, amla::nz_c0(1)), 2);
   check_round_trip<float>(amla::nz_layout_of(s, amla::nz_c0(4)), 3);

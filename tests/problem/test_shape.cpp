@@ -42,10 +42,7 @@ TEST_CASE("pages_for rounds up without overflowing", "[problem][shape]") {
 
 TEST_CASE("element counts that cannot be represented throw instead of wrapping",
           "[problem][shape][overflow]") {
-  DecodeShape s;
-  s.num_pages = INT_MAX;
-  s.page_size = INT_MAX;
-  s.h_kv = INT_MAX;
+  DecodeShape s{.h_kv = INT_MAX, .num_pages = INT_MAX, .page_size = INT_MAX};
   s.d_qk = INT_MAX;  // 2^124: a 64-bit product wraps, here to a small number
   try {
     (void)s.kv_elems();
@@ -56,11 +53,7 @@ TEST_CASE("element counts that cannot be represented throw instead of wrapping",
     CHECK(m.find("overflows") != std::string::npos);
   }
   CHECK_THROWS_AS(s.v_elems(), amla::invalid_argument);
-  DecodeShape q;
-  q.batch = INT_MAX;
-  q.s_q = INT_MAX;
-  q.h_q = INT_MAX;
-  q.d_qk = 4;
+  DecodeShape q{.batch = INT_MAX, .s_q = INT_MAX, .h_q = INT_MAX, .d_qk = 4};
   CHECK_THROWS_AS(q.q_elems(), amla::invalid_argument);
 }
 

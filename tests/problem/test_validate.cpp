@@ -24,10 +24,7 @@ std::string shape_error(const DecodeShape& s, bool v_in_kv = true) {
 
 TEST_CASE("shapes whose counts overflow are rejected, naming the fields", "[problem][overflow]") {
   CHECK(shape_error(DecodeShape{}).empty());
-  DecodeShape s;
-  s.batch = INT_MAX;
-  s.h_kv = 2;
-  s.h_q = 2;
+  DecodeShape s{.batch = INT_MAX, .h_q = 2, .h_kv = 2};
   CHECK(names(shape_error(s), "shape.batch * shape.h_kv"));
   s = {};
   s.s_q = 1 << 20;

@@ -58,11 +58,8 @@ TEST_CASE("attended pairs: the causal sum in closed form equals the token-by-tok
           "[problem][workload]") {
   for (const bool causal : {false, true}) {
     for (const int s_q : {1, 2, 3, 7, 64}) {
-      Workload w;
-      w.s_q = s_q;
-      w.h_q = 64;
-      w.causal = causal;
-      w.seqlens = {0, 1, 2, 5, 6, 7, 63, 64, 65, 1000};
+      Workload w{
+          .s_q = s_q, .h_q = 64, .causal = causal, .seqlens = {0, 1, 2, 5, 6, 7, 63, 64, 65, 1000}};
       std::int64_t brute = 0;
       for (const int len : w.seqlens) {
         for (int t = 0; t < s_q; ++t) brute += visible_keys(len, s_q, t, causal);
@@ -72,11 +69,7 @@ TEST_CASE("attended pairs: the causal sum in closed form equals the token-by-tok
     }
   }
   // A huge s_q costs nothing (no loop over tokens): s_q 2^24 over 2^30 keys.
-  Workload w;
-  w.s_q = 1 << 24;
-  w.h_q = 1;
-  w.causal = true;
-  w.seqlens = {1 << 30};
+  Workload w{.s_q = 1 << 24, .h_q = 1, .causal = true, .seqlens = {1 << 30}};
   const std::int64_t sq = 1 << 24, l = 1 << 30;
   CHECK(w.attended_pairs() == sq * (2 * l - sq + 1) / 2);
 }

@@ -110,16 +110,14 @@ inline Workload view_workload(const MlaDims& dims, formulation view, int s_q,
   AMLA_REQUIRE(view != formulation::typhoon, "view", to_string(view),
                "must be naive or absorb (typhoon mixes the two)");
   const bool naive = view == formulation::naive;
-  Workload w;
-  w.s_q = s_q;
-  w.h_q = dims.heads;
-  w.h_kv = naive ? dims.heads : 1;
-  w.d_qk = naive ? dims.d_qk() : dims.absorb_d_qk();
-  w.d_v = naive ? dims.d_v : dims.absorb_d_v();
-  w.v_in_kv = !naive;
-  w.causal = causal;
-  w.seqlens = std::move(seqlens);
-  return w;
+  return Workload{.s_q = s_q,
+                  .h_q = dims.heads,
+                  .h_kv = naive ? dims.heads : 1,
+                  .d_qk = naive ? dims.d_qk() : dims.absorb_d_qk(),
+                  .d_v = naive ? dims.d_v : dims.absorb_d_v(),
+                  .v_in_kv = !naive,
+                  .causal = causal,
+                  .seqlens = std::move(seqlens)};
 }
 
 /// The step's attention as a Workload in the view of formulation `view` (view_workload): every

@@ -84,11 +84,11 @@ struct MlaDecodeInputs {
 /// What a formulation computes and how the host runs it.
 struct MlaOptions {
   numerics mode = numerics::float64;
-  bool causal = false;                  ///< mask aligned to the end of each context
-  std::optional<double> softmax_scale;  ///< default 1 / sqrt(D_n + D_r); finite and > 0
-  bool round_output_bf16 = false;       ///< bf16 mode: cast the final output to BF16
-  int kv_block = 512;                   ///< bf16 mode: the Base recurrence's KV block size
-  int threads = 0;                      ///< host threads; 0 = hardware concurrency
+  bool causal = false;                    ///< mask aligned to the end of each context
+  std::optional<double> softmax_scale{};  ///< default 1 / sqrt(D_n + D_r); finite and > 0
+  bool round_output_bf16 = false;         ///< bf16 mode: cast the final output to BF16
+  int kv_block = 512;                     ///< bf16 mode: the Base recurrence's KV block size
+  int threads = 0;                        ///< host threads; 0 = hardware concurrency
 };
 
 /// The layouts of an MLA step's queries and outputs, as the DecodeShape of its naive view (per-head

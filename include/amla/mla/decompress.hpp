@@ -45,17 +45,15 @@ struct PrefixKVView {
 /// with H KV heads of d_qk = D_n + D_r (K) and d_v = D_v (V), so token s of head h sits at
 /// slot_index(0, s, h) times d_qk in K and times d_v in V, and kv_elems / v_elems are the sizes.
 inline DecodeShape prefix_kv_shape(const MlaDims& d, int len) {
-  DecodeShape s;
-  s.batch = 1;
-  s.s_q = 1;
-  s.h_q = d.heads;
-  s.h_kv = d.heads;
-  s.d_qk = d.d_qk();
-  s.d_v = d.d_v;
-  s.num_pages = 1;
-  s.page_size = len;
-  s.max_pages_per_seq = 1;
-  return s;
+  return DecodeShape{.batch = 1,
+                     .s_q = 1,
+                     .h_q = d.heads,
+                     .h_kv = d.heads,
+                     .d_qk = d.d_qk(),
+                     .d_v = d.d_v,
+                     .num_pages = 1,
+                     .page_size = len,
+                     .max_pages_per_seq = 1};
 }
 
 /// A decompressed shared prefix that owns its memory.

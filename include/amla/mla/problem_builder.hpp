@@ -68,45 +68,21 @@ class MlaProblemBuilder {
  public:
   explicit MlaProblemBuilder(MlaDims dims) : dims_(dims) {}
 
-  MlaProblemBuilder& batch(int n) {
-    batch_ = n;
-    return *this;
-  }
-  MlaProblemBuilder& s_q(int n) {
-    s_q_ = n;
-    return *this;
-  }
-  MlaProblemBuilder& prefix_len(int n) {
-    prefix_len_ = n;
-    return *this;
-  }
+  MlaProblemBuilder& batch(int n) { return set(batch_, n); }
+  MlaProblemBuilder& s_q(int n) { return set(s_q_, n); }
+  MlaProblemBuilder& prefix_len(int n) { return set(prefix_len_, n); }
   /// One suffix length per request (sets the batch to their count), or one for all requests.
   MlaProblemBuilder& suffix_lens(std::vector<int> lens) {
     suffix_lens_ = std::move(lens);
     if (suffix_lens_.size() > 1) batch_ = static_cast<int>(suffix_lens_.size());
     return *this;
   }
-  MlaProblemBuilder& page_size(int n) {
-    page_size_ = n;
-    return *this;
-  }
-  MlaProblemBuilder& value_std(double s) {
-    value_std_ = s;
-    return *this;
-  }
+  MlaProblemBuilder& page_size(int n) { return set(page_size_, n); }
+  MlaProblemBuilder& value_std(double s) { return set(value_std_, s); }
   /// Default 1 / sqrt(D_l).
-  MlaProblemBuilder& weight_std(double s) {
-    weight_std_ = s;
-    return *this;
-  }
-  MlaProblemBuilder& seed(std::uint64_t s) {
-    seed_ = s;
-    return *this;
-  }
-  MlaProblemBuilder& poison_unused(bool on = true) {
-    poison_ = on;
-    return *this;
-  }
+  MlaProblemBuilder& weight_std(double s) { return set(weight_std_, s); }
+  MlaProblemBuilder& seed(std::uint64_t s) { return set(seed_, s); }
+  MlaProblemBuilder& poison_unused(bool on = true) { return set(poison_, on); }
 
   template <mla_element T = bf16>
   MlaProblem<T> build() const {
@@ -176,6 +152,12 @@ class MlaProblemBuilder {
   }
 
  private:
+  template <class Field, class Value>
+  MlaProblemBuilder& set(Field& field, Value v) {
+    field = std::move(v);
+    return *this;
+  }
+
   MlaDims dims_;
   int batch_ = 1;
   int s_q_ = 1;

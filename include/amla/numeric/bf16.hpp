@@ -65,11 +65,7 @@ struct bf16 {
   std::uint16_t bits = 0;
 
   /// The BF16 with this bit pattern.
-  AMLA_HOST_DEVICE static constexpr bf16 from_bits(std::uint16_t b) noexcept {
-    bf16 r;
-    r.bits = b;
-    return r;
-  }
+  AMLA_HOST_DEVICE static constexpr bf16 from_bits(std::uint16_t b) noexcept { return bf16{b}; }
 
   /// Narrow f to BF16 with the given rounding (see the file comment for the bit-level argument).
   AMLA_HOST_DEVICE static constexpr bf16 from_float(

@@ -23,37 +23,12 @@ namespace detail {
 inline constexpr minifloat_spec fp16_spec{5, 10, 15, true};
 }  // namespace detail
 
-/// 16-bit FP16 storage: two plain bytes, the layout of __half and of numpy's float16.
-struct fp16 {
-  std::uint16_t bits = 0;
-
-  /// The largest finite FP16 value, 65504.
-  static constexpr float max_finite = 65504.0f;
-
-  /// The FP16 with this bit pattern.
-  AMLA_HOST_DEVICE static constexpr fp16 from_bits(std::uint16_t b) noexcept {
-    fp16 r;
-    r.bits = b;
-    return r;
-  }
-
-  /// f rounded to nearest even; overflow gives Inf (IEEE), a NaN a quiet NaN.
-  AMLA_HOST_DEVICE static constexpr fp16 from_float(float f) noexcept {
-    return from_bits(static_cast<std::uint16_t>(
-        detail::minifloat_from_fp32(detail::fp16_spec, as_uint32(f), saturation::none)));
-  }
-
-  /// Widen to FP32; exact for every pattern (NaN payloads included).
-  AMLA_HOST_DEVICE constexpr float to_float() const noexcept {
-    return as_fp32(detail::minifloat_to_fp32(detail::fp16_spec, bits));
-  }
-
-  AMLA_HOST_DEVICE constexpr explicit operator float() const noexcept { return to_float(); }
-
-  friend constexpr bool operator==(fp16 a, fp16 b) noexcept { return a.bits == b.bits; }
-};
+/// 16-bit FP16 storage: two plain bytes, the layout of __half and of numpy's float16. Narrowing
+/// rounds to nearest even; an overflow gives Inf (IEEE), a NaN a quiet NaN.
+using fp16 = minifloat<std::uint16_t, detail::fp16_spec>;
 
 static_assert(sizeof(fp16) == 2 && alignof(fp16) == 2, "fp16 must be two plain bytes");
+static_assert(fp16::max_finite == 65504.0f);
 
 /// f rounded to the nearest FP16 value and widened back: the value a kernel sees after a cast to
 /// FP16. round_fp16(round_fp16(x)) == round_fp16(x).

@@ -40,57 +40,14 @@ inline constexpr minifloat_spec e4m3_spec{4, 3, 7, false};
 inline constexpr minifloat_spec e5m2_spec{5, 2, 15, true};
 }  // namespace detail
 
-/// OCP FP8 e4m3 (fn): finite, max 448, one NaN pattern per sign.
-struct fp8_e4m3 {
-  std::uint8_t bits = 0;
+/// OCP FP8 e4m3 (fn): finite, max 448, one NaN pattern per sign; an overflow is NaN.
+using fp8_e4m3 = minifloat<std::uint8_t, detail::e4m3_spec>;
 
-  static constexpr float max_finite = 448.0f;
-
-  AMLA_HOST_DEVICE static constexpr fp8_e4m3 from_bits(std::uint8_t b) noexcept {
-    fp8_e4m3 r;
-    r.bits = b;
-    return r;
-  }
-  /// f rounded to nearest even; an overflow is NaN, or +-448 with saturation::finite.
-  AMLA_HOST_DEVICE static constexpr fp8_e4m3 from_float(
-      float f, saturation sat = saturation::none) noexcept {
-    return from_bits(static_cast<std::uint8_t>(
-        detail::minifloat_from_fp32(detail::e4m3_spec, as_uint32(f), sat)));
-  }
-  /// Widen to FP32; exact (NaN widens to the FP32 quiet NaN of the same sign).
-  AMLA_HOST_DEVICE constexpr float to_float() const noexcept {
-    return as_fp32(detail::minifloat_to_fp32(detail::e4m3_spec, bits));
-  }
-  AMLA_HOST_DEVICE constexpr explicit operator float() const noexcept { return to_float(); }
-  friend constexpr bool operator==(fp8_e4m3 a, fp8_e4m3 b) noexcept { return a.bits == b.bits; }
-};
-
-/// OCP FP8 e5m2: IEEE-like, max 57344, Inf and NaN.
-struct fp8_e5m2 {
-  std::uint8_t bits = 0;
-
-  static constexpr float max_finite = 57344.0f;
-
-  AMLA_HOST_DEVICE static constexpr fp8_e5m2 from_bits(std::uint8_t b) noexcept {
-    fp8_e5m2 r;
-    r.bits = b;
-    return r;
-  }
-  /// f rounded to nearest even; an overflow is Inf, or +-57344 with saturation::finite.
-  AMLA_HOST_DEVICE static constexpr fp8_e5m2 from_float(
-      float f, saturation sat = saturation::none) noexcept {
-    return from_bits(static_cast<std::uint8_t>(
-        detail::minifloat_from_fp32(detail::e5m2_spec, as_uint32(f), sat)));
-  }
-  /// Widen to FP32; exact for every code (NaN payloads kept).
-  AMLA_HOST_DEVICE constexpr float to_float() const noexcept {
-    return as_fp32(detail::minifloat_to_fp32(detail::e5m2_spec, bits));
-  }
-  AMLA_HOST_DEVICE constexpr explicit operator float() const noexcept { return to_float(); }
-  friend constexpr bool operator==(fp8_e5m2 a, fp8_e5m2 b) noexcept { return a.bits == b.bits; }
-};
+/// OCP FP8 e5m2: IEEE-like, max 57344, Inf and NaN; an overflow is Inf.
+using fp8_e5m2 = minifloat<std::uint8_t, detail::e5m2_spec>;
 
 static_assert(sizeof(fp8_e4m3) == 1 && sizeof(fp8_e5m2) == 1, "FP8 types must be one byte");
+static_assert(fp8_e4m3::max_finite == 448.0f && fp8_e5m2::max_finite == 57344.0f);
 
 /// Which FP8 element format a cache or a runtime choice uses.
 enum class fp8_kind : std::uint8_t { e4m3, e5m2 };
@@ -126,11 +83,7 @@ struct e8m0 {
 
   static constexpr std::uint8_t nan_bits = 0xFF;
 
-  AMLA_HOST_DEVICE static constexpr e8m0 from_bits(std::uint8_t b) noexcept {
-    e8m0 r;
-    r.bits = b;
-    return r;
-  }
+  AMLA_HOST_DEVICE static constexpr e8m0 from_bits(std::uint8_t b) noexcept { return e8m0{b}; }
 
   /// The power of two 2^k (k in [-127, 127]), exactly.
   AMLA_HOST_DEVICE static constexpr e8m0 from_exponent(int k) noexcept {

@@ -141,4 +141,37 @@ AMLA_HOST_DEVICE constexpr std::uint32_t minifloat_to_fp32(minifloat_spec f,
 }
 
 }  // namespace detail
+
+/// One value of the minifloat format `Spec`, stored as its code in `Bits` (two plain bytes for
+/// FP16, the layout of __half; one for FP8, that of __nv_fp8_e4m3 and __nv_fp8_e5m2). fp16,
+/// fp8_e4m3 and fp8_e5m2 are its instances; the conversions are the two functions above.
+template <class Bits, detail::minifloat_spec Spec>
+struct minifloat {
+  Bits bits = 0;
+
+  /// The largest finite value: 65504 (FP16), 448 (e4m3), 57344 (e5m2).
+  static constexpr float max_finite = as_fp32(detail::minifloat_to_fp32(Spec, Spec.max_finite()));
+
+  /// The value with this code.
+  AMLA_HOST_DEVICE static constexpr minifloat from_bits(Bits b) noexcept { return minifloat{b}; }
+
+  /// f rounded to nearest even; an overflow is Inf (NaN for a format without Inf), or +-the
+  /// largest finite value with saturation::finite; a NaN stays a NaN of the same sign.
+  AMLA_HOST_DEVICE static constexpr minifloat from_float(
+      float f, saturation sat = saturation::none) noexcept {
+    constexpr detail::minifloat_spec spec = Spec;
+    return from_bits(static_cast<Bits>(detail::minifloat_from_fp32(spec, as_uint32(f), sat)));
+  }
+
+  /// Widen to FP32; exact for every code (NaN payloads of IEEE-like formats kept).
+  AMLA_HOST_DEVICE constexpr float to_float() const noexcept {
+    constexpr detail::minifloat_spec spec = Spec;
+    return as_fp32(detail::minifloat_to_fp32(spec, bits));
+  }
+
+  AMLA_HOST_DEVICE constexpr explicit operator float() const noexcept { return to_float(); }
+
+  friend constexpr bool operator==(minifloat a, minifloat b) noexcept { return a.bits == b.bits; }
+};
+
 }  // namespace amla

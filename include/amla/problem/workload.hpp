@@ -39,14 +39,13 @@ struct Workload {
   static Workload uniform(int batch, int s_q, int h_q, int s_k, int d_qk = 576, int d_v = 512,
                           int h_kv = 1) {
     AMLA_REQUIRE(batch >= 1, "batch", batch, "must be >= 1");
-    Workload w;
-    w.s_q = s_q;
-    w.h_q = h_q;
-    w.h_kv = h_kv;
-    w.d_qk = d_qk;
-    w.d_v = d_v;
-    w.seqlens = detail::allocate<int>("amla::Workload::uniform", "batch",
-                                      static_cast<std::size_t>(batch), s_k);
+    Workload w{.s_q = s_q,
+               .h_q = h_q,
+               .h_kv = h_kv,
+               .d_qk = d_qk,
+               .d_v = d_v,
+               .seqlens = detail::allocate<int>("amla::Workload::uniform", "batch",
+                                                static_cast<std::size_t>(batch), s_k)};
     w.validate("amla::Workload::uniform");
     return w;
   }

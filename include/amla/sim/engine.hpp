@@ -88,20 +88,11 @@ struct Work {
   double priority = 1;
 
   static Work compute(Cycles c, Cycles latency = Cycles{0}) {
-    Work w;
-    w.cycles = c;
-    w.latency = latency;
-    return w;
+    return {.cycles = c, .latency = latency};
   }
   static Work transfer(Bytes b, BytesPerCycle rate, Cycles latency = Cycles{0},
                        LinkId link = LinkId{}, double priority = 1) {
-    Work w;
-    w.bytes = b;
-    w.rate = rate;
-    w.latency = latency;
-    w.link = link;
-    w.priority = priority;
-    return w;
+    return {.bytes = b, .rate = rate, .link = link, .latency = latency, .priority = priority};
   }
 };
 

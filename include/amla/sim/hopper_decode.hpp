@@ -498,6 +498,27 @@ class CtaEmitter {
     }
     return last;
   }
+  /// Q K^T of `block` on warpgroup wg, issued once `prev` and `also` (when valid) are done: a
+  /// zero-time issue op, then qk() over the chunk groups in `order`; returns qk()'s last op.
+  OpId issue_qk(int wg, int rows, int block, const std::vector<OpId>& loads, OpId prev,
+                const int (&order)[3], OpId also = OpId{}) {
+    const OpId issue = zero(wg, "issue QK" + std::to_string(block));
+    after(issue, prev);
+    after(issue, also);
+    return qk(wg, rows, block, loads, issue, order);
+  }
+  /// The blocks a and b = a + 1 of a schedule that works on pairs; b exists when has_b.
+  struct BlockPair {
+    int a, b;
+    bool has_b;
+    std::string A, B;  ///< their numbers, for labels
+  };
+  static BlockPair pair_at(int a, int blocks) {
+    return {a, a + 1, a + 1 < blocks, std::to_string(a), std::to_string(a + 1)};
+  }
+  /// The chunk groups of a block in load order (0: chunks 0-3, 1: 4-7, 2: the RoPE chunk 8).
+  static constexpr int groups_in_order[3] = {0, 1, 2};
+
   /// One warpgroup's half of P V for one block.
   OpId pv(int wg, int rows, int block, const std::string& half) {
     const double work =
@@ -565,28 +586,21 @@ class CtaEmitter {
   // Loads for the first two blocks are issued at the CTA's start; a refill of a buffer's group
   // takes the group's slot, which its last reader gives back.
   std::vector<OpId> amla_pairs(const CtaSegment& seg, OpId q) {
-    static constexpr int order[3] = {0, 1, 2};
-    const int n = seg.blocks, rows = seg.rows;
+    const int rows = seg.rows;
     auto grp = start_loads(seg, {{0, 0}, {0, 1}, {0, 2}, {1, 0}, {1, 1}, {1, 2}});
     OpId wg0_prev = q, wg1_prev = q;
-    for (int a = 0; a < n; a += 2) {
-      const int b = a + 1;
-      const bool has_b = b < n;
-      const std::string A = std::to_string(a), B = std::to_string(b);
+    for (int i = 0; i < seg.blocks; i += 2) {
+      const auto [a, b, has_b, A, B] = pair_at(i, seg.blocks);
       const auto& la = grp[static_cast<std::size_t>(a)];
       // WG0: S_A (after the previous pair's P_B V_B), softmax A.
-      const OpId issue_a = zero(0, "issue QK" + A);
-      after(issue_a, wg0_prev);
-      const OpId qk_a = qk(0, rows, a, la, issue_a, order);
+      const OpId qk_a = issue_qk(0, rows, a, la, wg0_prev, groups_in_order);
       const OpId sm_a = vector(0, k_.softmax, 1, softmax_, "softmax" + A);
       after(sm_a, qk_a);
       // WG1: S_B once WG0 has issued S_A (its last chunk group arrived).
       OpId qk_b;
       if (has_b) {
-        const OpId issue_b = zero(1, "issue QK" + B);
-        after(issue_b, wg1_prev);
-        after(issue_b, la[2]);
-        qk_b = qk(1, rows, b, grp[static_cast<std::size_t>(b)], issue_b, order);
+        qk_b = issue_qk(1, rows, b, grp[static_cast<std::size_t>(b)], wg1_prev, groups_in_order,
+                        la[2]);
       }
       // WG1's softmax of B once S_B and frame A are there (WG0 publishes frame A after its row
       // max, the first few instructions of its softmax: taken as the softmax's start), beside
@@ -632,22 +646,14 @@ class CtaEmitter {
     // remaining halves; Q K^T consumes them in that order.
     static constexpr int order0[3] = {2, 0, 1};
     static constexpr int order1[3] = {2, 1, 0};
-    const int n = seg.blocks, rows = seg.rows;
+    const int rows = seg.rows;
     auto grp = start_loads(seg, {{0, 2}, {0, 0}, {0, 1}, {1, 2}, {1, 1}, {1, 0}});
     OpId wg0_prev = q, wg1_prev = q;
-    for (int a = 0; a < n; a += 2) {
-      const int b = a + 1;
-      const bool has_b = b < n;
-      const std::string A = std::to_string(a), B = std::to_string(b);
-      const OpId issue0 = zero(0, "issue QK" + A);
-      after(issue0, wg0_prev);
-      const OpId qk0 = qk(0, rows, a, grp[static_cast<std::size_t>(a)], issue0, order0);
+    for (int i = 0; i < seg.blocks; i += 2) {
+      const auto [a, b, has_b, A, B] = pair_at(i, seg.blocks);
+      const OpId qk0 = issue_qk(0, rows, a, grp[static_cast<std::size_t>(a)], wg0_prev, order0);
       OpId qk1;
-      if (has_b) {
-        const OpId issue1 = zero(1, "issue QK" + B);
-        after(issue1, wg1_prev);
-        qk1 = qk(1, rows, b, grp[static_cast<std::size_t>(b)], issue1, order1);
-      }
+      if (has_b) qk1 = issue_qk(1, rows, b, grp[static_cast<std::size_t>(b)], wg1_prev, order1);
       // [0] softmax 0, rescale O_L, P_0 V_0L.
       const OpId sm0 = vector(0, k_.softmax, 1, softmax_, "softmax" + A);
       after(sm0, qk0);
@@ -696,15 +702,13 @@ class CtaEmitter {
   }
 
   std::vector<OpId> transposed_blocks(const CtaSegment& seg, OpId q) {
-    static constexpr int order[3] = {0, 1, 2};
-    const int n = seg.blocks, rows = seg.rows;
+    const int rows = seg.rows;
     const double f = static_cast<double>(rows) / 64;  // transposed tiles: rows x 64, rows x 256
     auto grp = start_loads(seg, {{0, 0}, {0, 1}, {0, 2}, {1, 0}, {1, 1}, {1, 2}});
     OpId wg0_prev = q, wg1_prev = q;
-    for (int j = 0; j < n; ++j) {
-      const OpId issue = zero(0, "issue QK" + std::to_string(j));
-      after(issue, wg0_prev);
-      const OpId s = qk(0, rows, j, grp[static_cast<std::size_t>(j)], issue, order);
+    for (int j = 0; j < seg.blocks; ++j) {
+      const OpId s =
+          issue_qk(0, rows, j, grp[static_cast<std::size_t>(j)], wg0_prev, groups_in_order);
       const OpId sm = vector(0, k_.softmax, f, softmax_, "softmax" + std::to_string(j));
       after(sm, s);
       const OpId rs0 = vector(0, k_.rescale, f, rescale_, "rescale" + std::to_string(j));

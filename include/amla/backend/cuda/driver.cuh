@@ -87,6 +87,11 @@ struct DeviceDecodeInputs {
   const bf16* v = nullptr;  ///< nullptr: V is the first d_v columns of kv
   const std::int32_t* block_table = nullptr;
   const std::int32_t* seqlens = nullptr;
+
+  /// The V cache the kernels read: v, or kv when V is its first d_v columns.
+  const bf16* values() const { return v != nullptr ? v : kv; }
+  /// Elements between consecutive (page, slot, head) rows of values(): d_v, or d_qk inside kv.
+  int value_row_elems() const { return v != nullptr ? shape.d_v : shape.d_qk; }
 };
 
 /// Device pointers of the outputs.
@@ -105,8 +110,8 @@ inline const char* to_string(kernel_kind k) {
 }
 
 struct CudaDecodeOptions {
-  bool causal = false;                 ///< mask aligned to the end (see the file comment)
-  std::optional<float> softmax_scale;  ///< default 1 / sqrt(d_qk); finite and > 0
+  bool causal = false;                   ///< mask aligned to the end (see the file comment)
+  std::optional<float> softmax_scale{};  ///< default 1 / sqrt(d_qk); finite and > 0
   rescale_mode mode = rescale_mode::standard;
   kernel_kind kernel = kernel_kind::automatic;
   /// Split-KV of the Hopper kernel (problem/split_schedule.hpp): 0 sizes the pieces from the batch
@@ -363,21 +368,20 @@ void launch_ex(void (*kernel)(Params...), dim3 grid, int block, std::size_t smem
 template <rescale_mode Mode>
 void launch_simple(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& out, float scale,
                    const CudaDecodeOptions& opt, cudaStream_t stream) {
-  const bool causal = opt.causal;
   const DecodeShape& s = in.shape;
-  simple::params p{};
-  p.shape = s;
-  p.causal = causal;
-  p.rescale = opt.rescale;
-  p.scale_log2 = static_cast<float>(static_cast<double>(scale) * 1.4426950408889634);
-  p.q = reinterpret_cast<const __nv_bfloat16*>(in.q);
-  p.k = reinterpret_cast<const __nv_bfloat16*>(in.kv);
-  p.v = reinterpret_cast<const __nv_bfloat16*>(in.v != nullptr ? in.v : in.kv);
-  p.v_row = in.v != nullptr ? s.d_v : s.d_qk;
-  p.block_table = in.block_table;
-  p.seqlens = in.seqlens;
-  p.out = reinterpret_cast<__nv_bfloat16*>(out.out);
-  p.lse = out.lse;
+  const simple::params p{
+      .shape = s,
+      .causal = opt.causal,
+      .rescale = opt.rescale,
+      .scale_log2 = static_cast<float>(static_cast<double>(scale) * 1.4426950408889634),
+      .q = reinterpret_cast<const __nv_bfloat16*>(in.q),
+      .k = reinterpret_cast<const __nv_bfloat16*>(in.kv),
+      .v = reinterpret_cast<const __nv_bfloat16*>(in.values()),
+      .v_row = in.value_row_elems(),
+      .block_table = in.block_table,
+      .seqlens = in.seqlens,
+      .out = reinterpret_cast<__nv_bfloat16*>(out.out),
+      .lse = out.lse};
   const std::size_t smem = simple::smem_bytes(s.d_qk, s.d_v);
   if (smem > 48 * 1024) {
     AMLA_CUDA_CHECK(cudaFuncSetAttribute(simple::decode_kernel<Mode>,

@@ -238,19 +238,19 @@ inline void golden_decode(const DeviceDecodeInputs& in, const DeviceGoldenOutput
   const float scale = validate_options(fn, problem, in.shape);
   if (options.check_tables) detail::validate_tables_on_host(fn, in, stream);
   const DecodeShape& s = in.shape;
-  detail::golden::params p{};
-  p.shape = s;
-  p.causal = options.causal;
-  p.scale = static_cast<double>(scale);
-  p.head_tiles = (s.heads_per_group() + detail::golden::rows - 1) / detail::golden::rows;
-  p.q = reinterpret_cast<const __nv_bfloat16*>(in.q);
-  p.kv = reinterpret_cast<const __nv_bfloat16*>(in.kv);
-  p.v = reinterpret_cast<const __nv_bfloat16*>(in.v != nullptr ? in.v : in.kv);
-  p.v_row = in.v != nullptr ? s.d_v : s.d_qk;
-  p.block_table = in.block_table;
-  p.seqlens = in.seqlens;
-  p.out = out.out;
-  p.lse = out.lse;
+  const detail::golden::params p{
+      .shape = s,
+      .causal = options.causal,
+      .scale = static_cast<double>(scale),
+      .head_tiles = (s.heads_per_group() + detail::golden::rows - 1) / detail::golden::rows,
+      .q = reinterpret_cast<const __nv_bfloat16*>(in.q),
+      .kv = reinterpret_cast<const __nv_bfloat16*>(in.kv),
+      .v = reinterpret_cast<const __nv_bfloat16*>(in.values()),
+      .v_row = in.value_row_elems(),
+      .block_table = in.block_table,
+      .seqlens = in.seqlens,
+      .out = out.out,
+      .lse = out.lse};
   const dim3 grid(static_cast<unsigned>(s.h_kv * p.head_tiles), static_cast<unsigned>(s.s_q),
                   static_cast<unsigned>(s.batch));
   detail::golden::golden_kernel<<<grid, detail::golden::threads, 0, stream>>>(p);
