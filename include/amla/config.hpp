@@ -25,6 +25,18 @@
 #define AMLA_DEVICE_COMPILE 0
 #endif
 
+// AMLA_ENUMERATORS_BEGIN / AMLA_ENUMERATORS_END enclose a scoped enum whose enumerators are named
+// after amla's number types (precision::fp16 beside amla::fp16, a type alias): GCC's -Wshadow
+// reports such an enumerator as shadowing the alias, though a scoped enumerator cannot hide it.
+#if defined(__GNUC__) && !defined(__clang__)
+#define AMLA_ENUMERATORS_BEGIN \
+  _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wshadow\"")
+#define AMLA_ENUMERATORS_END _Pragma("GCC diagnostic pop")
+#else
+#define AMLA_ENUMERATORS_BEGIN
+#define AMLA_ENUMERATORS_END
+#endif
+
 // AMLA_ASSERT checks internal invariants (never user input: host entry points validate and throw
 // instead). A user may define AMLA_ASSERT before including amla to route failures elsewhere.
 #ifndef AMLA_ASSERT

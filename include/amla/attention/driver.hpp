@@ -82,7 +82,9 @@ using amla::visible_keys;
 /// product, including P, rounded by numeric/fp16.hpp's one rounding (nearest even, overflow to
 /// Inf), with FP32 accumulation and FP32 vector math; its output cast is
 /// DecodeOptions::round_output_fp16. AMLA has no fp16 mode (attention/amla.hpp).
+AMLA_ENUMERATORS_BEGIN
 enum class precision : std::uint8_t { bf16, float32, fp16 };
+AMLA_ENUMERATORS_END
 
 /// How the driver gathers a recurrence's operands: as stored (float32 modes), or rounded to the
 /// matrix unit's format (BF16 or FP16) where the stored values are not already in it.

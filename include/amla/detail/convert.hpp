@@ -63,7 +63,9 @@ inline float to_float(fp16 x) noexcept {
 
 /// The cast applied to an output before it is stored (DecodeOptions' round_output_bf16 and
 /// round_output_fp16).
+AMLA_ENUMERATORS_BEGIN
 enum class output_cast : std::uint8_t { none, bf16, fp16 };
+AMLA_ENUMERATORS_END
 
 /// Stores an accumulator value x (float or double) into an output element of type OutT, rounding
 /// to BF16 or FP16 first as `cast` says (a bf16 OutT always rounds to BF16): one rounding in

@@ -38,11 +38,13 @@ concept layout_element = std::is_trivially_copyable_v<T> &&
     (sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8);
 
 /// The number format of the values a view reads: what a recurrence must still round them to.
+AMLA_ENUMERATORS_BEGIN
 enum class value_format : std::uint8_t {
   fp32,  ///< any float (a float cache, or FP8 values times a float scale)
   bf16,  ///< BF16 values (a bf16 cache, FlashMLA's dequantized FP8)
   fp16,  ///< FP16 values
 };
+AMLA_ENUMERATORS_END
 
 /// The format of the values an element type holds.
 template <decode_element T>
