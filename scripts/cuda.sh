@@ -2,7 +2,7 @@
 # Builds, tests and benchmarks amla's CUDA backend on a GPU machine in one run; the benchmark's
 # table comes last.
 #
-#   scripts/cuda.sh                  full tests (the grid) and the full benchmark grid
+#   scripts/cuda.sh                  full tests (the whole test grid) and the full benchmark grid
 #   scripts/cuda.sh --quick          small test cases and s_k = 4096 only
 #   scripts/cuda.sh --quick-tests    small test cases, the full benchmark grid
 #   scripts/cuda.sh --profile        also Nsight Compute (ncu) on the Hopper kernel at two shapes

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Measures, on a Hopper GPU machine, what the simulator's Hopper model reads and what it predicts,
 # in one run: bench/cuda/bm_hopper_model (wgmma batch cycles, the kernel's CUDA-core stages, HBM,
-# launch overhead, and the Hopper decode kernel's times at the shapes and on varlen
+# launch overhead, and the Hopper decode kernel's times at FlashMLA's benchmark shapes and on varlen
 # batches) with nvidia-smi sampling the SM clock meanwhile, then bm_cuda_decode --quick (the
 # cuBLAS ceiling of the same card, to compare with bench/CUDA_RESULTS.md).
 #

@@ -6,7 +6,7 @@
 // 256 MB memset) before every timed launch; inputs are random (never zeros), page order shuffled.
 // A plain program (no Google Benchmark): GPU machines here have only the CUDA toolkit.
 //
-//   bm_cuda_decode            the issue's grid: b 128, s_q {1, 2}, s_k {1024, 4096, 16384}, both
+//   bm_cuda_decode            the benchmark grid: b 128, s_q {1, 2}, s_k {1024, 4096, 16384}, both
 //                             modes, the balanced split-KV schedule and no split; tuning knobs at
 //                             s_k 4096; the split-KV shapes b 16 and b 1
 //   bm_cuda_decode --quick    s_k 4096 only
@@ -218,7 +218,7 @@ int main(int argc, char** argv) {
     }
     const std::vector<int> sks =
         quick ? std::vector<int>{4096} : std::vector<int>{1024, 4096, 16384};
-    // The issue's grid, both modes, the balanced schedule (automatic).
+    // FlashMLA's benchmark grid, both modes, the balanced schedule (automatic).
     for (const ac::CudaDecodeOptions& o : {hopper_std, hopper_amla}) {
       for (int s_q : {1, 2}) {
         for (int s_k : sks) configs.push_back({128, s_q, s_k, o, 15, ""});

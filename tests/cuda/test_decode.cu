@@ -1150,7 +1150,7 @@ int run_gpu(bool quick) {
                      false, 1.0f});
   }
   if (!quick) {
-    // The issue's grid: b x s_q x causal x h_q with mixed lengths (0, 1, 63, 64, 65, 4133, random).
+    // The full grid: b x s_q x causal x h_q with mixed lengths (0, 1, 63, 64, 65, 4133, random).
     for (int b : {1, 3, 64, 128}) {
       for (int s_q : {1, 2}) {
         for (bool causal : {false, true}) {
