@@ -63,7 +63,9 @@ if(AMLA_BUILD_CUDA_TESTS)
 
   # Every public .cuh compiles on its own under nvcc (detail/ excepted), included twice to prove
   # its guard, as tests/CMakeLists.txt does for the .hpp headers; building the object library is
-  # the check.
+  # the check. It stops at PTX (the virtual architectures of AMLA_CUDA_ARCHITECTURES): whether a
+  # header compiles alone is settled by the front ends, and the kernels go through ptxas for every
+  # real architecture in cuda_decode and bm_cuda_decode.
   if(AMLA_TEST_HEADERS)
     file(GLOB_RECURSE _amla_cuh CONFIGURE_DEPENDS RELATIVE ${PROJECT_SOURCE_DIR}/include
          ${PROJECT_SOURCE_DIR}/include/amla/*.cuh)
@@ -77,10 +79,19 @@ if(AMLA_BUILD_CUDA_TESTS)
       file(CONFIGURE OUTPUT ${out} CONTENT "#include <${h}>\n#include <${h}>\n")
       list(APPEND _amla_cuh_sources ${out})
     endforeach()
+    set(_amla_cuh_archs)
+    foreach(arch IN LISTS AMLA_CUDA_ARCHITECTURES)
+      if(arch MATCHES "^([0-9]+[af]?)(-real|-virtual)?$")
+        list(APPEND _amla_cuh_archs ${CMAKE_MATCH_1}-virtual)
+      else()
+        list(APPEND _amla_cuh_archs ${arch})  # native, all, all-major: as given
+      endif()
+    endforeach()
+    list(REMOVE_DUPLICATES _amla_cuh_archs)
     add_library(cuda_self_contained_headers OBJECT ${_amla_cuh_sources})
     target_link_libraries(cuda_self_contained_headers PRIVATE amla::cuda amla_cuda_dev_options)
     set_target_properties(cuda_self_contained_headers PROPERTIES
-                          CUDA_ARCHITECTURES "${AMLA_CUDA_ARCHITECTURES}")
+                          CUDA_ARCHITECTURES "${_amla_cuh_archs}")
   endif()
 endif()
 

@@ -17,15 +17,22 @@
 # A file the scan misapprehends can be compiled on its own with
 #   set_source_files_properties(<file> PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
 # before the call. Compiler messages name the original file and line, not the unity file.
-set(AMLA_UNITY_GROUP_MAX 8 CACHE STRING "Most test files compiled as one unity translation unit")
+set(AMLA_UNITY_GROUP_MAX 16 CACHE STRING "Most test files compiled as one unity translation unit")
 
 # The names <file> declares at namespace scope (<out_names>), its aliases as name=declaration
 # (<out_aliases>), and every identifier it uses (<out_tokens>).
 function(_amla_unity_scan file out_names out_aliases out_tokens)
   file(READ ${file} text)
+  # An identifier inside a comment or a string or character literal is not a use.
+  string(REGEX REPLACE
+         "//[^\n]*|/\\*([^*]|\\*+[^*/])*\\*+/|\"([^\"\\\\\n]|\\\\.)*\"|'([^'\\\\\n]|\\\\.)*'"
+         " " code "${text}")
+  # Nor is a member's name (after . or ->): a namespace-scope declaration cannot change it.
+  string(REGEX REPLACE "(\\.|->)[ \t\n]*[A-Za-z_][A-Za-z0-9_]*" " " code "${code}")
   # List separators and brackets would split or join CMake list elements; neither is needed here.
+  string(REGEX REPLACE "[][;\\\\]" " " code "${code}")
   string(REGEX REPLACE "[][;\\\\]" " " text "${text}")
-  string(REGEX MATCHALL "[A-Za-z_][A-Za-z0-9_]*" tokens "${text}")
+  string(REGEX MATCHALL "[A-Za-z_][A-Za-z0-9_]*" tokens "${code}")
   list(REMOVE_DUPLICATES tokens)
   string(REPLACE "\n" ";" lines "${text}")
   set(names)
