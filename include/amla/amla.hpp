@@ -5,12 +5,18 @@
 
 #include "amla/numeric/bf16.hpp"
 #include "amla/numeric/bits.hpp"
+#include "amla/numeric/fp16.hpp"
+#include "amla/numeric/fp8.hpp"
 #include "amla/numeric/gemm.hpp"
+#include "amla/numeric/minifloat.hpp"
 #include "amla/numeric/one_plus_eps.hpp"
 #include "amla/numeric/pow2.hpp"
 
 #include "amla/problem/conventions.hpp"
+#include "amla/problem/flashinfer_layout.hpp"
+#include "amla/problem/fp8_cache.hpp"
 #include "amla/problem/inputs.hpp"
+#include "amla/problem/nz_layout.hpp"
 #include "amla/problem/options.hpp"
 #include "amla/problem/outputs.hpp"
 #include "amla/problem/shape.hpp"

@@ -41,7 +41,7 @@ __all__ = [
     "golden", "base", "amla", "seesaw", "transposed", "split_kv", "run",
     "DecodeResult", "AmlaResult", "AmlaReport", "VIOLATION_DTYPE", "BF16",
     "LseConvention", "AMLA_LSE", "FLASHMLA_LSE", "FLASHINFER_LSE", "convert_lse",
-    "cases", "testing", "flashinfer", "sim", "mla",
+    "cases", "testing", "flashinfer", "formats", "sim", "mla",
 ]
 
 
@@ -100,4 +100,4 @@ def split_kv(q, kv, block_table, seqlens, *, precision: str = "bf16",
                         "num_splits": num_splits}, **kw)
 
 
-from . import cases, flashinfer, mla, sim, testing  # noqa: E402  (they use the functions above)
+from . import cases, flashinfer, formats, mla, sim, testing  # noqa: E402  (they use the functions above)

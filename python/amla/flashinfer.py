@@ -25,31 +25,31 @@ from typing import Optional
 
 import numpy as np
 
-from ._decode import BF16, DecodeResult, run as _run_flashmla
+from . import _amla
+from ._decode import DecodeResult, run as _run_flashmla
 from ._errors import invalid
+from .formats import _np, _raw
 
 
-def _np(x) -> np.ndarray:
-    """x as a numpy array; a torch bfloat16 tensor becomes an ml_dtypes.bfloat16 view."""
-    if isinstance(x, np.ndarray):
-        return x
-    if str(getattr(x, "dtype", "")) == "torch.bfloat16":
-        import torch  # only reached with a torch tensor in hand
-
-        return x.detach().cpu().view(torch.int16).numpy().view(BF16)
-    if hasattr(x, "detach"):
-        return x.detach().cpu().numpy()
-    return np.asarray(x)
+def _i32(fn: str, arg: str, x) -> np.ndarray:
+    """An index array as int32, refusing values that int32 cannot hold (no silent wrap)."""
+    x = _np(x)
+    if x.dtype == np.int32:
+        return np.ascontiguousarray(x)
+    if not np.issubdtype(x.dtype, np.integer):
+        raise ValueError(invalid(fn, arg, f"dtype {x.dtype}", "must be an integer array"))
+    if x.size and (x.min() < np.iinfo(np.int32).min or x.max() > np.iinfo(np.int32).max):
+        raise ValueError(invalid(fn, arg, f"values in [{x.min()}, {x.max()}]", "must fit int32"))
+    return np.ascontiguousarray(x.astype(np.int32))
 
 
 def to_flashmla(q_nope, q_pe, ckv, kpe, kv_indptr, kv_indices, kv_len=None, *,
                 last_page_len=None, qo_indptr=None) -> dict:
-    """FlashInfer's tensors mapped to the FlashMLA layout (see the module comment): a dict of q,
-    kv, block_table, seqlens and d_v, the keywords of every amla recurrence."""
+    """FlashInfer's tensors mapped to the FlashMLA layout (see the module comment) by the C++
+    converter (problem/flashinfer_layout.hpp): a dict of q, kv, block_table, seqlens and d_v, the
+    keywords of every amla recurrence."""
     fn = "amla.flashinfer.to_flashmla"
     q_nope, q_pe, ckv, kpe = _np(q_nope), _np(q_pe), _np(ckv), _np(kpe)
-    kv_indptr = np.asarray(_np(kv_indptr), dtype=np.int64)
-    kv_indices = np.asarray(_np(kv_indices), dtype=np.int64)
     if q_nope.ndim != 3 or q_pe.ndim != 3 or q_pe.shape[:2] != q_nope.shape[:2]:
         raise ValueError(invalid(fn, "q_pe", f"shape {q_pe.shape}",
                                  f"q_nope [N, h, d_ckv] = {q_nope.shape} and q_pe [N, h, d_kpe] "
@@ -61,24 +61,20 @@ def to_flashmla(q_nope, q_pe, ckv, kpe, kv_indptr, kv_indices, kv_len=None, *,
     if ckv.shape[2] != q_nope.shape[2] or kpe.shape[2] != q_pe.shape[2]:
         raise ValueError(invalid(fn, "ckv", f"shape {ckv.shape}",
                                  "d_ckv and d_kpe must match q_nope's and q_pe's"))
-    if kv_indptr.ndim != 1 or kv_indptr.size < 2:
-        raise ValueError(invalid(fn, "kv_indptr", f"shape {kv_indptr.shape}", "must be [batch + 1]"))
-    batch = kv_indptr.size - 1
-    page_size = ckv.shape[1]
-    pages = np.diff(kv_indptr)
-    if (pages < 0).any() or kv_indptr[0] != 0 or kv_indptr[-1] > kv_indices.size:
-        raise ValueError(invalid(fn, "kv_indptr", str(kv_indptr.tolist()),
-                                 f"must start at 0, not decrease, and end at most at "
-                                 f"len(kv_indices) = {kv_indices.size}"))
-    if kv_len is not None:
-        seqlens = np.asarray(_np(kv_len), dtype=np.int64)
-    elif last_page_len is not None:
-        last = np.asarray(_np(last_page_len), dtype=np.int64)
-        seqlens = np.where(pages > 0, (pages - 1) * page_size + last, 0)
-    else:
+    if q_pe.dtype != q_nope.dtype:
+        raise ValueError(invalid(fn, "q_pe", f"dtype {q_pe.dtype}",
+                                 f"must be q_nope's dtype {q_nope.dtype}"))
+    if kpe.dtype != ckv.dtype:
+        raise ValueError(invalid(fn, "kpe", f"dtype {kpe.dtype}", f"must be ckv's dtype {ckv.dtype}"))
+    if kv_len is None and last_page_len is None:
         raise ValueError(invalid(fn, "kv_len", "None", "kv_len or last_page_len is required"))
-    if seqlens.shape != (batch,):
-        raise ValueError(invalid(fn, "kv_len", f"shape {seqlens.shape}", f"must be [batch = {batch}]"))
+    kv_indptr = _i32(fn, "kv_indptr", kv_indptr)
+    kv, block_table, seqlens = _amla._flashinfer_to_flashmla(
+        _raw(ckv), _raw(kpe), kv_indptr,
+        _i32(fn, "kv_indices", kv_indices),
+        None if last_page_len is None else _i32(fn, "last_page_len", last_page_len),
+        None if kv_len is None else _i32(fn, "kv_len", kv_len))
+    batch = kv_indptr.size - 1
     n_tokens, heads = q_nope.shape[:2]
     if qo_indptr is None:
         if n_tokens % batch:
@@ -93,40 +89,33 @@ def to_flashmla(q_nope, q_pe, ckv, kpe, kv_indptr, kv_indices, kv_len=None, *,
             raise ValueError(invalid(fn, "qo_indptr", str(qo.tolist()),
                                      "must be 0, s_q, 2 s_q, ... N: amla's DecodeShape has one s_q"))
         s_q = int(steps[0])
-    max_pages = max(int(pages.max()), 1)
-    block_table = np.zeros((batch, max_pages), dtype=np.int32)
-    for b in range(batch):
-        block_table[b, : pages[b]] = kv_indices[kv_indptr[b]: kv_indptr[b + 1]]
-    q = np.concatenate([q_nope, q_pe], axis=-1).reshape(batch, s_q, heads, -1)
-    kv = np.concatenate([ckv, kpe], axis=-1)[:, :, None, :]
-    return {"q": q, "kv": kv, "block_table": block_table,
-            "seqlens": seqlens.astype(np.int32), "d_v": int(ckv.shape[2])}
+    q = _amla._concat_channels(_raw(q_nope), _raw(q_pe))
+    return {"q": q.view(q_nope.dtype).reshape(batch, s_q, heads, -1),
+            "kv": kv.view(ckv.dtype), "block_table": block_table, "seqlens": seqlens,
+            "d_v": int(ckv.shape[2])}
 
 
 def from_flashmla(q, kv, block_table, seqlens, *, d_v: int = 512) -> dict:
-    """A FlashMLA-layout problem (h_kv = 1, V inside kv) in FlashInfer's layout: q_nope, q_pe,
-    ckv, kpe, kv_indptr, kv_indices, kv_len, last_page_len, qo_indptr (int32 tables)."""
+    """A FlashMLA-layout problem (h_kv = 1, V inside kv) in FlashInfer's layout, by the C++
+    converter: q_nope, q_pe, ckv, kpe, kv_indptr, kv_indices, kv_len, last_page_len, qo_indptr
+    (int32 tables)."""
     fn = "amla.flashinfer.from_flashmla"
     q, kv = _np(q), _np(kv)
-    block_table, seqlens = np.asarray(block_table), np.asarray(seqlens)
     if kv.ndim != 4 or kv.shape[2] != 1:
         raise ValueError(invalid(fn, "kv", f"shape {kv.shape}",
                                  "must be [num_pages, page_size, 1, d_qk]: FlashInfer's MLA layout "
                                  "has one KV head"))
+    seqlens = _i32(fn, "seqlens", seqlens)
+    ckv, kpe, kv_indptr, kv_indices, last = _amla._flashmla_to_flashinfer(
+        _raw(kv), _i32(fn, "block_table", block_table), seqlens, int(d_v))
     batch, s_q, heads, _ = q.shape
-    page_size = kv.shape[1]
-    pages = (seqlens.astype(np.int64) + page_size - 1) // page_size
-    kv_indptr = np.concatenate([[0], np.cumsum(pages)]).astype(np.int32)
-    kv_indices = np.concatenate(
-        [block_table[b, : pages[b]] for b in range(batch)] + [np.zeros(0, np.int32)]).astype(np.int32)
-    last = np.where(pages > 0, seqlens - (pages - 1) * page_size, 0).astype(np.int32)
+    q_nope, q_pe = _amla._split_channels(_raw(q), int(d_v))
     return {
-        "q_nope": np.ascontiguousarray(q[..., :d_v].reshape(batch * s_q, heads, d_v)),
-        "q_pe": np.ascontiguousarray(q[..., d_v:].reshape(batch * s_q, heads, -1)),
-        "ckv": np.ascontiguousarray(kv[:, :, 0, :d_v]),
-        "kpe": np.ascontiguousarray(kv[:, :, 0, d_v:]),
+        "q_nope": q_nope.view(q.dtype).reshape(batch * s_q, heads, d_v),
+        "q_pe": q_pe.view(q.dtype).reshape(batch * s_q, heads, -1),
+        "ckv": ckv.view(kv.dtype), "kpe": kpe.view(kv.dtype),
         "kv_indptr": kv_indptr, "kv_indices": kv_indices,
-        "kv_len": seqlens.astype(np.int32), "last_page_len": last,
+        "kv_len": seqlens.copy(), "last_page_len": last,
         "qo_indptr": (np.arange(batch + 1) * s_q).astype(np.int32),
     }
 

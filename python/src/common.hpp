@@ -61,6 +61,14 @@ nb::ndarray<nb::numpy, T> owned_array(std::vector<T>&& v,
   return nb::ndarray<nb::numpy, T>(heap->data(), shape.size(), shape.begin(), owner);
 }
 
+/// An owning numpy array that takes over `v`, of a shape known only at run time.
+template <class T>
+nb::ndarray<nb::numpy, T> owned_array(std::vector<T>&& v, const std::vector<std::size_t>& shape) {
+  auto* heap = new std::vector<T>(std::move(v));
+  nb::capsule owner(heap, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
+  return nb::ndarray<nb::numpy, T>(heap->data(), shape.size(), shape.data(), owner);
+}
+
 /// Throws amla::invalid_argument (mapped to ValueError) in amla's message format.
 [[noreturn]] inline void invalid(const char* fn, const char* arg, const std::string& value,
                                  const std::string& rule) {
@@ -87,5 +95,6 @@ T parse_choice(const char* fn, const char* arg, const std::string& text,
 
 void bind_decode(nb::module_& m);
 void bind_models(nb::module_& m);
+void bind_formats(nb::module_& m);
 
 }  // namespace amla::python

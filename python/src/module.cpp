@@ -124,4 +124,5 @@ NB_MODULE(_amla, m) {
         nb::arg("poison_unused"), nb::arg("round_to_bf16"), nb::arg("dtype"));
   bind_decode(m);
   bind_models(m);
+  bind_formats(m);
 }

@@ -64,3 +64,28 @@ def test_flashinfer_errors(case):
     with pytest.raises(ValueError, match="argument 'kpe'"):
         flashinfer.to_flashmla(fi["q_nope"], fi["q_pe"], fi["ckv"], fi["kpe"][:1], fi["kv_indptr"],
                                fi["kv_indices"], fi["kv_len"])
+
+
+def test_fp8_codes_and_tables_through_the_cpp_converter(case):
+    # FP8 codes travel both ways bit for bit, like BF16 values (the converter copies elements).
+    rng = np.random.default_rng(2)
+    codes = rng.integers(0, 256, case.kv.shape, dtype=np.uint8)
+    fi = flashinfer.from_flashmla(case.q, codes, case.block_table, case.seqlens, d_v=64)
+    assert fi["ckv"].dtype == np.uint8 and fi["ckv"].shape == codes.shape[:2] + (64,)
+    back = flashinfer.to_flashmla(fi["q_nope"], fi["q_pe"], fi["ckv"], fi["kpe"], fi["kv_indptr"],
+                                  fi["kv_indices"], last_page_len=fi["last_page_len"])
+    np.testing.assert_array_equal(back["kv"], codes)
+    np.testing.assert_array_equal(back["seqlens"], case.seqlens)
+    # A last page holding more keys than a page is refused by the C++ validator.
+    bad = fi["last_page_len"].copy()
+    bad[0] = 5
+    with pytest.raises(ValueError, match="argument 'last_page_len'"):
+        flashinfer.to_flashmla(fi["q_nope"], fi["q_pe"], fi["ckv"], fi["kpe"], fi["kv_indptr"],
+                               fi["kv_indices"], last_page_len=bad)
+    with pytest.raises(ValueError, match="argument 'kv_indices'"):
+        flashinfer.to_flashmla(fi["q_nope"], fi["q_pe"], fi["ckv"], fi["kpe"], fi["kv_indptr"],
+                               np.full_like(fi["kv_indices"], 10**6), fi["kv_len"])
+    with pytest.raises(ValueError, match="argument 'kv_indptr'"):
+        flashinfer.to_flashmla(fi["q_nope"], fi["q_pe"], fi["ckv"], fi["kpe"],
+                               fi["kv_indptr"].astype(np.int64) + 2**40, fi["kv_indices"],
+                               fi["kv_len"])

@@ -24,6 +24,22 @@ AMLA_HOST_DEVICE constexpr To bit_cast(const From& from) noexcept {
   return std::bit_cast<To>(from);
 #endif
 }
+
+/// Leading zero bits of a nonzero 32-bit value. Device code gets a constexpr binary search
+/// (__clz is not constexpr, and nvcc evaluates constant expressions in its device pass too).
+AMLA_HOST_DEVICE constexpr int count_leading_zeros(std::uint32_t x) noexcept {
+#if defined(__CUDA_ARCH__)
+  int n = 0;
+  if (x <= 0x0000FFFFu) n += 16, x <<= 16;
+  if (x <= 0x00FFFFFFu) n += 8, x <<= 8;
+  if (x <= 0x0FFFFFFFu) n += 4, x <<= 4;
+  if (x <= 0x3FFFFFFFu) n += 2, x <<= 2;
+  if (x <= 0x7FFFFFFFu) n += 1;
+  return n;
+#else
+  return std::countl_zero(x);
+#endif
+}
 }  // namespace detail
 
 /// The FP32 bit pattern of f read as a signed 32-bit integer (AS_INT32 in the AMLA paper).

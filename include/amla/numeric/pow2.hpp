@@ -85,24 +85,6 @@ AMLA_HOST_DEVICE constexpr float pattern_add_hardware(float f, std::int32_t k) n
   return as_fp32(as_uint32(f) + static_cast<std::uint32_t>(k));
 }
 
-namespace detail {
-/// Leading zero bits of a nonzero 32-bit value. Device code gets a constexpr binary search
-/// (__clz is not constexpr, and nvcc evaluates constant expressions in its device pass too).
-AMLA_HOST_DEVICE constexpr int count_leading_zeros(std::uint32_t x) noexcept {
-#if defined(__CUDA_ARCH__)
-  int n = 0;
-  if (x <= 0x0000FFFFu) n += 16, x <<= 16;
-  if (x <= 0x00FFFFFFu) n += 8, x <<= 8;
-  if (x <= 0x0FFFFFFFu) n += 4, x <<= 4;
-  if (x <= 0x3FFFFFFFu) n += 2, x <<= 2;
-  if (x <= 0x7FFFFFFFu) n += 1;
-  return n;
-#else
-  return std::countl_zero(x);
-#endif
-}
-}  // namespace detail
-
 /// The value AS_FP32(AS_INT32(f) + k) is meant to have: the add on (sign, exponent, mantissa) with
 /// an unbounded exponent, rounded once to FP32 (file comment). Equals pattern_add_hardware(f, k)
 /// bit for bit whenever pattern_add_is_exact(f, k). Integer code with selects only, no branch

@@ -15,6 +15,13 @@ namespace amla {
 template <class T>
 concept decode_element = std::is_same_v<T, float> || std::is_same_v<T, bf16>;
 
+/// Element types a cache layout conversion copies (problem/flashinfer_layout.hpp,
+/// problem/nz_layout.hpp): any trivially copyable element of 1, 2, 4 or 8 bytes (FP8 codes, BF16,
+/// FP16, float, ...).
+template <class T>
+concept layout_element = std::is_trivially_copyable_v<T> &&
+    (sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8);
+
 /// Read-only views of a decode problem's inputs.
 template <decode_element T>
 struct DecodeInputs {
