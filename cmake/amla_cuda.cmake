@@ -91,6 +91,9 @@ if(AMLA_BUILD_CUDA_TESTS)
       file(CONFIGURE OUTPUT ${out} CONTENT "#include <${h}>\n#include <${h}>\n")
       list(APPEND _amla_cuh_sources ${out})
     endforeach()
+    # amla.cuda's launches (python/src/cuda_bridge.cu) compile with the backend here too, where
+    # the Python package is built without it.
+    list(APPEND _amla_cuh_sources ${PROJECT_SOURCE_DIR}/python/src/cuda_bridge.cu)
     add_library(cuda_self_contained_headers OBJECT ${_amla_cuh_sources})
     target_link_libraries(cuda_self_contained_headers PRIVATE amla::cuda amla_cuda_dev_options)
     target_compile_options(cuda_self_contained_headers PRIVATE
@@ -103,5 +106,12 @@ endif()
 if(AMLA_BUILD_CUDA_BENCH)
   add_executable(bm_cuda_decode bench/cuda/bm_cuda_decode.cu)
   target_link_libraries(bm_cuda_decode PRIVATE amla::cuda amla_cuda_dev_options CUDA::cublas)
+  # tests/cuda/device_random.cuh: the random inputs the tests draw on the GPU.
+  target_include_directories(bm_cuda_decode PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/tests/cuda)
   set_target_properties(bm_cuda_decode PROPERTIES CUDA_ARCHITECTURES "${AMLA_CUDA_ARCHITECTURES}")
+  # The inputs of the simulator's Hopper model and the kernel times it predicts
+  # (scripts/hopper-model.sh runs it).
+  add_executable(bm_hopper_model bench/cuda/bm_hopper_model.cu)
+  target_link_libraries(bm_hopper_model PRIVATE amla::cuda amla_cuda_dev_options CUDA::cuda_driver)
+  set_target_properties(bm_hopper_model PROPERTIES CUDA_ARCHITECTURES "${AMLA_CUDA_ARCHITECTURES}")
 endif()

@@ -4,6 +4,10 @@
 #
 #   scripts/cuda.sh                  full tests (the issue's grid) and the full benchmark grid
 #   scripts/cuda.sh --quick          small test cases and s_k = 4096 only
+#   scripts/cuda.sh --quick-tests    small test cases, the full benchmark grid
+#   scripts/cuda.sh --profile        also Nsight Compute (ncu) on the Hopper kernel at two shapes
+#                                    (b 128, s_q 2, s_k 16384 and b 128, s_q 1, s_k 1024): speed of
+#                                    light, warp stalls, pipe use (logs/ncu.log)
 #   scripts/cuda.sh --simple-only    the tests on the simple kernel alone (the fallback off Hopper;
 #                                    combines with --quick)
 #   scripts/cuda.sh --record         also write the device, ptxas, test and benchmark blocks of
@@ -13,18 +17,24 @@
 # Needs nvcc, CMake and Eigen 3.4 (not Catch2 or Google Benchmark: the CUDA test and timing
 # programs are plain executables). AMLA_DEPS_PREFIX names a prefix holding Eigen
 # (include/eigen3, share/eigen3/cmake) when the system has none; AMLA_CUDA_BUILD_DIR the build
-# folder (default build-cuda). Logs go to $AMLA_CUDA_LOG_DIR when set.
+# folder (default build-cuda). Logs go to $AMLA_CUDA_LOG_DIR when set; AMLA_CUDA_TEST_TIMEOUT bounds
+# the tests in seconds (default 900).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 quick=0
+quick_tests=0
 record=0
+profile=0
 simple_only=()
 for arg in "$@"; do
   case "$arg" in
-    --quick) quick=1 ;;
+    --quick) quick=1; quick_tests=1 ;;
+    --quick-tests) quick_tests=1 ;;
+    --profile) profile=1 ;;
     --simple-only) simple_only=(--simple-only) ;;
     --record) record=1 ;;
-    *) echo "usage: scripts/cuda.sh [--quick] [--simple-only] [--record]" >&2; exit 2 ;;
+    *) echo "usage: scripts/cuda.sh [--quick|--quick-tests] [--simple-only] [--profile] [--record]" >&2
+       exit 2 ;;
   esac
 done
 build=${AMLA_CUDA_BUILD_DIR:-build-cuda}
@@ -73,8 +83,9 @@ status=0
 "$build/cuda_decode" validate >"$logs/validate.log" 2>&1 || status=1
 tail -n 1 "$logs/validate.log"
 test_mode=gpu
-[ $quick = 1 ] && test_mode=gpu-quick
-timeout 900 "$build/cuda_decode" "$test_mode" "${simple_only[@]}" 2>&1 | tee "$logs/test.log"
+[ $quick_tests = 1 ] && test_mode=gpu-quick
+timeout "${AMLA_CUDA_TEST_TIMEOUT:-900}" "$build/cuda_decode" "$test_mode" "${simple_only[@]}" 2>&1 |
+  tee "$logs/test.log"
 rc=${PIPESTATUS[0]}
 [ "$rc" -ne 0 ] && status=1
 
@@ -87,6 +98,26 @@ if [ "$rc" -eq 2 ] || [ "$rc" -eq 3 ] || [ "$rc" -eq 124 ]; then
 else
   timeout 300 "$build/bm_cuda_decode" "${bench_args[@]}" 2>&1 | tee "$logs/bench.log"
   [ "${PIPESTATUS[0]}" -ne 0 ] && status=1
+fi
+
+if [ $profile = 1 ] && [ "$rc" -ne 2 ] && [ "$rc" -ne 3 ] && [ "$rc" -ne 124 ]; then
+  echo "== profile (ncu)"
+  if command -v ncu >/dev/null; then
+    : >"$logs/ncu.log"
+    for shape in "128 2 16384" "128 1 1024"; do
+      # shellcheck disable=SC2086
+      timeout 240 ncu --kernel-name regex:decode_kernel --launch-skip 2 --launch-count 1 \
+        --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+        --section WarpStateStats --section SchedulerStats --section Occupancy \
+        --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
+        "$build/bm_cuda_decode" --profile $shape >>"$logs/ncu.log" 2>&1 ||
+        echo "ncu failed on $shape (exit $?)" | tee -a "$logs/ncu.log"
+    done
+    grep -E "^  [a-z_]+.*decode_kernel|Duration|Throughput|Issue Slots Busy|Stall|Pipe|Warp Cycles|Eligible|Active Warps|SM Frequency|Executed Ipc" \
+      "$logs/ncu.log" | head -n 120
+  else
+    echo "ncu not found" | tee "$logs/ncu.log"
+  fi
 fi
 
 echo
@@ -107,6 +138,12 @@ if [ $record = 1 ]; then
   splice_block "$doc" cuda-tests cuda.sh "cuda_decode validate; cuda_decode $test_mode ${simple_only[*]}" \
     "$logs/record-tests.txt"
   splice_block "$doc" cuda-bench cuda.sh "bm_cuda_decode ${bench_args[*]}" "$logs/bench.log"
+  if [ $profile = 1 ]; then
+    grep -E "^  [a-z_]+.*decode_kernel|Duration|SM Frequency|Throughput|Issue Slots Busy|Executed Ipc A|is the highest|Warp Cycles Per Issued|Eligible Warps|stalled" \
+      "$logs/ncu.log" >"$logs/record-profile.txt" || true
+    splice_block "$doc" cuda-profile cuda.sh \
+      "ncu on bm_cuda_decode --profile 128 2 16384 and --profile 128 1 1024" "$logs/record-profile.txt"
+  fi
   [ -n "${OUT:-}" ] && cp "$doc" "$OUT/"
   echo "recorded into $doc"
 fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # amla's whole test pass, the one CI runs (.ci/run calls exactly this). The build dependencies
 # are installed with apt-get where missing and the formatting is checked with clang-format; then
-# three passes run at the same time, sharing the machine's cores, each line they print prefixed
+# four passes run at the same time, sharing the machine's cores, each line they print prefixed
 # with the pass's name:
 #   release   Release build, warnings as errors, of the tests, benchmarks and examples, and where
 #             nvcc is found of the CUDA programs (every public .cuh also compiled alone, to PTX);
@@ -10,16 +10,18 @@
 #   sanitize  the tests built again with AddressSanitizer + UBSan (clang when it is installed, the
 #             default compiler otherwise), warnings as errors, assertions on, at -O1 with the
 #             exhaustive sweeps shrunk (AMLA_TEST_REDUCED); ctest runs them
+#   fuzz      the libFuzzer targets (fuzz/fuzz_*.cpp) built with clang, ASan and UBSan and run
+#             20 s each from their committed corpora (scripts/fuzz.sh)
 #   python    the Python package built and installed with pip, and its pytest suite
 #             (scripts/python-test.sh)
 # The script fails when any pass fails, and stops the others then. Each tests/<area>/ is one
 # program compiled as one unity translation unit over one precompiled header (tests/CMakeLists.txt),
 # so the templates a test area shares are compiled once per build; ctest still lists every test
 # case as <area>/<test case>.
-# Build folders: build/, build-sanitize/ and build-python/ (override with AMLA_BUILD_DIR,
-# AMLA_SAN_DIR and AMLA_PY_BUILD_DIR); Ninja when it is installed, for folders not yet configured
-# with another generator. AMLA_SAN_CXX names the sanitizer pass's C++ compiler for a folder not yet
-# configured (default clang++ when found).
+# Build folders: build/, build-sanitize/, build-fuzz/ and build-python/ (override with
+# AMLA_BUILD_DIR, AMLA_SAN_DIR, AMLA_FUZZ_DIR and AMLA_PY_BUILD_DIR); Ninja when it is installed,
+# for folders not yet configured with another generator. AMLA_SAN_CXX names the sanitizer pass's
+# C++ compiler for a folder not yet configured (default clang++ when found).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
@@ -63,6 +65,10 @@ sanitize_pass() {
     ctest --test-dir "$san" --output-on-failure -j "$jobs"
 }
 
+fuzz_pass() {
+  scripts/fuzz.sh
+}
+
 python_pass() {
   scripts/python-test.sh
 }
@@ -71,7 +77,7 @@ python_pass() {
 # started), its output prefixed line by line.
 set -m
 declare -A pass_of=()
-for pass in release sanitize python; do
+for pass in release sanitize fuzz python; do
   (
     set +m
     "${pass}_pass" 2>&1 | sed -u "s/^/[$pass] /"

@@ -6,15 +6,21 @@
 // 256 MB memset) before every timed launch; inputs are random (never zeros), page order shuffled.
 // A plain program (no Google Benchmark): GPU machines here have only the CUDA toolkit.
 //
-//   bm_cuda_decode            the issue's grid: b 128, s_q {1, 2}, s_k {1024, 4096, 16384}
+//   bm_cuda_decode            the issue's grid: b 128, s_q {1, 2}, s_k {1024, 4096, 16384}, both
+//                             modes, the balanced split-KV schedule and no split; tuning knobs at
+//                             s_k 4096; the split-KV shapes b 16 and b 1
 //   bm_cuda_decode --quick    s_k 4096 only
+//   bm_cuda_decode --filter TEXT          the configurations whose name holds TEXT
+//   bm_cuda_decode --profile [b s_q s_k [splits]]   one configuration, three launches, for ncu
 #include "amla/backend/cuda/cuda.cuh"
+#include "device_random.cuh"
 
 #include <cublas_v2.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <numeric>
 #include <random>
 #include <string>
@@ -33,22 +39,8 @@ namespace ac = amla::cuda;
     }                                                                                         \
   } while (0)
 
-/// Fills n BF16 values with a hash-based uniform distribution in [-a, a).
-__global__ void fill_random(__nv_bfloat16* p, std::size_t n, std::uint64_t seed, float a) {
-  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-    std::uint64_t z = seed + i * 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    const float u = static_cast<float>(z >> 40) * 0x1p-24f;  // [0, 1)
-    p[i] = __float2bfloat16_rn((2.0f * u - 1.0f) * a);
-  }
-}
-
 void fill(void* p, std::size_t n, std::uint64_t seed, float a) {
-  fill_random<<<1024, 256>>>(static_cast<__nv_bfloat16*>(p), n, seed, a);
-  AMLA_CUDA_CHECK_LAUNCH("fill_random");
+  amla_cuda_test::fill_random(p, n, seed, a);
 }
 
 /// Tensor-core rate of the two wgmma shapes the Hopper kernel issues, from shared memory tiles
@@ -70,52 +62,34 @@ __global__ void __launch_bounds__(256, 1) wgmma_rate(int groups, float* sink) {
   const int wg = threadIdx.x / 128;
   std::uint8_t* a = base + wg * (8192 + 32768);
   std::uint8_t* b = a + 8192;
-  if constexpr (Shape == 0) {
-    float d[32] = {};
-    for (int g = 0; g < groups; ++g) {
-      ptx::wgmma_fence();
+  // One group: 16 wgmma into one accumulator (32 floats for n64, 128 for n256).
+  float d[Shape == 0 ? 32 : 128] = {};
+  for (int g = 0; g < groups; ++g) {
+    ptx::wgmma_fence();
 #pragma unroll
-      for (int r = 0; r < 4; ++r) {
+    for (int r = 0; r < 4; ++r) {
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
+      for (int kk = 0; kk < 4; ++kk) {
+        const std::uint64_t da = ptx::smem_desc_sw128(ptx::smem_u32(a) + kk * 32, 16, 1024);
+        if constexpr (Shape == 0) {
           ptx::wgmma_m64n64k16_ss_kmajor(
-              d, ptx::smem_desc_sw128(ptx::smem_u32(a) + kk * 32, 16, 1024),
-              ptx::smem_desc_sw128(ptx::smem_u32(b) + kk * 32, 16, 1024), 1);
+              d, da, ptx::smem_desc_sw128(ptx::smem_u32(b) + kk * 32, 16, 1024), 1);
+        } else if constexpr (Shape == 1) {
+          ptx::wgmma_m64n256k16_ss<true>(
+              d, da, ptx::smem_desc_sw128(ptx::smem_u32(b) + kk * 2048, 8192, 1024), 1);
+        } else {
+          ptx::wgmma_m64n256k16_ss<false>(
+              d, da, ptx::smem_desc_sw128(ptx::smem_u32(b) + kk * 32, 16, 1024), 1);
         }
       }
-      ptx::wgmma_commit();
-      ptx::wgmma_wait<0>();
-      ptx::fence_regs(d);
     }
-    float acc = 0;
-    for (float x : d) acc += x;
-    if (acc == 1.2345f) sink[threadIdx.x] = acc;
-  } else {
-    float d[128] = {};
-    for (int g = 0; g < groups; ++g) {
-      ptx::wgmma_fence();
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
-          const std::uint64_t da = ptx::smem_desc_sw128(ptx::smem_u32(a) + kk * 32, 16, 1024);
-          if constexpr (Shape == 1) {
-            ptx::wgmma_m64n256k16_ss_btrans(
-                d, da, ptx::smem_desc_sw128(ptx::smem_u32(b) + kk * 2048, 8192, 1024), 1);
-          } else {
-            ptx::wgmma_m64n256k16_ss_kmajor(
-                d, da, ptx::smem_desc_sw128(ptx::smem_u32(b) + kk * 32, 16, 1024), 1);
-          }
-        }
-      }
-      ptx::wgmma_commit();
-      ptx::wgmma_wait<0>();
-      ptx::fence_regs(d);
-    }
-    float acc = 0;
-    for (float x : d) acc += x;
-    if (acc == 1.2345f) sink[threadIdx.x] = acc;
+    ptx::wgmma_commit();
+    ptx::wgmma_wait<0>();
+    ptx::fence_regs(d);
   }
+  float acc = 0;
+  for (float x : d) acc += x;
+  if (acc == 1.2345f) sink[threadIdx.x] = acc;
 }
 
 struct Timer {
@@ -161,9 +135,16 @@ double time_ms(F&& launch, void* flush, std::size_t flush_bytes, int warmup, int
 int main(int argc, char** argv) {
   const std::string arg = argc > 1 ? argv[1] : "";
   const bool quick = arg == "--quick";
-  // --profile: one configuration (b 128, s_q 2, s_k 4096, standard), three launches, for a
-  // profiler (the third launch is the one to look at).
+  // --filter TEXT: only the configurations whose name holds TEXT (e.g. "no-split").
+  const std::string filter = arg == "--filter" && argc > 2 ? argv[2] : "";
+  // --profile [b s_q s_k [splits]]: one configuration (default b 128, s_q 2, s_k 4096;
+  // hopper/standard, the balanced schedule), three launches, for a profiler (the third launch is
+  // the one to look at).
   const bool profile = arg == "--profile";
+  const int profile_b = profile && argc > 4 ? std::atoi(argv[2]) : 128;
+  const int profile_sq = profile && argc > 4 ? std::atoi(argv[3]) : 2;
+  const int profile_sk = profile && argc > 4 ? std::atoi(argv[4]) : 4096;
+  const int profile_splits = profile && argc > 5 ? std::atoi(argv[5]) : 0;
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
     std::printf("bm_cuda_decode: no CUDA device visible\n");
@@ -249,49 +230,89 @@ int main(int argc, char** argv) {
     std::mt19937 rng(12345);
     struct Config {
       int batch, s_q, s_k;
-      ac::kernel_kind kernel;
-      ac::rescale_mode mode;
+      ac::CudaDecodeOptions opt;
       int reps;
-      ac::l2_hint hint = ac::l2_hint::none;
-      amla::pow2_mode rescale = amla::pow2_mode::hardware;
-      bool stagger = true;
+      std::string variant;  ///< appended to the kernel/mode name
     };
+    auto options = [](ac::kernel_kind kernel, ac::rescale_mode mode) {
+      ac::CudaDecodeOptions o;
+      o.kernel = kernel;
+      o.mode = mode;
+      o.rescale = amla::pow2_mode::hardware;
+      return o;
+    };
+    const ac::CudaDecodeOptions hopper_std =
+        options(ac::kernel_kind::hopper, ac::rescale_mode::standard);
+    const ac::CudaDecodeOptions hopper_amla =
+        options(ac::kernel_kind::hopper, ac::rescale_mode::amla);
     std::vector<Config> configs;
     if (profile) {
-      configs.push_back({128, 2, 4096, ac::kernel_kind::hopper, ac::rescale_mode::standard, 1});
+      ac::CudaDecodeOptions o = hopper_std;
+      o.num_splits = profile_splits;
+      configs.push_back({profile_b, profile_sq, profile_sk, o, 1, ""});
     }
     const std::vector<int> sks =
         quick ? std::vector<int>{4096} : std::vector<int>{1024, 4096, 16384};
-    for (ac::rescale_mode mode : {ac::rescale_mode::standard, ac::rescale_mode::amla}) {
+    // The issue's grid, both modes, the balanced schedule (automatic).
+    for (const ac::CudaDecodeOptions& o : {hopper_std, hopper_amla}) {
       for (int s_q : {1, 2}) {
-        for (int s_k : sks) configs.push_back({128, s_q, s_k, ac::kernel_kind::hopper, mode, 15});
+        for (int s_k : sks) configs.push_back({128, s_q, s_k, o, 15, ""});
       }
     }
-
-    // Evict-first L2 hint on the KV loads, and AMLA's safe add.
+    // The same without split-KV (one piece per request: a grid of 2 waves).
     for (int s_q : {1, 2}) {
-      configs.push_back({128, s_q, 4096, ac::kernel_kind::hopper, ac::rescale_mode::standard, 15,
-                         ac::l2_hint::evict_first});
+      for (int s_k : sks) {
+        ac::CudaDecodeOptions o = hopper_std;
+        o.num_splits = 1;
+        configs.push_back({128, s_q, s_k, o, 15, "/no-split"});
+      }
     }
-    configs.push_back({128, 2, 4096, ac::kernel_kind::hopper, ac::rescale_mode::amla, 15,
-                       ac::l2_hint::none, amla::pow2_mode::safe});
-    // Both warpgroups issuing Q K^T at once (no stagger).
+    // Tuning knobs at s_k 4096: evict-first L2 hint on the Q and KV loads, no stagger of the two
+    // Q K^T, and AMLA's safe add.
     for (int s_q : {1, 2}) {
-      configs.push_back({128, s_q, 4096, ac::kernel_kind::hopper, ac::rescale_mode::standard, 15,
-                         ac::l2_hint::none, amla::pow2_mode::hardware, false});
+      ac::CudaDecodeOptions o = hopper_std;
+      o.kv_l2_hint = ac::l2_hint::evict_first;
+      configs.push_back({128, s_q, 4096, o, 15, "/evict-first"});
+      o = hopper_std;
+      o.stagger_qk = false;
+      configs.push_back({128, s_q, 4096, o, 15, "/no-stagger"});
     }
-    // Split-KV at small batches.
-    configs.push_back({16, 2, 4096, ac::kernel_kind::hopper, ac::rescale_mode::standard, 15});
-    configs.push_back({1, 2, 16384, ac::kernel_kind::hopper, ac::rescale_mode::standard, 15});
-    configs.push_back({128, 1, 1024, ac::kernel_kind::simple, ac::rescale_mode::standard, 3});
+    {
+      ac::CudaDecodeOptions o = hopper_amla;
+      o.rescale = amla::pow2_mode::safe;
+      configs.push_back({128, 2, 4096, o, 15, "-safe"});
+    }
+    // Split-KV at small batches: balanced, fixed splits, no programmatic dependent launch.
+    for (int b : {16, 1}) {
+      const int s_k = b == 16 ? 4096 : 16384;
+      configs.push_back({b, 2, s_k, hopper_std, 15, ""});
+      configs.push_back({b, 2, s_k, hopper_amla, 15, ""});
+      ac::CudaDecodeOptions o = hopper_std;
+      o.pdl = false;
+      configs.push_back({b, 2, s_k, o, 15, "/no-pdl"});
+      o = hopper_std;
+      o.num_splits = b == 16 ? 2 : 32;
+      configs.push_back({b, 2, s_k, o, 15, "/splits " + std::to_string(o.num_splits)});
+    }
+    configs.push_back(
+        {128, 1, 1024, options(ac::kernel_kind::simple, ac::rescale_mode::standard), 3, ""});
 
     if (profile) configs.resize(1);
+    if (!filter.empty()) {
+      std::erase_if(configs, [&](const Config& c) {
+        const std::string name = std::string(ac::to_string(c.opt.kernel)) + "/" +
+                                 (c.opt.mode == ac::rescale_mode::amla ? "amla" : "standard") +
+                                 c.variant;
+        return name.find(filter) == std::string::npos;
+      });
+    }
     if (!hopper) {
-      std::erase_if(configs, [](const Config& c) { return c.kernel == ac::kernel_kind::hopper; });
+      std::erase_if(configs,
+                    [](const Config& c) { return c.opt.kernel == ac::kernel_kind::hopper; });
     }
     struct Row {
       std::string name;
-      int batch, s_q, s_k, splits;
+      int batch, s_q, s_k, pieces;
       double us[2], tflops[2];
     };
     std::vector<Row> rows(configs.size());
@@ -299,7 +320,7 @@ int main(int argc, char** argv) {
     for (int pass = 0; pass < (profile ? 1 : 2); ++pass) {
       for (std::size_t ci = 0; ci < configs.size(); ++ci) {
         const Config& c = configs[ci];
-        if (pass == 1 && c.kernel == ac::kernel_kind::simple) {
+        if (pass == 1 && c.opt.kernel == ac::kernel_kind::simple) {
           rows[ci].us[1] = rows[ci].us[0];
           rows[ci].tflops[1] = rows[ci].tflops[0];
           continue;
@@ -339,12 +360,13 @@ int main(int argc, char** argv) {
         in.block_table = table;
         in.seqlens = lens;
         const ac::DeviceDecodeOutputs outs{static_cast<amla::bf16*>(out), lse};
-        ac::CudaDecodeOptions opt;
-        opt.mode = c.mode;
-        opt.kernel = c.kernel;
-        opt.kv_l2_hint = c.hint;
-        opt.rescale = c.rescale;
-        opt.stagger_qk = c.stagger;
+        ac::CudaDecodeOptions opt = c.opt;
+        // A workspace of ours, as a caching allocator would hand out: decode() would otherwise
+        // allocate one per call.
+        void* workspace = nullptr;
+        opt.workspace_bytes = ac::decode_workspace_bytes(shape, opt);
+        if (opt.workspace_bytes > 0) AMLA_CUDA_CHECK(cudaMalloc(&workspace, opt.workspace_bytes));
+        opt.workspace = workspace;
         opt.check_tables = true;
         const ac::DecodeLaunch launch = ac::decode(in, outs, opt);  // validates the tables once
         opt.check_tables = false;
@@ -355,22 +377,19 @@ int main(int argc, char** argv) {
         }
         const double flop = 2.0 * c.batch * c.s_q * h_q * static_cast<double>(c.s_k) * (576 + 512);
         const double tflops = flop / (ms * 1e-3) / 1e12;
-        std::string name = std::string(ac::to_string(launch.kernel)) + "/" +
-                           (c.mode == ac::rescale_mode::amla ? "amla" : "standard");
-        if (c.mode == ac::rescale_mode::amla && c.rescale == amla::pow2_mode::safe) name += "-safe";
-        if (c.hint == ac::l2_hint::evict_first) name += "/evict-first";
-        if (!c.stagger && c.kernel == ac::kernel_kind::hopper) name += "/no-stagger";
+        const std::string name = std::string(ac::to_string(launch.kernel)) + "/" +
+                                 (c.opt.mode == ac::rescale_mode::amla ? "amla" : "standard") +
+                                 c.variant;
         Row& r = rows[ci];
         r.name = name;
         r.batch = c.batch;
         r.s_q = c.s_q;
         r.s_k = c.s_k;
-        r.splits = launch.num_splits;
+        r.pieces = launch.pieces;
         r.us[pass] = ms * 1e3;
         r.tflops[pass] = tflops;
-        std::printf("pass %d  %-28s b %3d s_q %d s_k %5d splits %2d: %9.1f us %7.1f TFLOPS\n",
-                    pass + 1, name.c_str(), c.batch, c.s_q, c.s_k, launch.num_splits, ms * 1e3,
-                    tflops);
+        std::printf("pass %d  %-28s b %3d s_q %d s_k %5d pieces %3d: %9.1f us %7.1f TFLOPS\n",
+                    pass + 1, name.c_str(), c.batch, c.s_q, c.s_k, launch.pieces, ms * 1e3, tflops);
         std::fflush(stdout);
         AMLA_CUDA_CHECK(cudaFree(q));
         AMLA_CUDA_CHECK(cudaFree(kv));
@@ -378,18 +397,19 @@ int main(int argc, char** argv) {
         AMLA_CUDA_CHECK(cudaFree(lse));
         AMLA_CUDA_CHECK(cudaFree(table));
         AMLA_CUDA_CHECK(cudaFree(lens));
+        if (workspace != nullptr) AMLA_CUDA_CHECK(cudaFree(workspace));
       }
     }
     AMLA_CUDA_CHECK(cudaFree(flush));
 
     std::printf(
-        "\n| kernel | b | s_q | s_k | splits | time (us), 2 passes | TFLOPS, 2 passes | / cuBLAS "
+        "\n| kernel | b | s_q | s_k | pieces | time (us), 2 passes | TFLOPS, 2 passes | / cuBLAS "
         "(%.0f) |\n",
         gemm_tflops);
     std::printf("|---|---|---|---|---|---|---|---|\n");
     for (const Row& r : rows) {
       std::printf("| %s | %d | %d | %d | %d | %.1f / %.1f | %.1f / %.1f | %.3f |\n", r.name.c_str(),
-                  r.batch, r.s_q, r.s_k, r.splits, r.us[0], r.us[1], r.tflops[0], r.tflops[1],
+                  r.batch, r.s_q, r.s_k, r.pieces, r.us[0], r.us[1], r.tflops[0], r.tflops[1],
                   std::max(r.tflops[0], r.tflops[1]) / gemm_tflops);
     }
   } catch (const std::exception& e) {

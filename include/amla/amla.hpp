@@ -20,6 +20,7 @@
 #include "amla/problem/options.hpp"
 #include "amla/problem/outputs.hpp"
 #include "amla/problem/shape.hpp"
+#include "amla/problem/split_schedule.hpp"
 #include "amla/problem/validate.hpp"
 #include "amla/problem/workload.hpp"
 
@@ -42,6 +43,9 @@
 #include "amla/sim/cube_stage.hpp"
 #include "amla/sim/decode.hpp"
 #include "amla/sim/engine.hpp"
+#include "amla/sim/gpu_chip.hpp"
+#include "amla/sim/hopper_calibration.hpp"
+#include "amla/sim/hopper_decode.hpp"
 #include "amla/sim/pipeline.hpp"
 #include "amla/sim/preload_theory.hpp"
 #include "amla/sim/status.hpp"

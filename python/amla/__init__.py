@@ -25,6 +25,9 @@ Every recurrence takes the keywords
 
 and the kernel emulations (all but golden) take precision="bf16" (the kernel's BF16 operands and
 casts) or "float32" (no BF16 rounding anywhere) and block_size (keys per KV block).
+
+amla.cuda runs the CUDA backend on CUDA tensors (torch, through DLPack) when the package was
+built with it (amla.cuda.available).
 """
 
 from __future__ import annotations
@@ -33,15 +36,16 @@ from typing import Optional
 
 from . import _amla
 from ._conventions import AMLA_LSE, FLASHINFER_LSE, FLASHMLA_LSE, LseConvention, convert_lse
-from ._decode import BF16, VIOLATION_DTYPE, AmlaReport, AmlaResult, DecodeResult, run
+from ._decode import (BF16, CLAMP_DTYPE, VIOLATION_DTYPE, AmlaReport, AmlaResult, DecodeResult,
+                      run)
 
 __version__ = _amla.__version__
 
 __all__ = [
     "golden", "base", "amla", "seesaw", "transposed", "split_kv", "run",
-    "DecodeResult", "AmlaResult", "AmlaReport", "VIOLATION_DTYPE", "BF16",
+    "DecodeResult", "AmlaResult", "AmlaReport", "VIOLATION_DTYPE", "CLAMP_DTYPE", "BF16",
     "LseConvention", "AMLA_LSE", "FLASHMLA_LSE", "FLASHINFER_LSE", "convert_lse",
-    "cases", "testing", "flashinfer", "formats", "sim", "mla",
+    "cases", "testing", "flashinfer", "formats", "sim", "mla", "cuda",
 ]
 
 
@@ -65,10 +69,12 @@ def amla(q, kv, block_table, seqlens, *, precision: str = "bf16",
          rescale: str = "hardware", exponent_clamp: Optional[int] = None,
          nudge: Optional[float] = None, n_cast: str = "toward_zero", **kw) -> AmlaResult:
     """The AMLA recurrence (attention/amla.hpp): the output rescaled by an integer add on its FP32
-    pattern. compensation "appendix_a" | "as_printed" | "none"; rescale "hardware" (violations
-    counted) | "checked" (also located) | "safe" (located, and the intended value kept);
-    exponent_clamp (default -30), nudge (default 1e-6 in bf16, 0 in float32), n_cast
-    "toward_zero" | "nearest_even"; block_size defaults to 512. Returns (out, lse, report)."""
+    pattern. compensation "appendix_a" | "as_printed" | "none"; rescale "hardware" (the paper's
+    clamped step and raw add; violations counted and located, clamp events counted) | "checked"
+    (the same values, clamp events located too) | "safe" (the intended value where the add breaks
+    Lemma 3.1, and the exact, unclamped step at a clamp event); exponent_clamp (default -30, in [-126, -24]),
+    nudge (default 1e-6 in bf16, 0 in float32), n_cast "toward_zero" | "nearest_even"; block_size
+    defaults to 512. Returns (out, lse, report)."""
     return run("amla", q, kv, block_table, seqlens,
                options={"precision": precision, "block_size": block_size,
                         "compensation": compensation, "rescale": rescale,
@@ -101,3 +107,4 @@ def split_kv(q, kv, block_table, seqlens, *, precision: str = "bf16",
 
 
 from . import cases, flashinfer, formats, mla, sim, testing  # noqa: E402  (they use the functions above)
+from . import cuda  # noqa: E402  (the CUDA backend when built with it; cuda.available says)

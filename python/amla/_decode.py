@@ -45,6 +45,18 @@ VIOLATION_DTYPE = np.dtype(
 )
 
 
+#: The record of one located clamp event (attention/amla.hpp's AmlaClampEvent).
+CLAMP_DTYPE = np.dtype(
+    [
+        ("batch", np.int32),
+        ("kv_head", np.int32),
+        ("block", np.int64),
+        ("row", np.int64),
+        ("step", np.float32),
+    ]
+)
+
+
 class DecodeResult(NamedTuple):
     """out [batch, s_q, h_q, d_v] and lse [batch, h_q, s_q] (None when lse=False)."""
 
@@ -55,14 +67,18 @@ class DecodeResult(NamedTuple):
 @dataclass
 class AmlaReport:
     """What AMLA's integer-add rescales did. ``violations`` counts the elements where Lemma 3.1's
-    preconditions failed (every rescale mode); ``located`` lists them (a VIOLATION_DTYPE record
-    array: batch, kv_head, block, row, col, add, before, after, intended) in the checked and safe
-    modes, ordered by (batch, kv_head, block, row, col), and is empty in hardware mode. A row is
-    a head-group row r = t * (h_q / h_kv) + j: token t, query head kv_head * h_q / h_kv + j."""
+    preconditions failed and ``located`` lists them (a VIOLATION_DTYPE record array: batch,
+    kv_head, block, row, col, add, before, after, intended), in every rescale mode, ordered by
+    (batch, kv_head, block, row, col). ``clamped`` counts the row steps whose exponent step fell
+    below the clamp (every mode) and ``clamps`` lists them (a CLAMP_DTYPE record array: batch,
+    kv_head, block, row, step) in the checked and safe modes. A row is a head-group row
+    r = t * (h_q / h_kv) + j: token t, query head kv_head * h_q / h_kv + j."""
 
     violations: int
     rescaled_elements: int
     located: np.ndarray
+    clamped: int = 0
+    clamps: np.ndarray = None
 
     def as_dicts(self) -> list:
         """``located`` as a list of plain dicts."""
@@ -216,9 +232,13 @@ def run(recurrence: str, q, kv, block_table, seqlens, *, v=None, d_v: Optional[i
     lse_arr = None if l is None else l.finish()
     if report is None:
         return DecodeResult(out_arr, lse_arr)
-    cols = report["located"]
-    located = np.empty(len(cols["row"]), dtype=VIOLATION_DTYPE)
-    for name in VIOLATION_DTYPE.names:
-        located[name] = cols[name]
+    def records(cols, dtype):
+        r = np.empty(len(cols["row"]), dtype=dtype)
+        for name in dtype.names:
+            r[name] = cols[name]
+        return r
+
     return AmlaResult(out_arr, lse_arr,
-                      AmlaReport(int(report["violations"]), int(report["rescaled_elements"]), located))
+                      AmlaReport(int(report["violations"]), int(report["rescaled_elements"]),
+                                 records(report["located"], VIOLATION_DTYPE),
+                                 int(report["clamped"]), records(report["clamps"], CLAMP_DTYPE)))

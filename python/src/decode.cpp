@@ -57,8 +57,8 @@ std::span<T> span_of(A& a) {
   return {static_cast<T*>(const_cast<void*>(static_cast<const void*>(a.data()))), a.size()};
 }
 
-/// Report of amla_decode as plain Python values: counts and the located violations column by
-/// column (amla/_decode.py turns the columns into a numpy record array).
+/// Report of amla_decode as plain Python values: counts, the located violations and the located
+/// clamp events column by column (amla/_decode.py turns the columns into numpy record arrays).
 nb::dict report_dict(const at::AmlaReport& r) {
   const std::size_t n = r.located.size();
   std::vector<std::int64_t> block(n), row(n), col(n);
@@ -86,10 +86,30 @@ nb::dict report_dict(const at::AmlaReport& r) {
   located["before"] = owned_array(std::move(before), {n});
   located["after"] = owned_array(std::move(after), {n});
   located["intended"] = owned_array(std::move(intended), {n});
+  const std::size_t m = r.clamps.size();
+  std::vector<std::int64_t> c_block(m), c_row(m);
+  std::vector<std::int32_t> c_batch(m), c_kv_head(m);
+  std::vector<float> c_step(m);
+  for (std::size_t i = 0; i < m; ++i) {
+    const at::AmlaClampEvent& e = r.clamps[i];
+    c_block[i] = e.block;
+    c_row[i] = e.row;
+    c_batch[i] = e.batch;
+    c_kv_head[i] = e.kv_head;
+    c_step[i] = e.step;
+  }
+  nb::dict clamps;
+  clamps["batch"] = owned_array(std::move(c_batch), {m});
+  clamps["kv_head"] = owned_array(std::move(c_kv_head), {m});
+  clamps["block"] = owned_array(std::move(c_block), {m});
+  clamps["row"] = owned_array(std::move(c_row), {m});
+  clamps["step"] = owned_array(std::move(c_step), {m});
   nb::dict d;
   d["violations"] = r.violations;
   d["rescaled_elements"] = r.rescaled_elements;
   d["located"] = located;
+  d["clamped"] = r.clamped;
+  d["clamps"] = clamps;
   return d;
 }
 

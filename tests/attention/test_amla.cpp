@@ -217,10 +217,16 @@ AmlaResult run_lemma(amla::pow2_mode mode) {
 
 }  // namespace
 
-TEST_CASE("Lemma 3.1 violation, hardware mode: the raw integer add, counted", "[amla][lemma]") {
+TEST_CASE("Lemma 3.1 violation, hardware mode: the raw integer add, counted and located",
+          "[amla][lemma]") {
   const AmlaResult res = run_lemma(amla::pow2_mode::hardware);
   CHECK(res.report.violations == 3);
-  CHECK(res.report.located.empty());
+  REQUIRE(res.report.located.size() == 3);  // where: columns 1, 2, 3 of block 1
+  for (std::size_t i = 0; i < 3; ++i) {
+    CHECK(res.report.located[i].block == 1);
+    CHECK(res.report.located[i].col == static_cast<Eigen::Index>(i) + 1);
+  }
+  CHECK(res.report.clamped == 0);
   CHECK(res.report.rescaled_elements == 4);
   // Column 0 is an ordinary element: 4 * 2^-2 (1 + 8 / 2^23) + 1.75, normalised by l = 2.75.
   CHECK(res.out(0, 0) == Approx(1.0).epsilon(1e-6));
@@ -241,6 +247,14 @@ TEST_CASE("Lemma 3.1 violation, checked mode: hardware values and every violatio
   for (Eigen::Index j = 0; j < 4; ++j) CHECK(bits(res.out(0, j)) == bits(hw.out(0, j)));
   CHECK(res.report.violations == 3);
   REQUIRE(res.report.located.size() == 3);
+  REQUIRE(hw.report.located.size() == 3);  // hardware mode locates the same elements
+  for (std::size_t i = 0; i < 3; ++i) {
+    const auto& a = hw.report.located[i];
+    const auto& b = res.report.located[i];
+    CHECK((a.block == b.block && a.row == b.row && a.col == b.col && a.add == b.add));
+    CHECK((bits(a.before) == bits(b.before) && bits(a.after) == bits(b.after) &&
+           bits(a.intended) == bits(b.intended)));
+  }
   const std::int32_t k = -16777208;  // -2^24 + 8
   struct Expect {
     Eigen::Index col;
@@ -363,6 +377,138 @@ TEST_CASE("The exponent clamp max(n_i - n_{i-1}, -30)", "[amla]") {
   CHECK(res.report.violations == 0);
 }
 
+namespace {
+
+/// A row whose max jumps by `jump` after `old_keys` keys of score 0: q = e_0, scale 1, keys of
+/// score 0 with V = old_value, then one key of score `jump` with V = new_value.
+struct JumpCase {
+  MatrixF q = MatrixF::Zero(1, 2);
+  MatrixF k, v;
+  JumpCase(int old_keys, float jump, float old_value, float new_value)
+      : k(MatrixF::Zero(old_keys + 1, 2)), v(MatrixF::Constant(old_keys + 1, 1, old_value)) {
+    q(0, 0) = 1.0f;
+    k(old_keys, 0) = jump;
+    v(old_keys, 0) = new_value;
+  }
+  HeadGroup group() const { return HeadGroup{q, k, v, {}, 1.0f}; }
+};
+
+AmlaResult run_jump(const JumpCase& c, amla::pow2_mode mode) {
+  AmlaOptions opt;
+  opt.rescale = mode;  // block 512, bf16, the paper's kernel otherwise
+  return amla_attention(c.group(), opt);
+}
+
+}  // namespace
+
+TEST_CASE("The clamp hazard: a max jump past 30 ln2, counted in every mode, corrected in safe",
+          "[amla][clamp]") {
+  // 4096 keys of score 0 and V = 64 (blocks 0-7, n = 0, O = 2^18 after block 7), then key 4096 of
+  // score 40 (block 8): n = rint(-40 / ln2) = -58, S32 = exp(40 - 58 ln2), S16 its BF16 value.
+  const JumpCase c(4096, 40.0f, 64.0f, 0.0625f);
+  const auto golden = golden_attention(c.group());
+  CHECK(golden.out(0, 0) == Approx(0.0625).epsilon(1e-9));       // 4096 * 64 e^-40 = 1.1e-12 on top
+  const double s32 = std::exp(40.0 - 58.0 * std::log(2.0));      // 0.8166567
+  const double s16 = amla::round_bf16(static_cast<float>(s32));  // 0.81640625
+  // The clamped step: eps = 1.5 (S16 / S32 - 1) = -3858.6 * 2^-23; near 30 FP32 numbers are 16
+  // units of 2^-23 apart, so -30 + eps rounds to -30 - 3856 * 2^-23, the nudge (8.4 units) to
+  // N = -30 - 3840 * 2^-23, and k = -30 * 2^23 - 3840. O = 2^18 has mantissa 0: the add borrows
+  // from the exponent, 2^18 * 2^-31 (2 - 3840 * 2^-23) = 2^-12 (1 - 1920 * 2^-23), instead of
+  // 2^18 * 2^-58 (1 + eps). The new key adds S16 * 0.0625, and the end divides by l S16 with
+  // l = 1 in FP32: out = 0.0625 + 2^-12 (1 - 1920 * 2^-23) / S16 = 0.0627990 (the nudge's drift
+  // over blocks 1-7 moves the second term by ~2e-6 of itself).
+  const double clamped = 0.0625 + 0x1p-12 * (1.0 - 1920 * 0x1p-23) / s16;
+  CHECK(clamped == Approx(0.0627990).epsilon(1e-6));
+  for (const auto mode : {amla::pow2_mode::hardware, amla::pow2_mode::checked}) {
+    const AmlaResult r = run_jump(c, mode);
+    CAPTURE(static_cast<int>(mode));
+    CHECK(r.out(0, 0) == Approx(clamped).epsilon(1e-7));
+    CHECK(r.report.clamped == 1);
+    CHECK(r.report.violations == 0);
+    if (mode == amla::pow2_mode::hardware) {
+      CHECK(r.report.clamps.empty());  // counted, not located
+    } else {
+      REQUIRE(r.report.clamps.size() == 1);
+      CHECK(r.report.clamps[0].block == 8);
+      CHECK(r.report.clamps[0].row == 0);
+      CHECK(r.report.clamps[0].step == -58.0f);
+    }
+  }
+  // Safe: the exact step 2^-58 (1 + eps): O_old becomes 2^-40, golden's value at the BF16 level.
+  const AmlaResult safe = run_jump(c, amla::pow2_mode::safe);
+  CHECK(safe.out(0, 0) == Approx(0.0625).epsilon(1e-6));
+  CHECK(safe.report.clamped == 1);
+  REQUIRE(safe.report.clamps.size() == 1);
+  CHECK(safe.report.clamps[0].step == -58.0f);
+  CHECK(safe.report.violations == 0);  // 2^18 * 2^-58 is a normal number: the add is exact
+}
+
+TEST_CASE("The clamp hazard with large older values: 2^81 too much in hardware mode",
+          "[amla][clamp]") {
+  // 4096 keys of score 0 with V = 1e30 (O = 4.1e33 = 2^111.7), then one key of score 100 and
+  // V = 1: golden 1 + 4096e30 e^-100 = 1 + 1.5e-10. n jumps by rint(-100 / ln2) = -144; the
+  // clamped step keeps 2^111.7 * 2^-30 = 2^81.7 = 3.6e24 of the older keys.
+  const JumpCase c(4096, 100.0f, 1e30f, 1.0f);
+  CHECK(golden_attention(c.group()).out(0, 0) == Approx(1.0).epsilon(1e-9));
+  const AmlaResult hw = run_jump(c, amla::pow2_mode::hardware);
+  CHECK(hw.out(0, 0) > 1e24f);
+  CHECK(hw.out(0, 0) < 1e25f);
+  CHECK(hw.report.clamped == 1);
+  const AmlaResult safe = run_jump(c, amla::pow2_mode::safe);
+  CHECK(safe.out(0, 0) == Approx(1.0).epsilon(1e-6));
+  REQUIRE(safe.report.clamps.size() == 1);
+  CHECK(safe.report.clamps[0].step == -144.0f);
+  CHECK(safe.report.violations == 0);  // 2^111.7 * 2^-144 = 2^-32.3: normal, exact
+}
+
+TEST_CASE("Safe mode: an exponent step below -255, which no 32-bit add holds", "[amla][clamp]") {
+  // Score 200 after 512 keys of score 0 (V = 1e30, O = 5.1e32 = 2^108.7): the step is
+  // rint(-200 / ln2) = -289, so the exact add (-289 + eps + 1e-6) 2^23 lies below INT32_MIN. Safe
+  // mode applies it with an unbounded exponent (2^108.7 * 2^-289 = 2^-180.3 rounds to +0) and
+  // reports the clamp event, not element violations (no hardware add was made); the hardware
+  // clamps to -30 and keeps 2^78.7 of the older keys.
+  const JumpCase c(512, 200.0f, 1e30f, 0.5f);
+  CHECK(golden_attention(c.group()).out(0, 0) == Approx(0.5).epsilon(1e-12));
+  const AmlaResult safe = run_jump(c, amla::pow2_mode::safe);
+  CHECK(safe.out(0, 0) == 0.5f);  // (0 + S16 / 2) / S16, exactly
+  CHECK(safe.report.clamped == 1);
+  REQUIRE(safe.report.clamps.size() == 1);
+  CHECK(safe.report.clamps[0].block == 1);
+  CHECK(safe.report.clamps[0].step == -289.0f);
+  CHECK(safe.report.violations == 0);
+  CHECK(safe.report.rescaled_elements == 1);
+  const AmlaResult hw = run_jump(c, amla::pow2_mode::hardware);
+  CHECK(hw.out(0, 0) > 1e23f);
+  CHECK(hw.report.clamped == 1);
+}
+
+TEST_CASE("NaN and Inf in O keep their value through the add in every mode, located",
+          "[amla][lemma]") {
+  // V column 1 holds NaN and column 2 +inf at key 0 (block 0); block 1 raises the max by 2 ln2.
+  const LemmaCase base;
+  MatrixF v = base.v;
+  v(0, 1) = std::numeric_limits<float>::quiet_NaN();
+  v(0, 2) = inf;
+  for (const auto mode :
+       {amla::pow2_mode::hardware, amla::pow2_mode::checked, amla::pow2_mode::safe}) {
+    AmlaOptions opt;
+    opt.block_size = 4;
+    opt.rescale = mode;
+    const AmlaResult r = amla_attention(HeadGroup{base.q, base.k, v, {}, ln2f}, opt);
+    CAPTURE(static_cast<int>(mode));
+    CHECK(std::isnan(r.out(0, 1)));
+    CHECK(r.out(0, 2) == inf);
+    CHECK(r.out(0, 0) == Approx(1.0).epsilon(1e-6));
+    bool nan_located = false, inf_located = false;
+    for (const auto& x : r.report.located) {
+      nan_located = nan_located || (x.col == 1 && std::isnan(x.before) && std::isnan(x.intended));
+      inf_located = inf_located || (x.col == 2 && x.before == inf && x.intended == inf);
+    }
+    CHECK(nan_located);
+    CHECK(inf_located);
+  }
+}
+
 TEST_CASE("Masked rows and empty inputs: out 0, lse -inf; unread keys may hold NaN", "[amla]") {
   std::mt19937 gen(14);
   const MatrixF q = random_bf16(6, 32, gen);
@@ -422,6 +568,18 @@ TEST_CASE("Bad AMLA options throw, naming the argument and the rule", "[amla]") 
   opt = {};
   opt.exponent_clamp = -127;
   throws_with(g, opt, "options.exponent_clamp");
+  // A clamp that would leave the older blocks a weight of 2^-23 or more is no cut-off: 0 would
+  // never scale them down at all (it gave 1.85 where golden gives 1).
+  for (const int c : {0, -1, -23}) {
+    opt.exponent_clamp = c;
+    throws_with(g, opt, "options.exponent_clamp' = " + std::to_string(c));
+    throws_with(g, opt, "must lie in [-126, -24]");
+  }
+  for (const int c : {-24, -30, -126}) {
+    opt.exponent_clamp = c;
+    CHECK_NOTHROW(amla_attention(g, opt));
+  }
+  opt = {};
   opt = {};
   opt.nudge = std::numeric_limits<float>::quiet_NaN();
   throws_with(g, opt, "options.nudge");
@@ -592,7 +750,7 @@ TEST_CASE("Paged: Lemma 3.1 violations of a zero V column are counted and locate
   const auto hw = amla::attention::amla_decode(p.inputs(), opt, amla);
   amla.rescale = amla::pow2_mode::checked;
   const auto ck = amla::attention::amla_decode(p.inputs(), opt, amla);
-  CHECK(hw.report.located.empty());
+  CHECK(hw.report.located.size() == hw.report.violations);  // located in hardware mode too
   CHECK(ck.report.violations == hw.report.violations);
   CHECK(ck.report.located.size() == ck.report.violations);
   CHECK(hw.report.violations >= 2 * 2 * 2 * 2);  // at least every row's first rescale
@@ -606,6 +764,13 @@ TEST_CASE("Paged: Lemma 3.1 violations of a zero V column are counted and locate
   for (const auto& v : ck.report.located) {
     CHECK(v.col == 1);
     CHECK(bits(v.after) == bits(v.before) + static_cast<std::uint32_t>(v.add));
+  }
+  REQUIRE(hw.report.located.size() == ck.report.located.size());
+  for (std::size_t j = 0; j < hw.report.located.size(); ++j) {
+    const auto& a = hw.report.located[j];
+    const auto& b = ck.report.located[j];
+    CHECK((a.batch == b.batch && a.kv_head == b.kv_head && a.block == b.block && a.row == b.row &&
+           a.col == b.col && a.add == b.add && bits(a.after) == bits(b.after)));
   }
 }
 

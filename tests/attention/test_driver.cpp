@@ -8,6 +8,8 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 #include "amla/attention/driver.hpp"
@@ -340,6 +342,33 @@ TEST_CASE("bf16_from_double rounds once, to nearest even", "[decode_problem]") {
   CHECK(bf16_from_double(3.0e38).to_float() == bf16::from_float(3.0e38f).to_float());
 }
 
+TEST_CASE("a float64 lse past FP32's range is stored as NaN, not as an empty row's infinity",
+          "[decode_problem]") {
+  using amla::detail::store_lse;
+  constexpr double dinf = std::numeric_limits<double>::infinity();
+  CHECK(store_lse<float>(2.5) == 2.5f);
+  CHECK(store_lse<float>(-dinf) == -std::numeric_limits<float>::infinity());  // empty rows
+  CHECK(store_lse<float>(dinf) == std::numeric_limits<float>::infinity());
+  CHECK(std::isnan(store_lse<float>(std::nan(""))));
+  CHECK(std::isnan(store_lse<float>(2e40)));  // finite in float64, past FP32's range
+  CHECK(std::isnan(store_lse<float>(-2e40)));
+  CHECK(store_lse<double>(2e40) == 2e40);
+  CHECK(store_lse<float>(3.0e38) == 3.0e38f);
+  // Through golden_decode: q = 1e20 and k = 1e20 (1, -1, 2) give lse = 2e40 in float64.
+  DecodeShape s{1, 1, 1, 1, 1, 1, 1, 4, 1};
+  const std::vector<float> q = {1e20f}, kv = {1e20f, -1e20f, 2e20f, 0.0f};
+  const std::vector<std::int32_t> table = {0}, lens = {3};
+  const DecodeInputs<float> in{s, q, kv, {}, table, lens};
+  DecodeResult<float, float> r(s);
+  DecodeOptions opt;
+  opt.softmax_scale = 1.0f;
+  golden_decode(in, opt, r.view());
+  CHECK(r.out[0] == 2e20f);  // V is the first column of the K cache: the key of score 2e40
+  CHECK(std::isnan(r.lse[0]));
+  const auto wide = golden_decode(in, opt);  // float64 outputs hold it
+  CHECK(wide.lse[0] == Approx(2e40));
+}
+
 TEST_CASE("results do not depend on the thread count", "[decode_problem][threads]") {
   // Few groups (row-chunk parallelism) and many groups (group parallelism).
   for (const int batch : {1, 5}) {
@@ -377,5 +406,41 @@ TEST_CASE("an exception in a core reaches the caller", "[decode_problem][threads
                                        Eigen::Ref<MatrixF>, std::span<float>) {
                                       if (at.batch == 2) throw std::runtime_error("core failed");
                                     }),
+                  std::runtime_error);
+}
+
+TEST_CASE("threads the system refuses to start leave the work to the others",
+          "[decode_problem][threads]") {
+  // start(work) starts `allowed` threads and then throws as std::thread does at the system's
+  // limit: every task still runs exactly once, on the threads that did start.
+  for (const int allowed : {0, 1, 2}) {
+    std::vector<int> runs(100, 0);
+    std::mutex m;
+    int started = 0;
+    amla::detail::parallel_for_started_by(
+        runs.size(), 4,
+        [&](std::size_t i) {
+          const std::lock_guard<std::mutex> lock(m);
+          ++runs[i];
+        },
+        [&](auto& work) {
+          if (started == allowed) {
+            throw std::system_error(
+                std::make_error_code(std::errc::resource_unavailable_try_again));
+          }
+          ++started;
+          return std::thread(std::ref(work));
+        });
+    CAPTURE(allowed);
+    CHECK(started == allowed);
+    for (const int n : runs) CHECK(n == 1);
+  }
+  // A task's exception still reaches the caller when threads are refused.
+  CHECK_THROWS_AS(amla::detail::parallel_for_started_by(
+                      8, 4,
+                      [](std::size_t i) {
+                        if (i == 5) throw std::runtime_error("task failed");
+                      },
+                      [](auto&) -> std::thread { throw std::bad_alloc(); }),
                   std::runtime_error);
 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <set>
@@ -216,4 +217,47 @@ TEST_CASE("invalid builder settings throw naming the setting", "[problem_builder
   CHECK(build_error(ProblemBuilder(ok).page_size(0)).find("'page_size'") != std::string::npos);
   CHECK(build_error(ProblemBuilder(ok).dims(8, 9)).find("'shape.d_v'") != std::string::npos);
   CHECK(build_error(ProblemBuilder(ok).dims(8, 9).separate_v()).empty());
+}
+
+TEST_CASE("sizes past an int or past memory throw naming the setting, before allocating",
+          "[problem_builder][validation][overflow]") {
+  using amla_test::names;
+  const auto ok = ProblemBuilder().heads(4, 1).dims(8, 8).seqlens({5});
+  // Page counts are ints: the pages the sequences use plus the spare ones, and the widest
+  // sequence's pages plus the extra block-table columns.
+  CHECK(names(build_error(ProblemBuilder(ok).spare_pages(INT_MAX)), "spare_pages"));
+  CHECK(names(build_error(ProblemBuilder(ok).extra_table_columns(INT_MAX)), "extra_table_columns"));
+  CHECK(names(build_error(ProblemBuilder(ok).page_size(1).seqlens({INT_MAX, INT_MAX})), "seqlens"));
+  // INT_MAX keys in pages of one: INT_MAX pages, and the default extra column or spare page is
+  // one too many.
+  const auto widest = ProblemBuilder(ok).page_size(1).seqlens({INT_MAX});
+  CHECK(names(build_error(widest), "extra_table_columns"));
+  CHECK(names(build_error(ProblemBuilder(widest).extra_table_columns(0)), "spare_pages"));
+  const std::string sum =
+      build_error(ProblemBuilder(ok).page_size(1).batch(4).random_seqlens(0, INT_MAX));
+  CHECK(names(sum, "random_seqlens"));  // four draws from [0, INT_MAX] sum past INT_MAX
+  // A sequence of INT_MAX keys in the default DeepSeek shape: 2^31 keys of 576 BF16 values is
+  // 2.5 TB of cache, past the 1 TiB amla allocates for one buffer.
+  const std::string big = build_error(ProblemBuilder().seqlens({INT_MAX}));
+  CHECK(names(big, "kv"));
+  CHECK(big.find("must fit in 1099511627776 bytes") != std::string::npos);
+}
+
+TEST_CASE("random lengths over [0, INT_MAX] stay in range", "[problem_builder][overflow]") {
+  // max - min + 1 = 2^31 does not fit an int: the span is taken in 64 bits.
+  amla::attention::detail::ValueStream layout(5);
+  bool upper_half = false;
+  for (int i = 0; i < 10000; ++i) {
+    const std::int32_t len = amla::attention::detail::draw_length(layout, 0, INT_MAX);
+    REQUIRE(len >= 0);
+    upper_half = upper_half || len > INT_MAX / 2;
+  }
+  CHECK(upper_half);
+  for (int i = 0; i < 100; ++i) {
+    CHECK(amla::attention::detail::draw_length(layout, INT_MAX, INT_MAX) == INT_MAX);
+    const std::int32_t top = amla::attention::detail::draw_length(layout, INT_MAX - 1, INT_MAX);
+    CHECK((top == INT_MAX - 1 || top == INT_MAX));
+    const std::int32_t low = amla::attention::detail::draw_length(layout, 3, 4);
+    CHECK((low == 3 || low == 4));
+  }
 }

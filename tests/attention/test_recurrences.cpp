@@ -1,9 +1,12 @@
-// The contract every recurrence keeps (golden, Base, AMLA, seesaw, transposed in both block
-// orders, split-KV), tested once over all of them: empty and fully masked rows give out = 0 and
-// lse = -inf, keys no row sees (NaN-poisoned pages and slots) are never read, results do not
-// depend on the thread count, bad options and outputs are rejected naming the field, the owning
-// overloads return what the buffer overloads write, and the paged entry points agree with golden.
-// Each recurrence's own mathematics is tested in its own file.
+// The contract every recurrence keeps (golden, Base, AMLA in its three rescale modes, seesaw,
+// transposed in both block orders, split-KV), tested once over all of them: empty and fully masked
+// rows give out = 0 and lse = -inf, keys no row sees (NaN-poisoned pages and slots) are never read
+// and values a row does not see never reach it, NaN and Inf among what a row reads reach it as
+// golden's arithmetic carries them and what FP32 cannot hold loses the row to NaN
+// (problem/conventions.hpp), results do not depend on the thread count, bad options and outputs
+// are rejected naming the field, the owning overloads return what the buffer overloads write, and
+// the paged entry points agree with golden. Each recurrence's own mathematics is tested in its own
+// file.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -42,8 +45,10 @@ using amla_test::finf;
 struct Kernel {
   using Scalar = float;
   static constexpr bool has_options = true;
-  static constexpr bool propagates_nan = true;
   static constexpr bool one_key_exact = false;  ///< a row with one key gets its value exactly
+  /// Whether the recurrence folds the max into base 2 once (m = RN(max * c)): such a schedule
+  /// loses the row's largest weight at huge softmax scales (seesaw.hpp).
+  static constexpr bool base2_folded_max = false;
   static constexpr const char* dense_prefix = "options";
 };
 
@@ -51,8 +56,8 @@ struct Golden {
   static constexpr const char* name = "golden";
   using Scalar = double;
   static constexpr bool has_options = false;
-  static constexpr bool propagates_nan = true;
   static constexpr bool one_key_exact = true;
+  static constexpr bool base2_folded_max = false;
   static constexpr const char* dense_fn = "golden_attention";
   using Options = at::GoldenOptions;
   static Options options(precision, int) { return {}; }
@@ -75,8 +80,6 @@ struct Base : Kernel {
 
 struct Amla : Kernel {
   static constexpr const char* name = "amla";
-  // A NaN in O is rescaled by an integer add on its pattern: it need not stay a NaN.
-  static constexpr bool propagates_nan = false;
   static constexpr const char* dense_fn = "amla_attention";
   static constexpr const char* decode_prefix = "amla";
   using Options = at::AmlaOptions;
@@ -90,8 +93,23 @@ struct Amla : Kernel {
   static constexpr const auto& decode = at::amla_decode;
 };
 
+/// AMLA in its checked and safe rescale modes (Amla is the hardware mode).
+template <amla::pow2_mode Mode>
+struct AmlaMode : Amla {
+  static constexpr const char* name =
+      Mode == amla::pow2_mode::checked ? "amla checked" : "amla safe";
+  static Options options(precision mode, int block) {
+    Options o = Amla::options(mode, block);
+    o.rescale = Mode;
+    return o;
+  }
+};
+using AmlaChecked = AmlaMode<amla::pow2_mode::checked>;
+using AmlaSafe = AmlaMode<amla::pow2_mode::safe>;
+
 struct Seesaw : Kernel {
   static constexpr const char* name = "seesaw";
+  static constexpr bool base2_folded_max = true;
   static constexpr const char* dense_fn = "seesaw_attention";
   static constexpr const char* decode_prefix = "seesaw";
   using Options = at::SeesawOptions;
@@ -104,6 +122,7 @@ template <at::kv_block_order Order>
 struct Transposed : Kernel {
   static constexpr const char* name =
       Order == at::kv_block_order::forward ? "transposed forward" : "transposed reverse";
+  static constexpr bool base2_folded_max = true;
   static constexpr const char* dense_fn = "transposed_attention";
   static constexpr const char* decode_prefix = "transposed";
   using Options = at::TransposedOptions;
@@ -129,6 +148,9 @@ struct SplitKv : Kernel {
 #define AMLA_ALL_RECURRENCES \
   Golden, Base, Amla, Seesaw, TransposedForward, TransposedReverse, SplitKv
 #define AMLA_KERNEL_RECURRENCES Base, Amla, Seesaw, TransposedForward, TransposedReverse, SplitKv
+/// Every recurrence in every form that problem/conventions.hpp's contract binds.
+#define AMLA_CONTRACT_RECURRENCES \
+  Golden, Base, Amla, AmlaChecked, AmlaSafe, Seesaw, TransposedForward, TransposedReverse, SplitKv
 
 /// The precision modes a recurrence runs in (golden: one, float64).
 template <class R>
@@ -262,14 +284,12 @@ TEMPLATE_TEST_CASE("dense: bf16 mode rounds operands that are not BF16 values", 
 
 TEMPLATE_TEST_CASE("dense: a NaN in a value that is read propagates", "[recurrences][masking]",
                    AMLA_ALL_RECURRENCES) {
-  if constexpr (TestType::propagates_nan) {
-    vt::Inputs in = vt::random_inputs(2, 20, 8, 4, 3, 1.0f);
-    in.kv_v(5, 1) = std::numeric_limits<float>::quiet_NaN();
-    const auto r = TestType::attention(in.group({}), TestType::options(precision::bf16, 8));
-    CHECK(std::isnan(r.out(0, 1)));
-    CHECK(std::isnan(r.out(1, 1)));
-    CHECK(std::isfinite(r.out(0, 0)));
-  }
+  vt::Inputs in = vt::random_inputs(2, 20, 8, 4, 3, 1.0f);
+  in.kv_v(5, 1) = std::numeric_limits<float>::quiet_NaN();
+  const auto r = TestType::attention(in.group({}), TestType::options(precision::bf16, 8));
+  CHECK(std::isnan(r.out(0, 1)));
+  CHECK(std::isnan(r.out(1, 1)));
+  CHECK(std::isfinite(r.out(0, 0)));
 }
 
 // ---- Paged problems against golden ----------------------------------------------------------
@@ -574,4 +594,284 @@ TEMPLATE_TEST_CASE("bf16 mode is Base's mathematics at the BF16 level", "[recurr
   CHECK(err <= 1.25 * base_err);
   CHECK(err >= 0.8 * base_err);
   CHECK(vt::relative_error(r.out, base.out) <= 1.5 * base_err);
+}
+
+// ---- The contract of a row: non-finite values and FP32's limits (problem/conventions.hpp) ---
+
+namespace {
+
+constexpr float fnan = std::numeric_limits<float>::quiet_NaN();
+
+/// Checks one row of a recurrence's result against golden's row as problem/conventions.hpp
+/// promises: an empty golden row is empty, a lost golden row (lse NaN) is NaN throughout, and
+/// otherwise each element is NaN, infinite or finite as golden's is, the lse finite, and the
+/// finite elements within `tol` of golden (relative, over the row).
+template <class Result>
+void check_row_follows_golden(const Result& r, const at::GoldenResult& ref, Eigen::Index row,
+                              double tol) {
+  CAPTURE(row, ref.lse(row), static_cast<double>(r.lse(row)));
+  if (ref.lse(row) == -std::numeric_limits<double>::infinity()) {
+    CHECK(r.lse(row) == -finf);
+    CHECK(r.out.row(row).isZero(0.0));
+    return;
+  }
+  if (std::isnan(ref.lse(row))) {
+    CHECK(std::isnan(r.lse(row)));
+    for (Eigen::Index d = 0; d < ref.out.cols(); ++d) CHECK(std::isnan(r.out(row, d)));
+    return;
+  }
+  CHECK(std::isfinite(r.lse(row)));
+  double num = 0.0, den = 0.0;
+  for (Eigen::Index d = 0; d < ref.out.cols(); ++d) {
+    const double want = ref.out(row, d);
+    const double got = static_cast<double>(r.out(row, d));
+    CAPTURE(d, want, got);
+    if (std::isnan(want)) {
+      CHECK(std::isnan(got));
+    } else if (std::isinf(want)) {
+      CHECK(!std::isfinite(got));
+    } else {
+      REQUIRE(std::isfinite(got));
+      num += (got - want) * (got - want);
+      den += want * want;
+    }
+  }
+  CHECK(std::sqrt(num) <= tol * std::sqrt(den) + 1e-30);
+}
+
+/// Whether two result rows are equal element for element (NaN never equals: callers pass rows
+/// that must be finite or zero).
+template <class A, class B>
+bool rows_equal(const A& a, const B& b, Eigen::Index row) {
+  return a.out.row(row) == b.out.row(row) && a.lse(row) == b.lse(row);
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE(
+    "a NaN or Inf in a row's q or in K of a key it sees reaches that row as golden's",
+    "[recurrences][nonfinite]", AMLA_CONTRACT_RECURRENCES) {
+  // 6 rows over 40 keys in blocks of 8: rows 0-3 see every key, row 4 the first 12, row 5 none.
+  const std::vector<int> vis = {40, 40, 40, 40, 12, 0};
+  const vt::Inputs clean = vt::random_inputs(6, 40, 16, 8, 61, 1.0f);
+  struct Poison {
+    const char* what;
+    bool in_q;
+    Eigen::Index at;  ///< q row, or key
+    float value;
+  };
+  const Poison poisons[] = {
+      {"NaN in q of row 1", true, 1, fnan},
+      {"+inf in q of row 2", true, 2, finf},
+      {"-inf in q of row 3", true, 3, -finf},
+      {"NaN in q of the empty row 5", true, 5, fnan},
+      {"NaN in K of key 20", false, 20, fnan},
+      {"+inf in K of key 20", false, 20, finf},
+      {"-inf in K of key 3 (row 4 sees it)", false, 3, -finf},
+  };
+  for (const Poison& poison : poisons) {
+    vt::Inputs in = clean;
+    if (poison.in_q) {
+      in.q(poison.at, 3) = poison.value;
+    } else {
+      in.k(poison.at, 3) = poison.value;
+    }
+    const HeadGroup g = in.group(vis);
+    const at::GoldenResult ref = at::golden_attention(g);
+    for (const precision mode : modes<TestType>()) {
+      CAPTURE(TestType::name, poison.what, static_cast<int>(mode));
+      const auto opt = TestType::options(mode, 8);
+      const auto r = TestType::attention(g, opt);
+      const auto base = TestType::attention(clean.group(vis), opt);
+      for (Eigen::Index row = 0; row < 6; ++row) {
+        check_row_follows_golden(r, ref, row, tolerance(mode, 1e-2));
+        // A row that does not read the poisoned value gets exactly its clean result.
+        const bool reads =
+            poison.in_q ? row == poison.at : vis[static_cast<std::size_t>(row)] > poison.at;
+        if (!reads) CHECK(rows_equal(r, base, row));
+      }
+    }
+  }
+  // Golden itself: a NaN in q or K and a +inf score lose the row; a -inf score with a finite max
+  // only drops its key.
+  vt::Inputs in = clean;
+  in.q(1, 3) = fnan;
+  in.k(3, 3) = -finf * (clean.q(4, 3) > 0 ? 1.0f : -1.0f);  // row 4 scores key 3 at -inf
+  const at::GoldenResult ref = at::golden_attention(in.group(vis));
+  CHECK(std::isnan(ref.lse(1)));
+  CHECK(std::isfinite(ref.lse(4)));
+  CHECK(ref.out.row(4).allFinite());
+}
+
+TEMPLATE_TEST_CASE("a NaN or Inf in V of a key a row sees reaches that output column only",
+                   "[recurrences][nonfinite]", AMLA_CONTRACT_RECURRENCES) {
+  const std::vector<int> vis = {40, 40, 33, 12, 0};
+  const vt::Inputs clean = vt::random_inputs(5, 40, 16, 8, 62, 1.0f);
+  for (const float value : {fnan, finf, -finf}) {
+    for (const Eigen::Index key : {Eigen::Index{0}, Eigen::Index{20}, Eigen::Index{39}}) {
+      vt::Inputs in = clean;
+      in.kv_v(key, 5) = value;
+      const HeadGroup g = in.group(vis);
+      const at::GoldenResult ref = at::golden_attention(g);
+      for (const precision mode : modes<TestType>()) {
+        CAPTURE(TestType::name, value, key, static_cast<int>(mode));
+        const auto opt = TestType::options(mode, 8);
+        const auto r = TestType::attention(g, opt);
+        const auto base = TestType::attention(clean.group(vis), opt);
+        for (Eigen::Index row = 0; row < 5; ++row) {
+          CAPTURE(row);
+          check_row_follows_golden(r, ref, row, tolerance(mode, 1e-2));
+          CHECK(r.lse(row) == base.lse(row));  // the lse never reads V
+          for (Eigen::Index d = 0; d < 8; ++d) {
+            if (d == 5 && vis[static_cast<std::size_t>(row)] > key) {
+              if (std::isnan(value)) CHECK(std::isnan(r.out(row, d)));
+              if (std::isinf(value)) CHECK(!std::isfinite(r.out(row, d)));
+            } else {
+              CHECK(r.out(row, d) == base.out(row, d));  // bit for bit but for the sign of 0
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("scores past FP32's range: golden's value, or NaN, never an empty row",
+                   "[recurrences][nonfinite]", AMLA_CONTRACT_RECURRENCES) {
+  // q = 1e20, k = 1e20 (1, -1, 2): the scores 1e40, -1e40, 2e40 overflow FP32 but not float64.
+  MatrixF q = MatrixF::Constant(1, 1, 1e20f);
+  MatrixF k(3, 1);
+  k << 1e20f, -1e20f, 2e20f;
+  MatrixF v(3, 2);
+  v << 10, 1, 20, 2, 30, 3;
+  const at::GoldenResult ref = at::golden_attention(HeadGroup{q, k, v, {}, 1.0f});
+  CHECK(ref.out(0, 0) == 30.0);
+  CHECK(ref.lse(0) == Approx(2e40));
+  // Every FP32 score -inf (k = -1e20): golden still finite (the largest, -1e40, wins).
+  const MatrixF k_neg = MatrixF::Constant(3, 1, -1e20f);
+  const at::GoldenResult ref_neg = at::golden_attention(HeadGroup{q, k_neg, v, {}, 1.0f});
+  CHECK(ref_neg.out(0, 0) == Approx(20.0));
+  for (const MatrixF* keys : std::vector<const MatrixF*>{&k, &k_neg}) {
+    for (const precision mode : modes<TestType>()) {
+      CAPTURE(TestType::name, static_cast<int>(mode), (*keys)(0, 0));
+      const auto r =
+          TestType::attention(HeadGroup{q, *keys, v, {}, 1.0f}, TestType::options(mode, 2));
+      if constexpr (std::is_same_v<TestType, Golden>) {
+        CHECK(r.out.allFinite());
+      } else {
+        CHECK(std::isnan(r.lse(0)));  // the FP32 arithmetic cannot hold it: the row is lost
+        CHECK(std::isnan(r.out(0, 0)));
+        CHECK(std::isnan(r.out(0, 1)));
+      }
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("a huge softmax scale: golden's value, or NaN where the schedule loses the row",
+                   "[recurrences][nonfinite]", AMLA_CONTRACT_RECURRENCES) {
+  vt::Inputs in = vt::random_inputs(4, 20, 8, 4, 63, 1.0f);
+  in.scale = 1e30f;
+  const HeadGroup g = in.group({});
+  const at::GoldenResult ref = at::golden_attention(g);
+  for (const precision mode : modes<TestType>()) {
+    CAPTURE(TestType::name, static_cast<int>(mode));
+    const auto r = TestType::attention(g, TestType::options(mode, 8));
+    for (Eigen::Index row = 0; row < 4; ++row) {
+      CHECK(r.lse(row) != -finf);  // never an empty row
+      if constexpr (TestType::base2_folded_max) {
+        // m = RN(max * c) is off by about 1e23 at |m| ~ 1e30: the largest weight is lost.
+        CHECK(std::isnan(r.lse(row)));
+        for (Eigen::Index d = 0; d < 4; ++d) CHECK(std::isnan(r.out(row, d)));
+      } else {
+        // One key dominates: the softmax is (almost) one-hot, golden's value at the BF16 level.
+        check_row_follows_golden(r, ref, row, tolerance(mode, 1e-2));
+      }
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE(
+    "paged causal: a NaN or Inf in a key only a later token sees never reaches an "
+    "earlier token",
+    "[recurrences][nonfinite][masking]", AMLA_CONTRACT_RECURRENCES) {
+  // s_q 2, seqlen 6: token 0 sees keys 0-4, token 1 keys 0-5. Key 5 is poisoned in K and V (V in
+  // the K cache) or in a separate V cache only. Sequence 1 (9 keys) is left clean.
+  for (const bool separate_v : {false, true}) {
+    const auto clean = at::ProblemBuilder()
+                           .heads(4, 2)
+                           .s_q(2)
+                           .dims(16, 8)
+                           .page_size(4)
+                           .seqlens({6, 9})
+                           .separate_v(separate_v)
+                           .seed(64)
+                           .build<float>();
+    at::DecodeOptions o;
+    o.causal = true;
+    for (const float value : {fnan, finf, -finf}) {
+      auto p = clean;
+      for (int g = 0; g < 2; ++g) {
+        if (separate_v) {
+          p.v[static_cast<std::size_t>(p.value(0, 5, g) - p.v.data()) + 2] = value;
+        } else {
+          const auto key5 = static_cast<std::size_t>(p.key(0, 5, g) - p.kv.data());
+          for (std::size_t d = 0; d < 16; ++d) p.kv[key5 + d] = value;
+        }
+      }
+      const auto ref = at::golden_decode(p.inputs(), o);
+      for (const precision mode : modes<TestType>()) {
+        CAPTURE(TestType::name, separate_v, value, static_cast<int>(mode));
+        const auto opt = TestType::options(mode, 2);
+        const auto want = TestType::decode(clean.inputs(), o, opt);
+        const auto r = TestType::decode(p.inputs(), o, opt);
+        for (int h = 0; h < 4; ++h) {
+          CAPTURE(h);
+          // Token 0 of sequence 0 and all of sequence 1: exactly the clean result.
+          for (int d = 0; d < 8; ++d) CHECK(r.out_row(0, 0, h)[d] == want.out_row(0, 0, h)[d]);
+          CHECK(r.lse_at(0, 0, h) == want.lse_at(0, 0, h));
+          for (int t = 0; t < 2; ++t) {
+            for (int d = 0; d < 8; ++d) CHECK(r.out_row(1, t, h)[d] == want.out_row(1, t, h)[d]);
+          }
+          // Token 1 reads key 5: as golden says (a poisoned K loses the row, V only column 2).
+          const double g_lse = ref.lse_at(0, 1, h);
+          if (std::isnan(g_lse)) {
+            CHECK(std::isnan(r.lse_at(0, 1, h)));
+            for (int d = 0; d < 8; ++d) CHECK(std::isnan(r.out_row(0, 1, h)[d]));
+          } else {
+            for (int d = 0; d < 8; ++d) {
+              CHECK(std::isfinite(r.out_row(0, 1, h)[d]) == std::isfinite(ref.out_row(0, 1, h)[d]));
+            }
+          }
+          if (std::isnan(value)) CHECK(std::isnan(r.out_row(0, 1, h)[2]));
+        }
+      }
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("dense: values only some rows see never reach the others",
+                   "[recurrences][masking]", AMLA_CONTRACT_RECURRENCES) {
+  // Visible counts need not be causal: keys 7..31 are seen by some rows only.
+  const std::vector<int> vis = {32, 7, 0, 20, 31, 9};
+  const vt::Inputs clean = vt::random_inputs(6, 32, 8, 6, 65, 1.0f);
+  vt::Inputs in = clean;
+  for (const Eigen::Index key : {7, 8, 19, 30, 31}) {
+    in.kv_v(key, 1) = fnan;
+    in.kv_v(key, 4) = key % 2 == 0 ? finf : -finf;
+  }
+  for (const precision mode : modes<TestType>()) {
+    CAPTURE(TestType::name, static_cast<int>(mode));
+    const auto opt = TestType::options(mode, 4);
+    const auto want = TestType::attention(clean.group(vis), opt);
+    const auto r = TestType::attention(in.group(vis), opt);
+    CHECK(rows_equal(r, want, 1));  // sees keys 0-6 only
+    CHECK(rows_equal(r, want, 2));  // sees nothing: out 0, lse -inf
+    for (const Eigen::Index row : {0, 3, 4, 5}) {
+      CAPTURE(row);
+      CHECK(std::isnan(r.out(row, 1)));
+      CHECK(!std::isfinite(r.out(row, 4)));
+      for (const Eigen::Index d : {0, 2, 3, 5}) CHECK(r.out(row, d) == want.out(row, d));
+      CHECK(r.lse(row) == want.lse(row));
+    }
+  }
 }

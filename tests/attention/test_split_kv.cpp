@@ -3,6 +3,7 @@
 // nothing, all-empty rows give 0 / -inf, float32 and bf16 modes against golden over the sweep.
 #include <catch2/catch.hpp>
 
+#include <climits>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -190,4 +191,43 @@ TEST_CASE("split-KV validates its options", "[split_kv][validation]") {
   MatrixF q = MatrixF::Ones(1, 4), k = MatrixF::Ones(2, 4);
   CHECK_THROWS_WITH(split_kv_attention(HeadGroup{q, k, k, {}, 1.0f}, splits(0, precision::bf16, 4)),
                     Catch::Contains("'options.num_splits'"));
+}
+
+TEST_CASE("more splits than blocks cost no memory: only splits that hold keys are computed",
+          "[split_kv][overflow]") {
+  // A million splits of a 20-key group: at most 20 partials are kept (blocks of 1), and the
+  // result is the one of 20 splits, bit for bit (the other splits are empty: weight 0).
+  const vt::Inputs in = vt::random_inputs(8, 20, 16, 8, 71, 1.0f);
+  const std::vector<int> vis = vt::causal_visible(8, 20, 4);
+  const HeadGroup g = in.group(vis);
+  for (const int block : {1, 3}) {
+    const auto want = split_kv_attention(g, splits(20, precision::bf16, block));
+    const auto many = split_kv_attention(g, splits(1000000, precision::bf16, block));
+    CAPTURE(block);
+    CHECK(many.out == want.out);
+    CHECK(many.lse == want.lse);
+  }
+  // The paged entry point over sequences of 0, 1 and 20 keys, causal.
+  const auto p = ProblemBuilder()
+                     .heads(4, 2)
+                     .s_q(2)
+                     .dims(16, 8)
+                     .page_size(4)
+                     .seqlens({0, 1, 20})
+                     .seed(72)
+                     .build<bf16>();
+  DecodeOptions o;
+  o.causal = true;
+  const auto want = split_kv_decode(p.inputs(), o, splits(20, precision::bf16, 1));
+  const auto many = split_kv_decode(p.inputs(), o, splits(INT_MAX, precision::bf16, 1));
+  CHECK(many.out == want.out);
+  CHECK(many.lse == want.lse);
+  // Every split as a partial is what split_kv_partials returns: INT_MAX partials of [4 x 512]
+  // floats (32 TiB) are refused before anything is allocated.
+  MatrixF q = MatrixF::Ones(4, 8), k = MatrixF::Ones(20, 8), v = MatrixF::Ones(20, 512);
+  CHECK_THROWS_WITH(
+      split_kv_partials(HeadGroup{q, k, v, {}, 1.0f}, splits(INT_MAX, precision::bf16, 1)),
+      Catch::Contains("split_kv_partials") && Catch::Contains("'options.num_splits'"));
+  CHECK(split_kv_partials(HeadGroup{q, k, v, {}, 1.0f}, splits(30, precision::bf16, 1)).size() ==
+        30);
 }

@@ -19,8 +19,9 @@ struct Problem::owner {
 Problem::Problem(const ProblemSpec& spec) : owner_(std::make_unique<owner>()) {
   owner_->problem = at::ProblemBuilder()
                         .s_q(spec.s_q)
-                        .heads(spec.h_q, 1)
-                        .dims(576, 512)
+                        .heads(spec.h_q, spec.h_kv)
+                        .dims(spec.d_qk, spec.d_v)
+                        .separate_v(spec.separate_v)
                         .page_size(spec.page_size)
                         .batch(static_cast<int>(spec.seqlens.size()))
                         .seqlens(spec.seqlens)
@@ -48,6 +49,23 @@ void Problem::set_trap(int col) {
       }
     }
   }
+}
+
+void Problem::set(Tensor which, int b, int i, int j, int d, float value) {
+  at::DecodeProblem<amla::bf16>& p = owner_->problem;
+  const amla::bf16 x = amla::bf16::from_float(value);
+  switch (which) {
+    case Tensor::q:
+      p.q[p.shape.q_offset(b, i, j) + static_cast<std::size_t>(d)] = x;
+      break;
+    case Tensor::k:
+      const_cast<amla::bf16*>(p.key(b, i, j))[d] = x;
+      break;
+    case Tensor::v:
+      const_cast<amla::bf16*>(p.value(b, i, j))[d] = x;
+      break;
+  }
+  inputs_ = p.inputs();
 }
 
 amla::DecodeResult<double, double> golden(const Problem& p, const amla::DecodeOptions& options) {

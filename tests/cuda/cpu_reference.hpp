@@ -16,9 +16,9 @@
 
 namespace amla_cuda_test {
 
-/// The ProblemBuilder settings the CUDA tests vary. Every problem has the DeepSeek head dims
-/// (d_qk 576, d_v 512, V in the K cache, h_kv 1), BF16 values from N(0, spread^2), shuffled
-/// pages, and poison (NaN, out-of-range table entries) everywhere a kernel must not read.
+/// The ProblemBuilder settings the CUDA tests vary. By default the DeepSeek head dims (d_qk 576,
+/// d_v 512, V in the K cache, h_kv 1); BF16 values from N(0, spread^2), shuffled pages, and
+/// poison (NaN, out-of-range table entries) everywhere a kernel must not read.
 struct ProblemSpec {
   int s_q = 1;
   int h_q = 128;
@@ -26,7 +26,14 @@ struct ProblemSpec {
   int page_size = 64;
   double spread = 1.0;
   std::uint64_t seed = 1;
+  int h_kv = 1;
+  int d_qk = 576;
+  int d_v = 512;
+  bool separate_v = false;
 };
+
+/// Which tensor Problem::set writes.
+enum class Tensor { q, k, v };
 
 /// A problem built by amla::attention::ProblemBuilder::build<amla::bf16>(), owned by the
 /// host-compiled side; inputs() views its tensors.
@@ -44,6 +51,10 @@ class Problem {
   /// column of O is exactly 0 after the first block) and keys 64..127 are 4x larger (the max
   /// jumps, so the AMLA add is a large negative exponent step).
   void set_trap(int col);
+
+  /// Writes `value` at column d of a row: Q of (b, t = i, h = j), or K / V of key i of sequence
+  /// b, KV head j (through the block table; V in kv's first d_v columns unless separate).
+  void set(Tensor which, int b, int i, int j, int d, float value);
 
  private:
   struct owner;

@@ -4,8 +4,13 @@
 //   cuda_decode gpu                      every kernel and mode against the library's float64
 //                                        golden (golden_decode) and the CPU recurrence it mirrors
 //                                        (base_decode, amla_decode) on fresh random problems from
-//                                        the library's ProblemBuilder; exits 77 (ctest: skipped)
-//                                        when no GPU is visible
+//                                        the library's ProblemBuilder; hostile inputs (NaN, Inf,
+//                                        overflow, keys a causal mask hides) against the semantics
+//                                        of problem/conventions.hpp; the GPU float64 golden
+//                                        (golden.cuh) against the CPU one, and the Hopper kernel
+//                                        against it at the benchmark's sizes; the split-KV plan
+//                                        the GPU computes against the CPU schedule; exits 77
+//                                        (ctest: skipped) when no GPU is visible
 //   cuda_decode gpu-quick                the same on the small cases only
 //   cuda_decode gpu --simple-only        every case on the simple kernel only (the fallback off
 //   cuda_decode gpu-quick --simple-only  Hopper), as does AMLA_CUDA_SIMPLE_ONLY=1 in the
@@ -15,6 +20,7 @@
 // side (cpu_reference.cpp) is compiled by the host compiler, so Eigen stays away from nvcc.
 #include "amla/backend/cuda/cuda.cuh"
 #include "cpu_reference.hpp"
+#include "device_random.cuh"
 
 #include <chrono>
 #include <cmath>
@@ -24,6 +30,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <random>
 #include <span>
 #include <string>
@@ -171,6 +178,32 @@ int run_validate() {
     opt.rescale = amla::pow2_mode::checked;
     expect_throw<inv>("checked AMLA add", "options.rescale", run(good(), out, opt));
   }
+  {
+    ac::CudaDecodeOptions opt;
+    opt.workspace = reinterpret_cast<void*>(std::uintptr_t{0x50010});
+    opt.workspace_bytes = 1 << 20;
+    expect_throw<inv>("misaligned workspace", "options.workspace", run(good(), out, opt));
+  }
+  {
+    auto* fake_f64 = reinterpret_cast<double*>(std::uintptr_t{0x40000});
+    auto golden = [&](ac::DeviceDecodeInputs in, ac::DeviceGoldenOutputs o,
+                      ac::CudaGoldenOptions opt) {
+      return [in, o, opt] { ac::golden_decode(in, o, opt); };
+    };
+    expect_throw<inv>("golden: null out", "'out'", golden(good(), {nullptr, fake_f64}, {}));
+    expect_throw<inv>("golden: null lse", "'lse'", golden(good(), {fake_f64, nullptr}, {}));
+    auto in = good();
+    in.kv = nullptr;
+    expect_throw<inv>("golden: null kv", "'kv'", golden(in, {fake_f64, fake_f64}, {}));
+    ac::CudaGoldenOptions opt;
+    opt.softmax_scale = 0.0f;
+    expect_throw<inv>("golden: zero scale", "softmax_scale",
+                      golden(good(), {fake_f64, fake_f64}, opt));
+    in = good();
+    in.shape.h_kv = 3;
+    expect_throw<inv>("golden: h_kv not dividing h_q", "shape.h_kv",
+                      golden(in, {fake_f64, fake_f64}, {}));
+  }
   std::printf("validate: %d checks, %d failures\n", g_checks, g_failures);
   return g_failures == 0 ? 0 : 1;
 }
@@ -212,6 +245,28 @@ ac::DeviceDecodeInputs device_inputs(const amla::DecodeShape& shape,
   in.seqlens = lens.ptr;
   return in;
 }
+
+/// A problem's inputs in device memory (V separate when the problem has its own V cache).
+struct DeviceProblem {
+  DeviceBuffer<amla::bf16> q, kv, v;
+  DeviceBuffer<std::int32_t> table, lens;
+  ac::DeviceDecodeInputs in;
+  explicit DeviceProblem(const ct::Problem& p)
+      : q(p.inputs().q.size()),
+        kv(p.inputs().kv.size()),
+        v(p.inputs().v.size()),
+        table(p.inputs().block_table.size()),
+        lens(p.inputs().seqlens.size()) {
+    const amla::DecodeInputs<amla::bf16>& host = p.inputs();
+    q.upload(host.q);
+    kv.upload(host.kv);
+    if (!host.v.empty()) v.upload(host.v);
+    table.upload(host.block_table);
+    lens.upload(host.seqlens);
+    in = device_inputs(p.shape(), q, kv, table, lens);
+    if (!host.v.empty()) in.v = v.ptr;
+  }
+};
 
 /// Waits for the stream, but gives up (and exits: a hung kernel cannot be recovered) after
 /// `seconds`, naming what hung.
@@ -341,6 +396,8 @@ struct Case {
   /// O is exactly 0 after it) and the second block's keys are 4x larger (the max jumps, so the
   /// AMLA add is a large negative exponent step). -1: no trap.
   int trap_col = -1;
+  int h_kv = 1, d_qk = 576, d_v = 512;  ///< other shapes run on the simple kernel only
+  bool separate_v = false;
 };
 
 struct Variant {
@@ -355,6 +412,19 @@ struct Variant {
   ac::l2_hint hint = ac::l2_hint::none;
   bool stagger = true;
 };
+
+/// The decode options of a variant.
+ac::CudaDecodeOptions options_for(const Variant& v, bool causal) {
+  ac::CudaDecodeOptions opt;
+  opt.causal = causal;
+  opt.mode = v.mode;
+  opt.kernel = v.kernel;
+  opt.num_splits = v.splits;
+  opt.kv_l2_hint = v.hint;
+  opt.rescale = v.rescale;
+  opt.stagger_qk = v.stagger;
+  return opt;
+}
 
 constexpr double tol_out = 3e-3;
 constexpr double tol_lse = 1e-3;
@@ -375,7 +445,12 @@ std::vector<int> mixed_lengths(int batch, std::mt19937_64& rng, int long_len) {
 
 void run_case(const Case& c, std::uint64_t seed, cudaStream_t stream) {
   const auto t0 = std::chrono::steady_clock::now();
-  ct::Problem hp(ct::ProblemSpec{c.s_q, c.h_q, c.lens, c.page_size, c.spread, seed});
+  ct::ProblemSpec spec{c.s_q, c.h_q, c.lens, c.page_size, c.spread, seed};
+  spec.h_kv = c.h_kv;
+  spec.d_qk = c.d_qk;
+  spec.d_v = c.d_v;
+  spec.separate_v = c.separate_v;
+  ct::Problem hp(spec);
   if (c.trap_col >= 0) hp.set_trap(c.trap_col);
   amla::DecodeOptions problem;
   problem.causal = c.causal;
@@ -386,16 +461,10 @@ void run_case(const Case& c, std::uint64_t seed, cudaStream_t stream) {
   const double cpu_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   const amla::DecodeShape& shape = hp.shape();
-  const amla::DecodeInputs<amla::bf16>& host = hp.inputs();
-  DeviceBuffer<amla::bf16> q(host.q.size()), kv(host.kv.size()), out(shape.out_elems());
-  DeviceBuffer<std::int32_t> table(host.block_table.size()), lens(host.seqlens.size());
+  const DeviceProblem dev(hp);
+  const ac::DeviceDecodeInputs& in = dev.in;
+  DeviceBuffer<amla::bf16> out(shape.out_elems());
   DeviceBuffer<float> lse(shape.lse_elems());
-  q.upload(host.q);
-  kv.upload(host.kv);
-  table.upload(host.block_table);
-  lens.upload(host.seqlens);
-
-  ac::DeviceDecodeInputs in = device_inputs(shape, q, kv, table, lens);
   const ac::DeviceDecodeOutputs outs{out.ptr, lse.ptr};
 
   std::printf("-- %s: b %d s_q %d h_q %d page %d %s spread %g, %zu pages (golden %.1f s)\n",
@@ -412,6 +481,7 @@ void run_case(const Case& c, std::uint64_t seed, cudaStream_t stream) {
       {"hopper/amla", kernel_kind::hopper, rescale_mode::amla, 0},
       {"hopper/amla-hw", kernel_kind::hopper, rescale_mode::amla, 0, hw, "hopper/amla"},
       {"hopper/standard/3 splits", kernel_kind::hopper, rescale_mode::standard, 3},
+      {"hopper/standard/no split", kernel_kind::hopper, rescale_mode::standard, 1},
       {"hopper/amla/3 splits", kernel_kind::hopper, rescale_mode::amla, 3},
       {"hopper/standard/evict-first", kernel_kind::hopper, rescale_mode::standard, 0,
        amla::pow2_mode::safe, nullptr, ac::l2_hint::evict_first},
@@ -420,16 +490,22 @@ void run_case(const Case& c, std::uint64_t seed, cudaStream_t stream) {
   };
   std::map<std::string, std::vector<amla::bf16>> outputs;
   std::vector<amla::bf16> simple_out[2];
+  // The Hopper variants run on a workspace of ours (the hostile cases let decode() allocate).
+  std::size_t ws_bytes = 0;
+  for (int splits : {0, 3}) {
+    ac::CudaDecodeOptions o;
+    o.num_splits = splits;
+    ws_bytes = std::max(ws_bytes, ac::decode_workspace_bytes(shape, o));
+  }
+  DeviceBuffer<std::uint8_t> workspace(ws_bytes);
   for (const Variant& v : variants) {
     if (g_simple_only && v.kernel != kernel_kind::simple) continue;
-    ac::CudaDecodeOptions opt;
-    opt.causal = c.causal;
-    opt.mode = v.mode;
-    opt.kernel = v.kernel;
-    opt.num_splits = v.splits;
-    opt.kv_l2_hint = v.hint;
-    opt.rescale = v.rescale;
-    opt.stagger_qk = v.stagger;
+    ac::CudaDecodeOptions opt = options_for(v, c.causal);
+    // The trap needs the recurrence across blocks within one CTA: the sized schedule may cut
+    // the requests (the combine then rescales, not the integer add).
+    if (c.trap_col >= 0 && v.splits == 0) opt.num_splits = 1;
+    opt.workspace = workspace.ptr;
+    opt.workspace_bytes = workspace.n;
     AMLA_CUDA_CHECK(cudaMemsetAsync(out.ptr, 0xFF, out.n * sizeof(amla::bf16), stream));  // NaN
     AMLA_CUDA_CHECK(cudaMemsetAsync(lse.ptr, 0xFF, lse.n * sizeof(float), stream));       // NaN
     ac::DecodeLaunch launch;
@@ -449,8 +525,8 @@ void run_case(const Case& c, std::uint64_t seed, cudaStream_t stream) {
       std::size_t differ = 0;
       for (std::size_t i = 0; i < o.size(); ++i) differ += o[i].bits != safe[i].bits ? 1 : 0;
       if (c.trap_col < 0) g_lemma_garbage += differ;
-      std::printf("  %-28s splits %2d  differs from %s in %zu elements (Lemma 3.1 violations)\n",
-                  v.name, launch.num_splits, v.twin, differ);
+      std::printf("  %-28s pieces %3d  differs from %s in %zu elements (Lemma 3.1 violations)\n",
+                  v.name, launch.pieces, v.twin, differ);
       std::fflush(stdout);
       if (c.trap_col >= 0) {
         EXPECT(differ > 0, "%s %s: the Lemma 3.1 trap produced no garbage", c.name.c_str(), v.name);
@@ -474,10 +550,10 @@ void run_case(const Case& c, std::uint64_t seed, cudaStream_t stream) {
       (mi == 0 ? g_vs_cpu_std : g_vs_cpu_amla).push_back(vs_cpu);
     }
     std::printf(
-        "  %-28s splits %2d  err %.3e (L %.3e R %.3e)  lse %.2e  vs simple %.3e  vs CPU %s "
+        "  %-28s pieces %3d  err %.3e (L %.3e R %.3e)  lse %.2e  vs simple %.3e  vs CPU %s "
         "%.3e  unwritten %zu empty-wrong %zu bad-rows %zu %s\n",
-        v.name, launch.num_splits, m.rel_fro, m.rel_fro_left, m.rel_fro_right, m.lse_max_err,
-        vs_simple, mi == 0 ? "Base" : "AMLA", vs_cpu, m.unwritten, m.empty_wrong, m.bad_rows,
+        v.name, launch.pieces, m.rel_fro, m.rel_fro_left, m.rel_fro_right, m.lse_max_err, vs_simple,
+        mi == 0 ? "Base" : "AMLA", vs_cpu, m.unwritten, m.empty_wrong, m.bad_rows,
         m.first_bad.c_str());
     std::fflush(stdout);
     EXPECT(m.unwritten == 0, "%s %s: %zu outputs left unwritten", c.name.c_str(), v.name,
@@ -547,6 +623,485 @@ void table_validation(cudaStream_t stream) {
          launch.fallback_reason.c_str());
 }
 
+// ---------------------------------------------------------------------------------------------
+// Hostile inputs: the semantics of problem/conventions.hpp on every kernel and the GPU golden.
+
+/// What an output element must be: the reference value (NaN or +-Inf where the reference is),
+/// NaN, +Inf, or anything (the row is not checked).
+enum class Want : std::uint8_t { reference, nan, pos_inf, any };
+
+struct Hostile {
+  std::string name;
+  ct::ProblemSpec spec;
+  bool causal = false;
+  std::function<void(ct::Problem&)> poison;
+  /// Per element (b, t, h, column); rows whose every column is NaN must have a NaN lse.
+  std::function<Want(int, int, int, int)> want;
+  /// Compare with the golden of the problem without the poison (the poison reaches only the
+  /// elements `want` names), rather than with the golden of the poisoned problem.
+  bool clean_reference = true;
+};
+
+/// Checks one kernel's (or the GPU golden's) outputs against the wanted semantics: reference
+/// elements within `tol` (row-relative, and lse absolutely), NaN / +Inf where wanted (unless
+/// `columns_free`: the hardware AMLA add turns a non-finite O element into garbage), empty rows
+/// exactly (0, -inf), rows of NaN with a NaN lse.
+template <class O, class L>
+void check_hostile(const Hostile& c, const char* variant, const ct::Problem& hp,
+                   const std::vector<O>& out, const std::vector<L>& lse,
+                   const amla::DecodeResult<double, double>& ref, double tol, bool columns_free) {
+  const amla::DecodeShape& s = hp.shape();
+  std::size_t bad = 0;
+  std::string first;
+  auto fail = [&](const std::string& what) {
+    if (bad++ == 0) first = what;
+  };
+  for (int b = 0; b < s.batch; ++b) {
+    const int seqlen = hp.inputs().seqlens[static_cast<std::size_t>(b)];
+    for (int t = 0; t < s.s_q; ++t) {
+      const bool empty = amla::visible_keys(seqlen, s.s_q, t, c.causal) == 0;
+      for (int h = 0; h < s.h_q; ++h) {
+        const std::size_t row = s.out_offset(b, t, h);
+        double num = 0, den = 0;
+        bool all_nan = true, all_any = true;
+        char where[96];
+        std::snprintf(where, sizeof where, "b %d t %d h %d", b, t, h);
+        for (int d = 0; d < s.d_v; ++d) {
+          const double x = static_cast<double>(out[row + d]);
+          const double g = ref.out[row + d];
+          Want w = c.want(b, t, h, d);
+          if (w == Want::reference && std::isnan(g)) w = Want::nan;
+          if (w == Want::reference && std::isinf(g)) w = g > 0 ? Want::pos_inf : Want::any;
+          all_nan = all_nan && w == Want::nan;
+          all_any = all_any && w == Want::any;
+          if (w == Want::reference) {
+            if (!std::isfinite(x)) {
+              fail(std::string(where) + " col " + std::to_string(d) + " not finite");
+              continue;
+            }
+            num += (x - g) * (x - g);
+            den += g * g;
+            if (empty && x != 0.0) fail(std::string(where) + ": empty row not 0");
+          } else if (!columns_free) {
+            if (w == Want::nan && !std::isnan(x)) {
+              fail(std::string(where) + " col " + std::to_string(d) + " = " + std::to_string(x) +
+                   ", not NaN");
+            }
+            if (w == Want::pos_inf && !(std::isinf(x) && x > 0)) {
+              fail(std::string(where) + " col " + std::to_string(d) + " = " + std::to_string(x) +
+                   ", not +Inf");
+            }
+          }
+        }
+        if (all_any) continue;
+        if (den > 0 && std::sqrt(num / den) > tol) {
+          fail(std::string(where) + ": row error " + std::to_string(std::sqrt(num / den)));
+        }
+        const double l = static_cast<double>(lse[s.lse_offset(b, t, h)]);
+        const double gl = ref.lse[s.lse_offset(b, t, h)];
+        if (all_nan || std::isnan(gl)) {
+          if (!std::isnan(l)) fail(std::string(where) + ": lse " + std::to_string(l) + ", not NaN");
+        } else if (empty) {
+          if (!(std::isinf(l) && l < 0)) fail(std::string(where) + ": empty row lse not -inf");
+        } else if (!(std::abs(l - gl) <= tol * std::max(1.0, std::abs(gl)))) {
+          fail(std::string(where) + ": lse " + std::to_string(l) + " vs " + std::to_string(gl));
+        }
+      }
+    }
+  }
+  std::printf("  %-28s %zu bad elements %s\n", variant, bad, first.c_str());
+  EXPECT(bad == 0, "%s %s: %zu elements break the semantics (first: %s)", c.name.c_str(), variant,
+         bad, first.c_str());
+}
+
+void run_hostile(const Hostile& c, cudaStream_t stream) {
+  ct::Problem hp(c.spec);
+  c.poison(hp);
+  amla::DecodeOptions problem;
+  problem.causal = c.causal;
+  const amla::DecodeResult<double, double> ref =
+      c.clean_reference ? ct::golden(ct::Problem(c.spec), problem) : ct::golden(hp, problem);
+  const amla::DecodeShape& shape = hp.shape();
+  std::printf("-- hostile: %s (b %d s_q %d h_q %d %s)\n", c.name.c_str(), shape.batch, shape.s_q,
+              shape.h_q, c.causal ? "causal" : "full");
+  const DeviceProblem dev(hp);
+  DeviceBuffer<amla::bf16> out(shape.out_elems());
+  DeviceBuffer<float> lse(shape.lse_elems());
+  using ac::kernel_kind;
+  using ac::rescale_mode;
+  constexpr auto hw = amla::pow2_mode::hardware;
+  constexpr auto safe = amla::pow2_mode::safe;
+  const Variant variants[] = {
+      {"simple/standard", kernel_kind::simple, rescale_mode::standard, 0, safe},
+      {"simple/amla", kernel_kind::simple, rescale_mode::amla, 0, safe},
+      {"hopper/standard", kernel_kind::hopper, rescale_mode::standard, 0, safe},
+      {"hopper/standard/no split", kernel_kind::hopper, rescale_mode::standard, 1, safe},
+      {"hopper/standard/3 splits", kernel_kind::hopper, rescale_mode::standard, 3, safe},
+      {"hopper/amla", kernel_kind::hopper, rescale_mode::amla, 0, safe},
+      {"hopper/amla/3 splits", kernel_kind::hopper, rescale_mode::amla, 3, safe},
+      {"hopper/amla-hw", kernel_kind::hopper, rescale_mode::amla, 0, hw},
+  };
+  for (const Variant& v : variants) {
+    if (g_simple_only && v.kernel != kernel_kind::simple) continue;
+    const ac::CudaDecodeOptions opt = options_for(v, c.causal);
+    AMLA_CUDA_CHECK(cudaMemsetAsync(out.ptr, 0xFF, out.n * sizeof(amla::bf16), stream));
+    AMLA_CUDA_CHECK(cudaMemsetAsync(lse.ptr, 0xFF, lse.n * sizeof(float), stream));
+    try {
+      ac::decode(dev.in, {out.ptr, lse.ptr}, opt, stream);
+    } catch (const amla::invalid_argument& e) {
+      std::printf("  %-28s n/a: %s\n", v.name, e.what());
+      continue;
+    }
+    sync_or_die(stream, 60.0, c.name + " " + v.name);
+    const std::vector<amla::bf16> o = out.download();
+    std::vector<float> of(o.size());
+    for (std::size_t i = 0; i < o.size(); ++i) of[i] = o[i].to_float();
+    check_hostile(c, v.name, hp, of, lse.download(), ref, 2e-2, v.rescale == hw);
+  }
+  // The GPU golden follows the same semantics, to float64 rounding. Where the poison is a score
+  // past FP32 (no clean reference), float64 represents it: the golden then equals the CPU
+  // golden of the poisoned problem everywhere.
+  Hostile g = c;
+  if (!c.clean_reference) g.want = [](int, int, int, int) { return Want::reference; };
+  DeviceBuffer<double> gout(shape.out_elems()), glse(shape.lse_elems());
+  ac::CudaGoldenOptions gopt;
+  gopt.causal = c.causal;
+  ac::golden_decode(dev.in, {gout.ptr, glse.ptr}, gopt, stream);
+  sync_or_die(stream, 60.0, c.name + " golden");
+  check_hostile(g, "gpu golden", hp, gout.download(), glse.download(), ref, 1e-12, false);
+}
+
+void hostile_checks(cudaStream_t stream) {
+  std::printf("== hostile inputs (problem/conventions.hpp)\n");
+  constexpr float nan = std::numeric_limits<float>::quiet_NaN();
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  const std::vector<int> lens{130, 200, 70};
+  auto spec = [&](int s_q, int h_q, std::vector<int> l) {
+    ct::ProblemSpec p;
+    p.s_q = s_q;
+    p.h_q = h_q;
+    p.seqlens = std::move(l);
+    p.seed = 77;
+    return p;
+  };
+  using T = ct::Tensor;
+  std::vector<Hostile> cases;
+  // The Hopper kernel's layout: V is the first 512 columns of K, so a non-finite V value is a
+  // non-finite K value too, and reaches the row through its score first.
+  cases.push_back({"NaN in one Q row", spec(2, 16, lens), false,
+                   [](ct::Problem& p) { p.set(T::q, 1, 1, 5, 10, nan); },
+                   [](int b, int t, int h, int) {
+                     return b == 1 && t == 1 && h == 5 ? Want::nan : Want::reference;
+                   }});
+  cases.push_back({"NaN in a visible K row (RoPE column)", spec(2, 16, lens), false,
+                   [](ct::Problem& p) { p.set(T::k, 0, 5, 0, 530, nan); },
+                   [](int b, int, int, int) { return b == 0 ? Want::nan : Want::reference; }});
+  cases.push_back({"NaN in a visible K and V column", spec(2, 16, lens), false,
+                   [](ct::Problem& p) { p.set(T::v, 2, 17, 0, 300, nan); },
+                   [](int b, int, int, int) { return b == 2 ? Want::nan : Want::reference; }});
+  // +Inf in a RoPE column: a score of +inf (q > 0 there: the row is NaN, inf - inf) or -inf (the
+  // key weighs 0), as the float64 golden of the poisoned problem computes.
+  Hostile rope_inf{"+Inf in a visible K RoPE column", spec(1, 64, lens), false,
+                   [](ct::Problem& p) { p.set(T::k, 2, 40, 0, 520, inf); },
+                   [](int, int, int, int) { return Want::reference; }};
+  rope_inf.clean_reference = false;
+  cases.push_back(rope_inf);
+  // Causal, s_q 2: the last key of each sequence is seen by token 1 only. With h_q 16 and 48 a
+  // CTA of 64 rows holds both tokens (the keys are ragged: added on the CUDA cores for token 1,
+  // zeroed for the tensor cores); with 128 each token has its own CTAs.
+  for (int h_q : {16, 48, 128}) {
+    cases.push_back(
+        {"causal: NaN in K and V of a key only token 1 sees, h_q " + std::to_string(h_q),
+         spec(2, h_q, lens), true,
+         [lens](ct::Problem& p) {
+           for (int b = 0; b < 3; ++b) p.set(T::v, b, lens[b] - 1, 0, 100, nan);
+         },
+         [](int, int t, int, int) { return t == 1 ? Want::nan : Want::reference; }});
+  }
+  cases.push_back({"causal: +Inf in K of a key only token 1 sees", spec(2, 16, lens), true,
+                   [lens](ct::Problem& p) {
+                     for (int b = 0; b < 3; ++b) p.set(T::k, b, lens[b] - 1, 0, 550, inf);
+                   },
+                   [](int, int t, int, int) { return t == 1 ? Want::any : Want::reference; }});
+  // Scores past FP32: one key of 1e20 and one query row of 1e20 (q . k = 576e40 = +inf in FP32,
+  // finite in the float64 golden): that row is NaN; the others see a huge but finite score.
+  Hostile overflow{
+      "a score overflowing FP32 to +inf", spec(1, 16, {70, 64}), false,
+      [](ct::Problem& p) {
+        for (int d = 0; d < 576; ++d) {
+          p.set(T::k, 0, 3, 0, d, 1e20f);
+          p.set(T::q, 0, 0, 1, d, 1e20f);
+        }
+      },
+      [](int b, int, int h, int) { return b == 0 && h == 1 ? Want::nan : Want::reference; }};
+  overflow.clean_reference = false;
+  cases.push_back(overflow);
+  // Every visible score -inf: the row saw keys, so it is NaN, not the empty-row result.
+  Hostile all_neg{
+      "every visible score -inf", spec(1, 16, {3, 64}), false,
+      [](ct::Problem& p) {
+        for (int d = 0; d < 576; ++d) {
+          for (int key = 0; key < 3; ++key) p.set(T::k, 0, key, 0, d, 1e20f);
+          p.set(T::q, 0, 0, 2, d, -1e20f);
+        }
+      },
+      [](int b, int, int h, int) { return b == 0 && h == 2 ? Want::nan : Want::reference; }};
+  all_neg.clean_reference = false;
+  cases.push_back(all_neg);
+  // A long request the schedules cut into pieces, causal: the last key (NaN) reaches token 1's
+  // rows through one piece and the combine, never token 0's.
+  cases.push_back({"split-KV, causal: NaN in the key only token 1 sees", spec(2, 128, {4133}), true,
+                   [](ct::Problem& p) { p.set(T::v, 0, 4132, 0, 9, nan); },
+                   [](int, int t, int, int) { return t == 1 ? Want::nan : Want::reference; }});
+  // A separate V cache (the simple kernel's layouts; the Hopper kernel reports n/a): a non-finite
+  // V value reaches only its column.
+  auto spec_v = [&](int s_q, std::vector<int> l) {
+    ct::ProblemSpec p = spec(s_q, 8, std::move(l));
+    p.h_kv = 2;
+    p.d_qk = 128;
+    p.d_v = 64;
+    p.separate_v = true;
+    return p;
+  };
+  cases.push_back({"separate V: NaN in a visible V column", spec_v(2, lens), false,
+                   [](ct::Problem& p) { p.set(T::v, 2, 17, 1, 30, nan); },
+                   [](int b, int, int h, int d) {
+                     return b == 2 && h >= 4 && d == 30 ? Want::nan : Want::reference;
+                   }});
+  cases.push_back({"separate V: +Inf in a visible V column", spec_v(1, lens), false,
+                   [](ct::Problem& p) { p.set(T::v, 2, 40, 0, 7, inf); },
+                   [](int b, int, int h, int d) {
+                     return b == 2 && h < 4 && d == 7 ? Want::pos_inf : Want::reference;
+                   }});
+  cases.push_back({"separate V, causal: NaN in V of a key only token 1 sees", spec_v(2, lens), true,
+                   [lens](ct::Problem& p) {
+                     for (int b = 0; b < 3; ++b) p.set(T::v, b, lens[b] - 1, 0, 11, nan);
+                   },
+                   [](int, int t, int h, int d) {
+                     return t == 1 && h < 4 && d == 11 ? Want::nan : Want::reference;
+                   }});
+  for (const Hostile& c : cases) run_hostile(c, stream);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The GPU float64 golden against the CPU one, its time, and the Hopper kernel against it at the
+// benchmark's sizes.
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// GPU golden vs CPU golden on one problem: relative Frobenius distance of out, and the largest
+/// lse difference relative to max(1, |lse|); empty rows exactly (0, -inf).
+void golden_case(const std::string& name, const ct::ProblemSpec& spec, bool causal,
+                 cudaStream_t stream) {
+  ct::Problem hp(spec);
+  amla::DecodeOptions problem;
+  problem.causal = causal;
+  auto t0 = std::chrono::steady_clock::now();
+  const amla::DecodeResult<double, double> cpu = ct::golden(hp, problem);
+  const double cpu_s = seconds_since(t0);
+  const amla::DecodeShape& s = hp.shape();
+  const DeviceProblem dev(hp);
+  DeviceBuffer<double> out(s.out_elems()), lse(s.lse_elems());
+  AMLA_CUDA_CHECK(cudaMemsetAsync(out.ptr, 0xFF, out.n * sizeof(double), stream));
+  AMLA_CUDA_CHECK(cudaMemsetAsync(lse.ptr, 0xFF, lse.n * sizeof(double), stream));
+  ac::CudaGoldenOptions opt;
+  opt.causal = causal;
+  ac::golden_decode(dev.in, {out.ptr, lse.ptr}, opt, stream);  // checks the tables
+  cudaEvent_t e0, e1;
+  AMLA_CUDA_CHECK(cudaEventCreate(&e0));
+  AMLA_CUDA_CHECK(cudaEventCreate(&e1));
+  opt.check_tables = false;
+  AMLA_CUDA_CHECK(cudaEventRecord(e0, stream));
+  ac::golden_decode(dev.in, {out.ptr, lse.ptr}, opt, stream);
+  AMLA_CUDA_CHECK(cudaEventRecord(e1, stream));
+  sync_or_die(stream, 120.0, name + " gpu golden");
+  float ms = 0;
+  AMLA_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  const std::vector<double> o = out.download(), l = lse.download();
+  double num = 0, den = 0, lse_err = 0;
+  std::size_t nonfinite = 0;
+  for (std::size_t i = 0; i < o.size(); ++i) {
+    if (!std::isfinite(o[i])) ++nonfinite;
+    num += (o[i] - cpu.out[i]) * (o[i] - cpu.out[i]);
+    den += cpu.out[i] * cpu.out[i];
+  }
+  std::size_t empty_wrong = 0;
+  for (std::size_t i = 0; i < l.size(); ++i) {
+    if (std::isinf(cpu.lse[i])) {
+      empty_wrong += l[i] == cpu.lse[i] ? 0 : 1;
+    } else {
+      lse_err =
+          std::max(lse_err, std::abs(l[i] - cpu.lse[i]) / std::max(1.0, std::abs(cpu.lse[i])));
+    }
+  }
+  const double rel = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+  std::printf("  golden %-40s out %.2e lse %.2e  CPU %.3f s, GPU %.3f ms\n", name.c_str(), rel,
+              lse_err, cpu_s, ms);
+  EXPECT(nonfinite == 0, "%s: %zu non-finite outputs", name.c_str(), nonfinite);
+  EXPECT(rel <= 1e-12, "%s: GPU golden %.3e from the CPU golden (> 1e-12)", name.c_str(), rel);
+  EXPECT(lse_err <= 1e-12, "%s: GPU golden lse %.3e from the CPU golden", name.c_str(), lse_err);
+  EXPECT(empty_wrong == 0, "%s: %zu empty rows differ", name.c_str(), empty_wrong);
+}
+
+void golden_checks(bool quick, std::mt19937_64& rng, cudaStream_t stream) {
+  std::printf("== GPU golden (golden.cuh) against the CPU golden\n");
+  ct::ProblemSpec ds;
+  ds.s_q = 2;
+  ds.h_q = 128;
+  ds.seqlens = mixed_lengths(8, rng, 4133);
+  ds.seed = rng();
+  golden_case("DeepSeek varlen, causal", ds, true, stream);
+  golden_case("DeepSeek varlen, full", ds, false, stream);
+  // ProblemSpec's fields in order: s_q, h_q, seqlens, page_size, spread, seed, h_kv, d_qk, d_v,
+  // separate_v.
+  const ct::ProblemSpec gqa{3, 12, {0, 17, 300, 1000}, 16, 1.0, rng(), 3, 80, 72, true};
+  golden_case("GQA 12/3, d 80/72, separate V, page 16", gqa, true, stream);
+  const ct::ProblemSpec mha{1, 4, {5, 33}, 1, 1.0, rng(), 4, 64, 64, false};
+  golden_case("MHA 4/4, d 64, page 1", mha, false, stream);
+  if (!quick) {
+    ct::ProblemSpec big;
+    big.h_q = 128;
+    big.seqlens = std::vector<int>(16, 16384);
+    big.seed = rng();
+    golden_case("b 16, s_q 1, s_k 16384 (time)", big, false, stream);
+  }
+}
+
+/// The Hopper kernel against the GPU golden at the benchmark's sizes (b 128, s_k 16384), inputs
+/// drawn on the GPU: sizes the CPU golden would take minutes for.
+void large_sweep(cudaStream_t stream) {
+  std::printf("== Hopper kernel against the GPU golden at b 128, s_k 16384\n");
+  int dev = 0, major = 0;
+  AMLA_CUDA_CHECK(cudaGetDevice(&dev));
+  AMLA_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  if (major != 9 || !ac::detail::hopper_kernel_built(dev)) {
+    std::printf("  skipped: no Hopper kernel on this device or build\n");
+    return;
+  }
+  for (int s_q : {1, 2}) {
+    const int b = 128, h_q = 128, s_k = 16384, page = 64;
+    const int pages = b * s_k / page;
+    const amla::DecodeShape shape{b, s_q, h_q, 1, 576, 512, pages, page, s_k / page};
+    DeviceBuffer<amla::bf16> q(shape.q_elems()), kv(shape.kv_elems()), out(shape.out_elems());
+    DeviceBuffer<float> lse(shape.lse_elems());
+    DeviceBuffer<std::int32_t> table(shape.block_table_elems()), lens(shape.seqlens_elems());
+    DeviceBuffer<double> gout(shape.out_elems()), glse(shape.lse_elems());
+    const std::uint64_t seed = std::random_device{}();
+    ct::fill_random(q.ptr, q.n, seed, 1.0f, stream);
+    ct::fill_random(kv.ptr, kv.n, seed + 1, 1.0f, stream);
+    std::vector<std::int32_t> t(static_cast<std::size_t>(pages));
+    std::iota(t.begin(), t.end(), 0);
+    std::shuffle(t.begin(), t.end(), std::mt19937(static_cast<unsigned>(seed)));
+    table.upload(t);
+    lens.upload(std::vector<std::int32_t>(static_cast<std::size_t>(b), s_k));
+    const ac::DeviceDecodeInputs in = device_inputs(shape, q, kv, table, lens);
+    ac::CudaGoldenOptions gopt;
+    gopt.check_tables = false;
+    cudaEvent_t e0, e1;
+    AMLA_CUDA_CHECK(cudaEventCreate(&e0));
+    AMLA_CUDA_CHECK(cudaEventCreate(&e1));
+    AMLA_CUDA_CHECK(cudaEventRecord(e0, stream));
+    ac::golden_decode(in, {gout.ptr, glse.ptr}, gopt, stream);
+    AMLA_CUDA_CHECK(cudaEventRecord(e1, stream));
+    sync_or_die(stream, 300.0, "large golden");
+    float ms = 0;
+    AMLA_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    const double tflop = 2.0 * b * s_q * h_q * static_cast<double>(s_k) * (576 + 512) / 1e12;
+    std::printf("  gpu golden b %d s_q %d s_k %d: %.1f ms (%.2f TFLOP in float64, %.1f TFLOPS)\n",
+                b, s_q, s_k, ms, tflop, tflop / (ms * 1e-3));
+    const std::vector<double> g = gout.download(), gl = glse.download();
+    for (ac::rescale_mode mode : {ac::rescale_mode::standard, ac::rescale_mode::amla}) {
+      ac::CudaDecodeOptions opt;
+      opt.mode = mode;
+      opt.kernel = ac::kernel_kind::hopper;
+      opt.check_tables = false;
+      AMLA_CUDA_CHECK(cudaMemsetAsync(out.ptr, 0xFF, out.n * sizeof(amla::bf16), stream));
+      AMLA_CUDA_CHECK(cudaMemsetAsync(lse.ptr, 0xFF, lse.n * sizeof(float), stream));
+      const ac::DecodeLaunch launch = ac::decode(in, {out.ptr, lse.ptr}, opt, stream);
+      sync_or_die(stream, 60.0, "large sweep");
+      const std::vector<amla::bf16> o = out.download();
+      const std::vector<float> l = lse.download();
+      double num = 0, den = 0, lse_err = 0;
+      std::size_t unwritten = 0;
+      for (std::size_t i = 0; i < o.size(); ++i) {
+        const double x = o[i].to_float();
+        if (std::isnan(x)) ++unwritten;
+        num += (x - g[i]) * (x - g[i]);
+        den += g[i] * g[i];
+      }
+      for (std::size_t i = 0; i < l.size(); ++i) {
+        if (std::isnan(l[i])) ++unwritten;
+        lse_err = std::max(lse_err, std::abs(static_cast<double>(l[i]) - gl[i]));
+      }
+      const double rel = std::sqrt(num / den);
+      const char* name = mode == ac::rescale_mode::amla ? "hopper/amla" : "hopper/standard";
+      std::printf("  %-16s pieces %3d  err %.3e  lse %.2e  unwritten %zu\n", name, launch.pieces,
+                  rel, lse_err, unwritten);
+      EXPECT(unwritten == 0, "large sweep %s s_q %d: %zu outputs unwritten", name, s_q, unwritten);
+      EXPECT(rel < tol_out, "large sweep %s s_q %d: error %.3e", name, s_q, rel);
+      EXPECT(lse_err < tol_lse, "large sweep %s s_q %d: lse error %.3e", name, s_q, lse_err);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The split-KV schedule: the plan the GPU computes equals the CPU's, and its balance.
+
+void schedule_checks(std::mt19937_64& rng, cudaStream_t stream) {
+  std::printf(
+      "== split-KV plan on the GPU against the CPU schedule (problem/split_schedule.hpp)\n");
+  int sms = 0, dev = 0;
+  AMLA_CUDA_CHECK(cudaGetDevice(&dev));
+  AMLA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  int mismatches = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    const int batch = std::uniform_int_distribution<int>(1, trial < 50 ? 300 : 3000)(rng);
+    const int row_blocks = std::uniform_int_distribution<int>(1, 8)(rng);
+    std::vector<std::int32_t> lens(static_cast<std::size_t>(batch));
+    for (auto& l : lens) {
+      const int kind = std::uniform_int_distribution<int>(0, 3)(rng);
+      l = kind == 0 ? 0 : std::uniform_int_distribution<int>(1, kind == 3 ? 100000 : 2000)(rng);
+    }
+    amla::SplitScheduleOptions o;
+    o.sms = sms;
+    DeviceBuffer<std::int32_t> d_lens(lens.size());
+    d_lens.upload(lens);
+    const amla::SplitSchedule gpu =
+        ac::detail::split_plan::plan_to_host(d_lens.ptr, batch, row_blocks, o, stream);
+    const amla::SplitSchedule cpu = amla::make_split_schedule(lens, row_blocks, o);
+    const bool same = gpu.slot_prefix == cpu.slot_prefix && gpu.piece_prefix == cpu.piece_prefix &&
+                      gpu.scalars.piece_blocks == cpu.scalars.piece_blocks &&
+                      gpu.num_slots == cpu.num_slots;
+    mismatches += same ? 0 : 1;
+  }
+  std::printf("  60 random batches (up to 3000 requests): %d plans differ from the CPU's\n",
+              mismatches);
+  EXPECT(mismatches == 0, "%d GPU plans differ from the CPU schedule", mismatches);
+  // The balance of the benchmark's shapes on this GPU (row blocks: s_q * 128 / 64).
+  struct Shape {
+    int batch, s_q, s_k;
+  };
+  for (const Shape& sh :
+       {Shape{128, 1, 1024}, Shape{128, 2, 16384}, Shape{16, 2, 4096}, Shape{1, 2, 16384}}) {
+    amla::SplitScheduleOptions o;
+    o.sms = sms;
+    const std::vector<std::int32_t> lens(static_cast<std::size_t>(sh.batch), sh.s_k);
+    const amla::SplitScheduleReplay r = amla::replay_split_schedule(
+        amla::make_split_schedule(lens, 2 * sh.s_q, o).view(), 2 * sh.s_q, sms);
+    std::printf(
+        "  b %3d s_q %d s_k %5d: %d pieces, makespan %lld blocks, imbalance %.3f, %d split "
+        "requests\n",
+        sh.batch, sh.s_q, sh.s_k, r.pieces, static_cast<long long>(r.makespan), r.imbalance,
+        r.split_requests);
+  }
+}
+
 int run_gpu(bool quick) {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
@@ -564,8 +1119,13 @@ int run_gpu(bool quick) {
 
   std::random_device rd;
   const std::uint64_t seed0 = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
-  std::printf("== correctness (seed %llu)\n", static_cast<unsigned long long>(seed0));
+  std::printf("== seed %llu\n", static_cast<unsigned long long>(seed0));
   std::mt19937_64 rng(seed0);
+  schedule_checks(rng, stream);
+  hostile_checks(stream);
+  golden_checks(quick, rng, stream);
+  if (!quick && !g_simple_only) large_sweep(stream);
+  std::printf("== correctness\n");
   std::vector<Case> cases = {
       {"one key", 1, 1, 16, {1}, 64, false, 1.0f},
       {"one block", 1, 1, 64, {64}, 64, false, 1.0f},
@@ -588,6 +1148,18 @@ int run_gpu(bool quick) {
        1.0f,
        5},
   };
+  {
+    Case gqa{"GQA 8/2, d 128/64, separate V (simple only)", 3, 2, 8, {0, 70, 300}, 16, true, 1.0f};
+    gqa.h_kv = 2;
+    gqa.d_qk = 128;
+    gqa.d_v = 64;
+    gqa.separate_v = true;
+    cases.push_back(gqa);
+    std::vector<int> skewed(64, 1);
+    skewed[17] = 4133;
+    cases.push_back({"imbalanced: one long request among 63 one-key ones", 64, 1, 128, skewed, 64,
+                     false, 1.0f});
+  }
   if (!quick) {
     // The issue's grid: b x s_q x causal x h_q with mixed lengths (0, 1, 63, 64, 65, 4133, random).
     for (int b : {1, 3, 64, 128}) {

@@ -227,6 +227,23 @@ TEST_CASE("Cost model rejects bad shapes, dims, hardware and options with clear 
   CHECK_THROWS_AS(mla::typhoon_min_batch(dims, {1, 1, 1, 1}, hw, {}, 0), amla::invalid_argument);
 }
 
+TEST_CASE("typhoon_min_batch bounds its search: max_batch above 2^20 is refused at once",
+          "[mla][cost]") {
+  const auto dims = mla::presets::deepseek_v3;
+  const mla::Hardware hw{376e12, 1.8e12, "NPU"};
+  // With no prefix the mixed plan is never taken, so an unbounded search would price every batch
+  // size up to max_batch (years at INT64_MAX).
+  CHECK_THROWS_WITH(
+      mla::typhoon_min_batch(dims, {1, 1, 0, 64}, hw, {}, INT64_MAX),
+      Catch::Contains("'max_batch' = 9223372036854775807") && Catch::Contains("[1, 2^20]"));
+  CHECK_THROWS_AS(
+      mla::typhoon_min_batch(dims, {1, 1, 0, 64}, hw, {}, mla::typhoon_max_search_batch + 1),
+      amla::invalid_argument);
+  // The largest search allowed still answers (nullopt: never mixed without a prefix).
+  CHECK_FALSE(mla::typhoon_min_batch(dims, {1, 1, 0, 64}, hw, {}, mla::typhoon_max_search_batch)
+                  .has_value());
+}
+
 TEST_CASE("DecodeStep and Workload convert into each other, with the same FLOP count",
           "[mla][cost]") {
   const auto dims = mla::presets::deepseek_v3;

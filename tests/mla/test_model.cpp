@@ -29,3 +29,11 @@ TEST_CASE("MlaModel views the caller's weights and per-head blocks are W[h]", "[
                                             Catch::Contains("5 elements") &&
                                             Catch::Contains("= 24 elements"));
 }
+
+TEST_CASE("weight element counts that overflow throw instead of wrapping", "[mla][model]") {
+  // H D_n D_l = 2^20 * 2^20 * 2^30 = 2^70: a 64-bit product wraps to 0.
+  const mla::MlaModel<float> m{mla::MlaDims{1 << 20, 1 << 20, 1, 1 << 20, 1 << 30}, {}, {}};
+  CHECK_THROWS_WITH(m.w_kvb1_elems(), Catch::Contains("W_KVb1") && Catch::Contains("overflows"));
+  CHECK_THROWS_WITH(m.w_kvb2_elems(), Catch::Contains("W_KVb2") && Catch::Contains("overflows"));
+  CHECK_THROWS_WITH(mla::validate(m), Catch::Contains("W_KVb1"));
+}

@@ -1,6 +1,8 @@
 // Tests of amla/mla/presets.hpp.
 #include <catch2/catch.hpp>
 
+#include <climits>
+
 #include "amla/mla/presets.hpp"
 
 namespace mla = amla::mla;
@@ -32,4 +34,21 @@ TEST_CASE("validate names the first dimension below 1", "[mla][presets]") {
   CHECK_THROWS_AS(mla::validate(d), amla::invalid_argument);
   // A user-defined layer: any positive sizes.
   CHECK_NOTHROW(mla::validate(mla::MlaDims{3, 8, 4, 5, 16}));
+}
+
+TEST_CASE("validate rejects dimensions whose sums or weight sizes overflow", "[mla][presets]") {
+  mla::MlaDims d = mla::presets::deepseek_v3;
+  d.d_nope = INT_MAX;  // D_qk = D_n + D_r is an int
+  CHECK_THROWS_WITH(mla::validate(d), Catch::Contains("dims.d_nope + dims.d_rope"));
+  d = mla::presets::deepseek_v3;
+  d.d_latent = INT_MAX;  // D_l + D_r is an int
+  CHECK_THROWS_WITH(mla::validate(d), Catch::Contains("dims.d_latent + dims.d_rope"));
+  d = mla::presets::deepseek_v3;
+  d.heads = 1 << 20;
+  d.d_nope = 1 << 20;
+  d.d_latent = 1 << 30;  // H D_n D_l = 2^70 elements of W_KVb1
+  CHECK_THROWS_WITH(mla::validate(d), Catch::Contains("W_KVb1"));
+  d.d_nope = 1;
+  d.d_v = 1 << 20;
+  CHECK_THROWS_WITH(mla::validate(d), Catch::Contains("W_KVb2"));
 }

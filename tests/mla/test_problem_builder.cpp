@@ -1,6 +1,7 @@
 // Tests of amla/mla/problem_builder.hpp.
 #include <catch2/catch.hpp>
 
+#include <climits>
 #include <cmath>
 
 #include "amla/mla/naive.hpp"
@@ -69,4 +70,23 @@ TEST_CASE("MlaProblemBuilder rejects bad settings", "[mla][builder]") {
                     Catch::Contains("value_std"));
   CHECK_THROWS_WITH(mla::MlaProblemBuilder(mla::MlaDims{}).build<float>(),
                     Catch::Contains("dims.heads"));
+}
+
+TEST_CASE("MlaProblemBuilder rejects sizes past an int or past memory, naming the setting",
+          "[mla][builder][overflow]") {
+  // INT_MAX suffix keys in pages of one, plus the poisoned spare page.
+  CHECK_THROWS_WITH(
+      mla::MlaProblemBuilder(small).suffix_lens({INT_MAX}).page_size(1).build<float>(),
+      Catch::Contains("'suffix_lens'") && Catch::Contains("2147483647 + 1"));
+  CHECK_THROWS_WITH(
+      mla::MlaProblemBuilder(small).suffix_lens({INT_MAX, INT_MAX}).page_size(1).build<float>(),
+      Catch::Contains("'suffix_lens'"));
+  // A context of prefix + suffix keys must fit an int.
+  CHECK_THROWS_WITH(
+      mla::MlaProblemBuilder(small).prefix_len(INT_MAX).suffix_lens({1}).build<float>(),
+      Catch::Contains("'suffix_lens'") && Catch::Contains("prefix_len + a suffix length"));
+  // 2^31 prefix rows of 576 BF16 values: 2.5 TB, past the 1 TiB amla allocates for one buffer.
+  CHECK_THROWS_WITH(
+      mla::MlaProblemBuilder(mla::presets::deepseek_v3).prefix_len(INT_MAX).build<amla::bf16>(),
+      Catch::Contains("'prefix_len'") && Catch::Contains("1099511627776 bytes"));
 }

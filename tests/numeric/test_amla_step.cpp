@@ -117,9 +117,40 @@ TEST_CASE("the step's eps, N and k, bit for bit", "[amla_step]") {
     // -30 + 1e-6: the ulp at 30 is 2^-19 = 1.9e-6, so N = -30 + 2^-19 and k = -30 * 2^23 + 16.
     CHECK(s.big_n == -30.0f + 0x1p-19f);
     CHECK(s.k == -30 * (1 << 23) + 16);
+    CHECK(s.clamped);
     amla::amla_step_options wide;
     wide.exponent_clamp = -126.0f;
     CHECK(amla::amla_step_between(prev, next, wide).dn == -40.0f);
+    CHECK_FALSE(amla::amla_step_between(prev, next, wide).clamped);
+    next.n = -30.0f;  // exactly at the clamp: not clamped
+    CHECK_FALSE(amla::amla_step_between(prev, next, o).clamped);
+  }
+  SECTION("the exact add: the unclamped step in 64 bits") {
+    amla::amla_scalars prev, next;
+    // Unclamped steps: the same k as the clamped step.
+    for (const float n : {0.0f, -1.0f, -17.0f, -30.0f}) {
+      next.n = n;
+      CHECK(amla::amla_exact_add(prev, next, o) == amla::amla_step_between(prev, next, o).k);
+    }
+    // -40 + 1e-6: the ulp at 40 is 2^-18 = 3.8e-6, so N = -40 exactly and k = -40 * 2^23 (the
+    // clamped step keeps -30 + 2^-19).
+    next.n = -40.0f;
+    CHECK(amla::amla_exact_add(prev, next, o) == -40 * (std::int64_t{1} << 23));
+    // -300: past the int32 range (-300 * 2^23 < -2^31).
+    next.n = -300.0f;
+    CHECK(amla::amla_exact_add(prev, next, o) == -300 * (std::int64_t{1} << 23));
+    // With the compensation: n' = -1 at S32 = e / 2 (c' = 1 + 1445 * 2^-23), n = -301 at c = 1:
+    // c / c' = 1 - 2890 * 2^-24 (0x3F7FF4B6), eps = -4335 * 2^-24 exactly; the ulp of 300 is
+    // 2^-15 = 512 * 2^-24, so -300 + eps rounds to -300 - 8 * 2^-15 (8.47 ulps), the nudge (0.03
+    // ulp) changes nothing, and k = -300 * 2^23 - 8 * 2^8.
+    prev = amla::amla_scalars_of(-1.0f, s32_e_half, o);
+    next = amla::amla_scalars{};
+    next.n = -301.0f;
+    CHECK(amla::amla_exact_add(prev, next, o) == -300 * (std::int64_t{1} << 23) - 2048);
+    // A step so large that N * 2^23 leaves the int64 range saturates at -2^62.
+    prev = amla::amla_scalars{};
+    next.n = -1e30f;
+    CHECK(amla::amla_exact_add(prev, next, o) == -(std::int64_t{1} << 62));
   }
 }
 

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include "amla/numeric/one_plus_eps.hpp"
 
@@ -105,4 +106,27 @@ TEST_CASE("the error is nearly unbiased over uniformly spread mantissas", "[one_
   const double predicted = eps * (1.5 * std::log(2.0) - 1.0) / (1 + eps) + 0.5625 * eps * eps;
   CHECK(sum / n == Approx(predicted).margin(1e-7));
   CHECK(std::fabs(sum / n) < 0.05 * eps);
+}
+
+TEST_CASE("an increment outside the int32 range or of a NaN eps is INT32_MIN, never UB",
+          "[one_plus_eps]") {
+  // 1.5 * 2^23 * 1000 = 1.26e10 does not fit an int32: the cast has no value, the function gives
+  // x86's "integer indefinite" (a plain float-to-int cast would be undefined behaviour).
+  constexpr std::int32_t indefinite = std::numeric_limits<std::int32_t>::min();
+  for (const auto mode : {amla::eps_rounding::nearest_even, amla::eps_rounding::toward_zero}) {
+    CHECK(amla::one_plus_eps_increment(1000.0, mode) == indefinite);
+    CHECK(amla::one_plus_eps_increment(-1000.0, mode) == indefinite);
+    CHECK(amla::one_plus_eps_increment(std::nan(""), mode) == indefinite);
+    CHECK(amla::one_plus_eps_increment(std::numeric_limits<double>::infinity(), mode) ==
+          indefinite);
+  }
+  // The edges: 2^31 - 1 fits, 2^31 does not.
+  CHECK(amla::round_to_int32(2147483647.0, amla::eps_rounding::toward_zero) == 2147483647);
+  CHECK(amla::round_to_int32(2147483647.9, amla::eps_rounding::toward_zero) == 2147483647);
+  CHECK(amla::round_to_int32(2147483648.0, amla::eps_rounding::toward_zero) == indefinite);
+  CHECK(amla::round_to_int32(2147483647.6, amla::eps_rounding::nearest_even) == indefinite);
+  CHECK(amla::round_to_int32(-2147483649.0, amla::eps_rounding::toward_zero) == indefinite);
+  CHECK(amla::round_to_int32(-1e30f, amla::eps_rounding::toward_zero) == indefinite);
+  CHECK(amla::round_to_int32(1.5f, amla::eps_rounding::nearest_even) == 2);
+  CHECK(amla::round_to_int32(-1.5f, amla::eps_rounding::toward_zero) == -1);
 }

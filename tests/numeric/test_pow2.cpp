@@ -1,5 +1,6 @@
 // Tests for amla/numeric/pow2.hpp: AMLA Lemma 3.1 bit for bit inside its preconditions, the
 // checked form's report outside them, the safe form's ldexp semantics, and the known failures.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cfloat>
 #include <cmath>
@@ -121,7 +122,7 @@ namespace {
 /// (a subnormal normalised to E <= 0), take (E', M') = floor-divmod(E 2^23 + M + k, 2^23) with
 /// integer division, and convert (2^23 + M') 2^(E' - 150) from double, which holds it exactly, to
 /// float: one rounding, by the compiler's conversion instead of the header's integer rounding.
-float intended_f64(float f, std::int32_t k) {
+float intended_f64(float f, std::int64_t k) {
   if (f == 0.0f || !std::isfinite(f)) return f;
   const std::uint32_t u = amla::as_uint32(f);
   std::int64_t e = (u >> 23) & 0xFFu;
@@ -137,7 +138,9 @@ float intended_f64(float f, std::int32_t k) {
   const std::int64_t r = e * 8388608 + m + k;
   const std::int64_t e2 = r >= 0 ? r / 8388608 : -((-r + 8388607) / 8388608);
   const std::int64_t m2 = r - e2 * 8388608;
-  const double v = std::ldexp(8388608.0 + static_cast<double>(m2), static_cast<int>(e2) - 150);
+  // Exponents past +-400 are as good as infinite (the value overflows or rounds to 0 either way).
+  const auto e2c = static_cast<int>(std::clamp<std::int64_t>(e2, -400, 400));
+  const double v = std::ldexp(8388608.0 + static_cast<double>(m2), e2c - 150);
   const float out = static_cast<float>(v);
   return (u >> 31) != 0u ? -out : out;
 }
@@ -221,5 +224,35 @@ TEST_CASE(
     if (amla::pattern_add_is_exact(f, k)) {
       REQUIRE(amla::as_uint32(amla::pattern_add_intended(f, k)) == amla::as_uint32(raw));
     }
+  }
+}
+
+TEST_CASE("the intended value of an add beyond the int32 range", "[pow2][pattern_add]") {
+  // An exponent step below -255 (AMLA's safe rescale of an unclamped step): k = n * 2^23 with
+  // n = -289 is below INT32_MIN. FLT_MAX * 2^-289 = 2^-161 rounds to 0; 2^127 * 2^-276 = 2^-149 is
+  // the smallest subnormal; signs and non-finite values are kept.
+  const std::int64_t k289 = -289 * (std::int64_t{1} << 23);
+  CHECK(amla::as_uint32(amla::pattern_add_intended(FLT_MAX, k289)) == 0u);
+  CHECK(amla::as_uint32(amla::pattern_add_intended(-FLT_MAX, k289)) == 0x80000000u);
+  CHECK(amla::as_uint32(amla::pattern_add_intended(0x1p127f, -276 * (std::int64_t{1} << 23))) ==
+        1u);
+  CHECK(std::isnan(amla::pattern_add_intended(std::numeric_limits<float>::quiet_NaN(), k289)));
+  CHECK(amla::pattern_add_intended(-std::numeric_limits<float>::infinity(), k289) ==
+        -std::numeric_limits<float>::infinity());
+  // Far past the range both ways: 0 and Inf.
+  CHECK(amla::pattern_add_intended(3.0f, -(std::int64_t{1} << 62)) == 0.0f);
+  CHECK(amla::pattern_add_intended(3.0f, std::int64_t{1} << 40) ==
+        std::numeric_limits<float>::infinity());
+  // Random sources and k between 2^31 and 2^34 in size against the float64 truth.
+  std::mt19937 gen(32);
+  std::uniform_int_distribution<std::uint32_t> pattern(0u, 0xFFFFFFFFu);
+  std::uniform_int_distribution<std::int64_t> big(std::int64_t{1} << 31, std::int64_t{1} << 34);
+  for (int i = 0; i < 20000; ++i) {
+    const float f = amla::as_fp32(pattern(gen));
+    if (std::isnan(f)) continue;
+    const std::int64_t k = (i % 2 == 0 ? -1 : 1) * big(gen);
+    CAPTURE(amla::as_uint32(f), k);
+    REQUIRE(amla::as_uint32(amla::pattern_add_intended(f, k)) ==
+            amla::as_uint32(intended_f64(f, k)));
   }
 }

@@ -30,3 +30,22 @@ TEST_CASE("convert_lse maps bases and empty-row markers", "[problem][conventions
   CHECK(convert_lse(convert_lse(x, amla_lse, base2), base2, amla_lse) == Approx(x).epsilon(1e-15));
   CHECK(amla_lse != flashmla_lse);
 }
+
+TEST_CASE("row_end_of: empty rows, lost rows and normal rows", "[problem][conventions]") {
+  constexpr float finf = std::numeric_limits<float>::infinity();
+  const float fnan = std::numeric_limits<float>::quiet_NaN();
+  // A row that sees no key is empty whatever its sum holds.
+  for (const float l : {0.0f, 1.0f, fnan, finf}) CHECK(row_end_of(0, l) == row_end::empty);
+  // A row that sees keys: normal for a positive finite sum, lost otherwise.
+  CHECK(row_end_of(1, 1.0f) == row_end::normal);
+  CHECK(row_end_of(4096, 0x1p-149f) == row_end::normal);
+  CHECK(row_end_of(4096, std::numeric_limits<float>::max()) == row_end::normal);
+  for (const float l : {0.0f, -0.0f, -1.0f, fnan, finf, -finf}) {
+    CAPTURE(l);
+    CHECK(row_end_of(3, l) == row_end::lost);
+  }
+  CHECK(row_end_of(std::int64_t{1} << 40, 2.5) == row_end::normal);
+  CHECK(row_end_of(7, std::numeric_limits<double>::infinity()) == row_end::lost);
+  STATIC_REQUIRE(row_end_of(2, 0.0) == row_end::lost);
+  STATIC_REQUIRE(row_end_of(0, 0.0) == row_end::empty);
+}

@@ -2,6 +2,7 @@
 // and its validation.
 #include <catch2/catch.hpp>
 
+#include <climits>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -51,4 +52,47 @@ TEST_CASE("workload validation names the field", "[problem][workload]") {
   CHECK_THROWS_AS(w.validate("probe"), amla::invalid_argument);
   CHECK_THROWS_AS(Workload::uniform(0, 1, 128, 10), amla::invalid_argument);
   CHECK_THROWS_AS(Workload::uniform(1, 1, 128, 10, 576, 512, 3), amla::invalid_argument);
+}
+
+TEST_CASE("attended pairs: the causal sum in closed form equals the token-by-token count",
+          "[problem][workload]") {
+  for (const bool causal : {false, true}) {
+    for (const int s_q : {1, 2, 3, 7, 64}) {
+      Workload w;
+      w.s_q = s_q;
+      w.h_q = 64;
+      w.causal = causal;
+      w.seqlens = {0, 1, 2, 5, 6, 7, 63, 64, 65, 1000};
+      std::int64_t brute = 0;
+      for (const int len : w.seqlens) {
+        for (int t = 0; t < s_q; ++t) brute += visible_keys(len, s_q, t, causal);
+      }
+      CAPTURE(causal, s_q);
+      CHECK(w.attended_pairs() == brute);
+    }
+  }
+  // A huge s_q costs nothing (no loop over tokens): s_q 2^24 over 2^30 keys.
+  Workload w;
+  w.s_q = 1 << 24;
+  w.h_q = 1;
+  w.causal = true;
+  w.seqlens = {1 << 30};
+  const std::int64_t sq = 1 << 24, l = 1 << 30;
+  CHECK(w.attended_pairs() == sq * (2 * l - sq + 1) / 2);
+}
+
+TEST_CASE("workload counts that overflow an int64 are rejected", "[problem][workload]") {
+  Workload w;
+  w.s_q = 1 << 20;
+  w.h_q = 1;
+  // 4097 * 2^20 * (2^31 - 1) = 2^63 + 2^51 - 2^32 - 2^20 query-key pairs: past an int64.
+  w.seqlens.assign(4097, INT_MAX);
+  try {
+    w.validate("probe");
+    FAIL("no throw");
+  } catch (const amla::invalid_argument& e) {
+    CHECK(std::string(e.what()).find("'workload.seqlens'") != std::string::npos);
+  }
+  w.seqlens.resize(4096);  // 2^63 - 2^32: just below
+  CHECK_NOTHROW(w.validate("probe"));
 }

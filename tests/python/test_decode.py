@@ -170,17 +170,45 @@ def test_amla_report_modes():
                          distribution=("uniform", 30.0), seed=2)
     hw = amla.amla(**c.inputs(), block_size=16)
     assert isinstance(hw.report, amla.AmlaReport)
-    assert hw.report.located.size == 0
+    assert hw.report.located.size == hw.report.violations  # located in hardware mode too
+    assert hw.report.clamps.size == 0  # clamp events counted, not located
     assert hw.report.rescaled_elements == 4 * 32 * (256 // 16 - 1)
     checked = amla.amla(**c.inputs(), block_size=16, rescale="checked")
     np.testing.assert_array_equal(hw.out, checked.out)
     assert checked.report.violations == hw.report.violations == checked.report.located.size
+    np.testing.assert_array_equal(checked.report.located, hw.report.located)
+    assert checked.report.clamped == hw.report.clamped == checked.report.clamps.size
     safe = amla.amla(**c.inputs(), block_size=16, rescale="safe")
-    assert safe.report.violations == hw.report.violations
+    assert safe.report.clamped == hw.report.clamped
+    if not safe.report.clamped:  # the same steps: the same elements break Lemma 3.1
+        assert safe.report.violations == hw.report.violations
     if safe.report.violations:
         d = safe.report.as_dicts()[0]
         assert set(d) == set(amla.VIOLATION_DTYPE.names)
         assert d["batch"] == 0 and 0 <= d["col"] < 32
+
+
+def test_amla_clamp_events():
+    """A max jump of 40 after 4096 keys of score 0: the clamped step keeps 2^-30 of them."""
+    h_q, d = 1, 8
+    q = np.zeros((1, 1, h_q, d), np.float32)
+    q[..., 0] = 1.0
+    kv = np.zeros((65, 64, 1, d), np.float32)  # 4097 keys in pages of 64
+    kv[..., 1] = 64.0  # V column 1 (V = the first d_v columns of kv)
+    kv[64, 0, 0, 0] = 40.0  # key 4096 scores 40
+    kv[64, 0, 0, 1] = 0.0625
+    table = np.arange(65, dtype=np.int32).reshape(1, 65)
+    lens = np.array([4097], np.int32)
+    args = dict(q=q, kv=kv, block_table=table, seqlens=lens, d_v=4, softmax_scale=1.0)
+    golden = amla.golden(**args)
+    hw = amla.amla(**args, rescale="checked")
+    safe = amla.amla(**args, rescale="safe")
+    assert golden.out[0, 0, 0, 1] == pytest.approx(0.0625, rel=1e-9)
+    assert hw.out[0, 0, 0, 1] == pytest.approx(0.0627990, rel=1e-6)
+    assert safe.out[0, 0, 0, 1] == pytest.approx(0.0625, rel=1e-6)
+    for r in (hw, safe):
+        assert r.report.clamped == 1
+        assert r.report.clamps.tolist() == [(0, 0, 8, 0, -58.0)]
 
 
 def test_amla_report_locates_zero_columns():

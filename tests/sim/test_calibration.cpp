@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <sstream>
 #include <vector>
 
@@ -113,15 +114,14 @@ TEST_CASE("the fit recovers constants it was given", "[sim][calibration]") {
     claim.workloads.push_back(amla::Workload::uniform(48, 2, 128, sk));
   }
   claim.fu_percent = amla::sim::predict_peak(truth, claim).max_fu_percent;
-  amla::sim::CalibrationOptions o;
-  o.min_efficiency = 0.62;
-  o.max_efficiency = 0.78;
-  o.coarse_efficiency_step = 0.04;
-  o.fine_efficiency_step = 0.02;
-  o.min_mmad_overhead_cycles = 16;
-  o.max_mmad_overhead_cycles = 80;
-  o.coarse_mmad_step = 32;
-  o.fine_mmad_step = 16;
+  amla::sim::CalibrationOptions o{.min_efficiency = 0.62,
+                                  .max_efficiency = 0.78,
+                                  .coarse_efficiency_step = 0.04,
+                                  .fine_efficiency_step = 0.02,
+                                  .min_mmad_overhead_cycles = 16,
+                                  .max_mmad_overhead_cycles = 80,
+                                  .coarse_mmad_step = 32,
+                                  .fine_mmad_step = 16};
   const auto fit = amla::sim::fit_constants(amla::sim::ascend910(), ms, {claim}, o);
   CHECK(fit.hbm_efficiency == Approx(0.70).margin(1e-9));
   CHECK(fit.mmad_overhead == amla::sim::Cycles{48});
@@ -168,4 +168,28 @@ TEST_CASE("fit_constants rejects bad input", "[sim][calibration]") {
   bad.fu_percent = 0;
   CHECK_THROWS_WITH(amla::sim::fit_constants(chip, amla::sim::amla_table5_ascend910(), {bad}),
                     Catch::Contains("peak claim fu_percent"));
+}
+
+TEST_CASE("fit_constants bounds its grids up front (each point is a whole set of simulations)",
+          "[sim][calibration]") {
+  const auto chip = amla::sim::ascend910();
+  const auto ms = amla::sim::amla_table5_ascend910();
+  amla::sim::CalibrationOptions o;
+  o.coarse_efficiency_step = 1e-300;  // once an int overflow and a search without end
+  CHECK_THROWS_WITH(amla::sim::fit_constants(chip, ms, o),
+                    Catch::Contains("'steps'") && Catch::Contains("10^4 coarse grid points"));
+  o = {};
+  o.fine_mmad_step = 1;
+  o.coarse_mmad_step = 1 << 20;
+  o.max_mmad_overhead_cycles = 1 << 21;
+  CHECK_THROWS_WITH(amla::sim::fit_constants(chip, ms, o),
+                    Catch::Contains("'fine steps'") && Catch::Contains("10^4 fine grid points"));
+  o = {};
+  o.max_mmad_overhead_cycles = INT64_MAX;
+  CHECK_THROWS_WITH(amla::sim::fit_constants(chip, ms, o),
+                    Catch::Contains("'max_mmad_overhead_cycles' = 9223372036854775807"));
+  o = {};
+  o.max_fixed_overhead_us = INFINITY;
+  CHECK_THROWS_WITH(amla::sim::fit_constants(chip, ms, o),
+                    Catch::Contains("'max_fixed_overhead_us' = inf"));
 }

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <string>
 
 #include "amla/arch/ascend910.hpp"
 #include "amla/sim/chip.hpp"
@@ -39,14 +40,17 @@ TEST_CASE("TyphoonMLA NPU: 24 cores, 376 TFLOPS, 1.8 TB/s", "[sim][chip]") {
   CHECK_NOTHROW(c.validate());
 }
 
+namespace {
+/// The message Chip::validate throws for an Ascend 910 with one edit ("" if it does not throw).
+std::string error(void (*edit)(Chip&)) {
+  Chip c = amla::sim::ascend910();
+  edit(c);
+  return amla_test::error_of([&] { c.validate(); });
+}
+}  // namespace
+
 TEST_CASE("Chip::validate names the field that makes no sense", "[sim][chip]") {
   using namespace amla::sim;
-  // The message Chip::validate throws for an Ascend 910 with one edit ("" if it does not throw).
-  const auto error = [](void (*edit)(Chip&)) {
-    Chip c = ascend910();
-    edit(c);
-    return amla_test::error_of([&] { c.validate(); });
-  };
   CHECK_THAT(error([](Chip& c) { c.hbm_efficiency = 1.5; }),
              Catch::Contains("'chip.hbm_efficiency' = 1.5"));
   CHECK_FALSE(error([](Chip& c) { c.dies = 0; }).empty());
@@ -91,4 +95,67 @@ TEST_CASE("the core start stagger is derived: one KV block at the die's achievab
   CHECK_THROWS_WITH(amla::sim::hbm_turn_stagger(c, 0), Catch::Contains("block_bytes"));
   c.hbm_efficiency = 0;
   CHECK_THROWS_WITH(amla::sim::hbm_turn_stagger(c), Catch::Contains("hbm_efficiency"));
+}
+
+TEST_CASE("Chip::validate bounds every field: finite and inside chip_limits", "[sim][chip]") {
+  using namespace amla::sim;
+  struct Case {
+    const char* field;
+    const char* value;
+    void (*edit)(Chip&);
+  };
+  // Each edit breaks one rule; the message names that field with its own value. The first three
+  // passed validation once and then failed deep inside a simulation.
+  const Case rejected[] = {
+      {"chip.l2_per_die", "0", [](Chip& c) { c.l2_per_die = Bytes{0}; }},
+      {"chip.mte2", "inf", [](Chip& c) { c.mte2 = BytesPerCycle{INFINITY}; }},
+      {"chip.l0c", "2.81475e+14", [](Chip& c) { c.l0c = Bytes{0x1p48}; }},
+      {"chip.clock", "1e+12", [](Chip& c) { c.clock = Hertz{1e12}; }},
+      {"chip.clock", "999999", [](Chip& c) { c.clock = Hertz{999999}; }},
+      {"chip.dies", "65", [](Chip& c) { c.dies = 65; }},
+      {"chip.cube_cores_per_die", "4097", [](Chip& c) { c.cube_cores_per_die = 4097; }},
+      {"chip.vector_per_cube", "0", [](Chip& c) { c.vector_per_cube = 0; }},
+      {"chip.cube_k", "1025", [](Chip& c) { c.cube_k = 1025; }},
+      {"chip.l1", "8.58993e+09", [](Chip& c) { c.l1 = Bytes{0x1p33}; }},
+      {"chip.ub", "nan", [](Chip& c) { c.ub = Bytes{NAN}; }},
+      {"chip.hbm_bytes_per_s_per_die", "1e-06", [](Chip& c) { c.hbm_bytes_per_s_per_die = 1e-6; }},
+      {"chip.hbm_bytes_per_s_per_die", "1e+17", [](Chip& c) { c.hbm_bytes_per_s_per_die = 1e17; }},
+      {"chip.hbm_efficiency", "0.0001", [](Chip& c) { c.hbm_efficiency = 1e-4; }},
+      {"chip.mte1", "0.0001", [](Chip& c) { c.mte1 = BytesPerCycle{1e-4}; }},
+      {"chip.fixp", "2.09715e+06", [](Chip& c) { c.fixp = BytesPerCycle{0x1p21}; }},
+      {"chip.hbm_latency", "8589934592", [](Chip& c) { c.hbm_latency = Cycles{1LL << 33}; }},
+      {"chip.core_start_stagger", "8589934592",
+       [](Chip& c) { c.core_start_stagger = Cycles{1LL << 33}; }},
+      {"chip.vector_fp32_lanes", "65537", [](Chip& c) { c.vector_fp32_lanes = 65537; }},
+      {"chip.amla_v1_ops_per_element", "1e+07", [](Chip& c) { c.amla_v1_ops_per_element = 1e7; }},
+      {"chip.vector_chunk", "inf", [](Chip& c) { c.vector_chunk = Bytes{INFINITY}; }},
+      {"chip.fixed_overhead", "2", [](Chip& c) { c.fixed_overhead = Seconds{2}; }},
+  };
+  for (const Case& k : rejected) {
+    INFO(k.field << " = " << k.value);
+    CHECK_THAT(error(k.edit), Catch::Contains(std::string("'") + k.field + "' = " + k.value));
+  }
+  // The bounds themselves are accepted.
+  const Case at_bounds[] = {
+      {"", "", [](Chip& c) { c.clock = Hertz{chip_limits::max_clock_hz}; }},
+      {"", "", [](Chip& c) { c.clock = Hertz{chip_limits::min_clock_hz}; }},
+      {"", "", [](Chip& c) { c.dies = chip_limits::max_dies; }},
+      {"", "", [](Chip& c) { c.l0c = Bytes{chip_limits::max_buffer_bytes}; }},
+      {"", "", [](Chip& c) { c.hbm_efficiency = chip_limits::min_hbm_efficiency; }},
+      {"", "", [](Chip& c) { c.hbm_latency = Cycles{chip_limits::max_latency_cycles}; }},
+      {"", "", [](Chip& c) { c.fixed_overhead = Seconds{chip_limits::max_fixed_overhead_s}; }},
+  };
+  for (const Case& k : at_bounds) CHECK(error(k.edit).empty());
+}
+
+TEST_CASE("hbm_turn_stagger refuses a block whose transfer would not fit its cycle range",
+          "[sim][chip]") {
+  amla::sim::Chip c = amla::sim::ascend910();
+  c.hbm_bytes_per_s_per_die = amla::sim::chip_limits::min_hbm_bytes_per_s;
+  c.hbm_efficiency = amla::sim::chip_limits::min_hbm_efficiency;
+  // 576 KB at 1e6 x 1e-3 / 1.8e9 bytes per cycle: 1.06e12 cycles, more than 2^32.
+  CHECK_THAT(amla_test::error_of([&] { amla::sim::hbm_turn_stagger(c); }),
+             Catch::Contains("'block_bytes' = 589824") && Catch::Contains("1.06168e+12"));
+  CHECK_THROWS_WITH(amla::sim::hbm_turn_stagger(amla::sim::ascend910(), 0x1p33),
+                    Catch::Contains("block_bytes"));
 }

@@ -170,3 +170,33 @@ TEST_CASE("an infeasible tiling comes back with its reason, not a crash", "[sim]
       amla::sim::simulate_cube_stage(amla::sim::ascend910(), amla::sim::amla_c1_tiling(128), o),
       Catch::Contains("concurrent_cores"));
 }
+
+TEST_CASE("a stage of more than max_stage_operations is refused before it is built",
+          "[sim][cube_stage]") {
+  // AMLA's C1 tiling over 2^20 keys: 8192 column blocks x (2 B stripes + 2 x 6 L0 steps + 1 FixP)
+  // + 2 A stripes.
+  Tiling t = amla::sim::amla_c1_tiling(128, std::int64_t{1} << 20);
+  CHECK(amla::sim::cube_stage_operations(t) == 8192.0 * (2 + 2 * 6 + 1) + 2);
+  CHECK(amla::sim::cube_stage_operations(t, false) == 8192.0 * (2 + 2 * 6 + 1));
+  // 16-wide column and K steps: 65536 blocks x (2 + 2 x 36 + 1) + 2 = 4,915,202 > 2^22. It fits
+  // the chip's buffers; only the bound refuses it.
+  t.base_n = 16;
+  t.base_k = 16;
+  REQUIRE(amla::sim::check_fit(t, amla::sim::ascend910()).ok);
+  CHECK(amla::sim::cube_stage_operations(t) == 4915202.0);
+  const auto r = amla::sim::simulate_cube_stage(amla::sim::ascend910(), t, one_core());
+  CHECK_FALSE(r.ok);
+  CHECK_THAT(r.reason,
+             Catch::Contains("4.9152e+06 operations") && Catch::Contains("max_stage_operations"));
+}
+
+TEST_CASE("an L0C of 2^32 bytes and a tiny accumulator tile run without overflow",
+          "[sim][cube_stage]") {
+  auto chip = amla::sim::ascend910();
+  chip.l0c = amla::sim::Bytes{amla::sim::chip_limits::max_buffer_bytes};
+  Tiling t = amla::sim::amla_c1_tiling(128);
+  t.acc_bytes = 0.125;  // 2^32 / (128 x 128 x 0.125) = 2^21 tiles: once cast to int and wrapped
+  const auto r = amla::sim::simulate_cube_stage(chip, t, one_core());
+  REQUIRE(r.ok);
+  CHECK(r.cycles > Cycles{0});
+}

@@ -432,3 +432,31 @@ TEST_CASE("uniform workloads keep their pinned cycle counts", "[sim][decode]") {
     CHECK(r.cycles.count == p.cycles);
   }
 }
+
+TEST_CASE("work beyond the documented limits comes back not ok, before memory is taken",
+          "[sim][decode]") {
+  // S_k = 2^20 on the Ascend 910 (its cores staggered, so every one is simulated): 48 cores x 2
+  // tasks x (2048 blocks x 114 operations + the last V on 2 Vector cores) = 22,413,504, which
+  // once took 4 GB of engine state. Per block: C1 4 x (2 + 2 x 6 + 1) + 2 = 62, C2
+  // 4 x (2 + 2 x 4 + 1) + 2 = 46, and 3 stages on 2 Vector cores.
+  const auto big = simulate_decode(ascend910(), Workload::uniform(96, 1, 128, 1 << 20));
+  CHECK_FALSE(big.ok);
+  CHECK_THAT(big.reason, Catch::Contains("2.24135e+07 engine operations") &&
+                             Catch::Contains("48 simulated Cube cores") &&
+                             Catch::Contains("max_decode_operations"));
+  CHECK(big.operations == 0);
+  // One-key blocks over 2^21 keys: more blocks than a stage schedule holds.
+  DecodeOptions tiny_blocks;
+  tiny_blocks.kv_block = 1;
+  const auto many =
+      simulate_decode(ascend910(), Workload::uniform(1, 1, 128, 1 << 21), tiny_blocks);
+  CHECK_FALSE(many.ok);
+  CHECK_THAT(many.reason,
+             Catch::Contains("2097152 KV blocks of 1") && Catch::Contains("max_schedule_blocks"));
+  // An arrangement offset beyond the limit is a reason, not a loop over 2^31 cycles.
+  DecodeOptions far;
+  far.arrangement = Arrangement{{{0, 2147483647}, {2, 0}}, {{1, 1}}};
+  const auto r = simulate_decode(ascend910(), Workload::uniform(2, 1, 128, 1024), far);
+  CHECK_FALSE(r.ok);
+  CHECK_THAT(r.reason, Catch::Contains("outside [-1024, 1024]"));
+}

@@ -4,7 +4,9 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <ostream>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -25,6 +27,43 @@ std::int64_t start(const Engine& e, OpId o) {
 std::int64_t end(const Engine& e, OpId o) {
   return e.op_end(o).count;
 }
+/// When an operation ran: [start, end) in cycles.
+struct Span {
+  std::int64_t start, end;
+  bool operator==(const Span&) const = default;
+  friend std::ostream& operator<<(std::ostream& os, const Span& s) {
+    return os << "[" << s.start << ", " << s.end << ")";
+  }
+};
+Span span(const Engine& e, OpId o) {
+  return {start(e, o), end(e, o)};
+}
+
+/// One transfer, starting at 0, on a unit of its own that stands for `weight` units.
+struct Flow {
+  double weight, bytes, port_bytes_per_cycle, priority = 1;
+};
+/// An engine that ran `flows` over one 10 B/cycle link, with their units and operations in order.
+struct LinkRun {
+  Engine e;
+  LinkId link;
+  std::vector<UnitId> units;
+  std::vector<OpId> ops;
+};
+LinkRun transfers_on_a_link(const std::vector<Flow>& flows) {
+  LinkRun r;
+  r.link = r.e.add_link("hbm", BytesPerCycle{10});
+  for (const Flow& f : flows) {
+    std::string name(1, 'u');  // (appends, not "u" + to_string: GCC 12 -Wstringop-overflow)
+    name += std::to_string(r.units.size());
+    r.units.push_back(r.e.add_unit(name, f.weight));
+    r.ops.push_back(r.e.add_op(r.units.back(),
+                               Work::transfer(Bytes{f.bytes}, BytesPerCycle{f.port_bytes_per_cycle},
+                                              Cycles{0}, r.link, f.priority)));
+  }
+  REQUIRE(r.e.run().ok);
+  return r;
+}
 }  // namespace
 
 TEST_CASE("a unit runs its program in order, one operation at a time", "[sim][engine]") {
@@ -37,14 +76,10 @@ TEST_CASE("a unit runs its program in order, one operation at a time", "[sim][en
   const OpId d = e.add_op(u, Work::compute(Cycles{3}), named("d"));
   const auto r = e.run();
   REQUIRE(r.ok);
-  CHECK(start(e, a) == 0);
-  CHECK(end(e, a) == 5);
-  CHECK(start(e, b) == 5);
-  CHECK(end(e, b) == 12);
-  CHECK(start(e, c) == 12);
-  CHECK(end(e, c) == 12);
-  CHECK(start(e, d) == 12);
-  CHECK(end(e, d) == 15);
+  CHECK(span(e, a) == Span{0, 5});
+  CHECK(span(e, b) == Span{5, 12});
+  CHECK(span(e, c) == Span{12, 12});
+  CHECK(span(e, d) == Span{12, 15});
   CHECK(r.makespan == Cycles{15});
   const auto s = e.unit_stats(u);
   CHECK(s.busy == Cycles{15});
@@ -137,31 +172,17 @@ TEST_CASE("a link shares its bandwidth max-min fairly among the transfers on it"
   // A and B share the other 7: 3.5 each. C ends at 20 (60 / 3). A and B have 100 - 70 = 30
   // left at 20, then 5 each: end at 26.
   {
-    Engine e;
-    const auto link = e.add_link("hbm", BytesPerCycle{10});
-    const auto ua = e.add_unit("a");
-    const auto ub = e.add_unit("b");
-    const OpId a = e.add_op(ua, Work::transfer(Bytes{100}, BytesPerCycle{8}, Cycles{0}, link));
-    const OpId b = e.add_op(ub, Work::transfer(Bytes{100}, BytesPerCycle{8}, Cycles{0}, link));
-    REQUIRE(e.run().ok);
-    CHECK(end(e, a) == 20);
-    CHECK(end(e, b) == 20);
-    CHECK(e.link_stats(link).bytes.count == Approx(200));
-    CHECK(e.link_stats(link).active == Cycles{20});
+    const LinkRun r = transfers_on_a_link({{1, 100, 8}, {1, 100, 8}});
+    CHECK(end(r.e, r.ops[0]) == 20);
+    CHECK(end(r.e, r.ops[1]) == 20);
+    CHECK(r.e.link_stats(r.link).bytes.count == Approx(200));
+    CHECK(r.e.link_stats(r.link).active == Cycles{20});
   }
   {
-    Engine e;
-    const auto link = e.add_link("hbm", BytesPerCycle{10});
-    const auto ua = e.add_unit("a");
-    const auto ub = e.add_unit("b");
-    const auto uc = e.add_unit("c");
-    const OpId a = e.add_op(ua, Work::transfer(Bytes{100}, BytesPerCycle{8}, Cycles{0}, link));
-    const OpId b = e.add_op(ub, Work::transfer(Bytes{100}, BytesPerCycle{8}, Cycles{0}, link));
-    const OpId c = e.add_op(uc, Work::transfer(Bytes{60}, BytesPerCycle{3}, Cycles{0}, link));
-    REQUIRE(e.run().ok);
-    CHECK(end(e, c) == 20);
-    CHECK(end(e, a) == 26);
-    CHECK(end(e, b) == 26);
+    const LinkRun r = transfers_on_a_link({{1, 100, 8}, {1, 100, 8}, {1, 60, 3}});
+    CHECK(end(r.e, r.ops[2]) == 20);
+    CHECK(end(r.e, r.ops[0]) == 26);
+    CHECK(end(r.e, r.ops[1]) == 26);
   }
   {
     // A alone is capped by its port: 100 bytes at 8 B/cycle on a 10 B/cycle link: 13 cycles
@@ -176,9 +197,26 @@ TEST_CASE("a link shares its bandwidth max-min fairly among the transfers on it"
     const OpId b = e.add_op(ub, Work::transfer(Bytes{100}, BytesPerCycle{8}, Cycles{0}, link));
     REQUIRE(e.run().ok);
     CHECK(end(e, a) == 17);
-    CHECK(start(e, b) == 5);
-    CHECK(end(e, b) == 22);
+    CHECK(span(e, b) == Span{5, 22});
   }
+}
+
+TEST_CASE("a transfer's priority is its claim on a contended link (weighted max-min)",
+          "[sim][engine]") {
+  // Link 10 B/cycle. A (priority 2) and B (priority 1), 60 bytes each, ports of 100: A gets 20/3,
+  // B 10/3; A ends at 9 (60 / (20/3)), B has 30 left and alone gets 10: ends at 12.
+  const LinkRun r = transfers_on_a_link({{1, 60, 100, 2}, {1, 60, 100, 1}});
+  CHECK(end(r.e, r.ops[0]) == 9);
+  CHECK(end(r.e, r.ops[1]) == 12);
+  // A port below its share keeps its port: A (priority 3, port 2) would get 7.5 but takes 2; B
+  // gets the other 8. 40 bytes each: B ends at 5; then A, 30 left at its port 2: ends at 20.
+  const LinkRun s = transfers_on_a_link({{1, 40, 2, 3}, {1, 40, 100, 1}});
+  CHECK(end(s.e, s.ops[1]) == 5);
+  CHECK(end(s.e, s.ops[0]) == 20);
+  Engine e;
+  CHECK_THROWS_WITH(
+      e.add_op(e.add_unit("u"), Work::transfer(Bytes{1}, BytesPerCycle{1}, Cycles{0}, LinkId{}, 0)),
+      Catch::Contains("'work.priority' = 0"));
 }
 
 TEST_CASE("a unit's multiplicity weighs its transfers as that many identical units",
@@ -186,17 +224,11 @@ TEST_CASE("a unit's multiplicity weighs its transfers as that many identical uni
   // One unit standing for 4 cores and one plain unit, each moving 100 bytes (cap 100) over a
   // 10 B/cycle link: five flows of 2 B/cycle; the representative's 100 bytes end at 50, like the
   // plain one's; the link carried 5 x 100 bytes.
-  Engine e;
-  const auto link = e.add_link("hbm", BytesPerCycle{10});
-  const auto rep = e.add_unit("rep", 4);
-  const auto one = e.add_unit("one");
-  const OpId a = e.add_op(rep, Work::transfer(Bytes{100}, BytesPerCycle{100}, Cycles{0}, link));
-  const OpId b = e.add_op(one, Work::transfer(Bytes{100}, BytesPerCycle{100}, Cycles{0}, link));
-  REQUIRE(e.run().ok);
-  CHECK(end(e, a) == 50);
-  CHECK(end(e, b) == 50);
-  CHECK(e.link_stats(link).bytes.count == Approx(500));
-  CHECK(e.unit_stats(rep).multiplicity == 4);
+  const LinkRun r = transfers_on_a_link({{4, 100, 100}, {1, 100, 100}});
+  CHECK(end(r.e, r.ops[0]) == 50);
+  CHECK(end(r.e, r.ops[1]) == 50);
+  CHECK(r.e.link_stats(r.link).bytes.count == Approx(500));
+  CHECK(r.e.unit_stats(r.units[0]).multiplicity == 4);
 }
 
 TEST_CASE("a unit's start time holds back its whole program and counts as idle", "[sim][engine]") {
@@ -298,7 +330,109 @@ TEST_CASE("malformed input throws amla::invalid_argument naming the argument", "
   CHECK_THROWS_WITH(e.depend(a, OpId{99}), Catch::Contains("producer"));
   CHECK_THROWS_WITH(e.depend(a, a, Cycles{-2}), Catch::Contains("delay"));
   REQUIRE(e.run().ok);
-  CHECK_THROWS_WITH(e.run(), Catch::Contains("runs once"));
+}
+
+namespace {
+/// The message of the std::logic_error `call` throws when that is not an invalid argument (a
+/// misuse of the object's state), "" otherwise.
+template <class Call>
+std::string state_error_of(Call&& call) {
+  try {
+    call();
+  } catch (const std::invalid_argument&) {
+    return "";
+  } catch (const std::logic_error& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("using an Engine again after run() is a std::logic_error, not a bad argument",
+          "[sim][engine]") {
+  Engine e;
+  const auto u = e.add_unit("u");
+  const OpId a = e.add_op(u, Work::compute(Cycles{1}));
+  const auto p = e.add_pool("p", 1);
+  REQUIRE(e.run().ok);
+  CHECK_THAT(state_error_of([&] { e.run(); }),
+             Catch::Contains("amla::sim::Engine::run") && Catch::Contains("runs once"));
+  CHECK_THAT(state_error_of([&] { e.add_op(u, Work::compute(Cycles{1})); }),
+             Catch::Contains("Engine::add_op"));
+  CHECK_THAT(state_error_of([&] { e.add_unit("v"); }), Catch::Contains("Engine::add_unit"));
+  CHECK_THAT(state_error_of([&] { e.add_pool("q", 1); }), Catch::Contains("Engine::add_pool"));
+  CHECK_THAT(state_error_of([&] { e.add_link("l", BytesPerCycle{1}); }),
+             Catch::Contains("Engine::add_link"));
+  CHECK_THAT(state_error_of([&] { e.set_start(u, Cycles{1}); }),
+             Catch::Contains("Engine::set_start"));
+  CHECK_FALSE(state_error_of([&] { e.acquire(a, p); }).empty());
+  CHECK_FALSE(state_error_of([&] { e.depend(a, a); }).empty());
+}
+
+TEST_CASE("a release without an acquire is a std::logic_error naming the pool and the operation",
+          "[sim][engine]") {
+  Engine e;
+  const auto u = e.add_unit("u");
+  const auto p = e.add_pool("L1", 2);
+  const OpId a = e.add_op(u, Work::compute(Cycles{3}), named("freer"));
+  e.release(a, p);  // the pool is full: nothing was taken
+  const std::string why = state_error_of([&] { e.run(); });
+  CHECK_THAT(why, Catch::Contains("pool 'L1'") && Catch::Contains("freer on u") &&
+                      Catch::Contains("3 of its 2") &&
+                      Catch::Contains("without a matching acquire"));
+}
+
+TEST_CASE("a run longer than max_run_cycles is refused with a reason, before it starts",
+          "[sim][engine]") {
+  // The reason run() gives for the engine `build` makes ("" when it runs).
+  const auto refusal = [](void (*build)(Engine&)) {
+    Engine e;
+    build(e);
+    const auto r = e.run();
+    if (!r.ok) CHECK(r.makespan == Cycles{0});
+    return r.ok ? std::string{} : r.reason;
+  };
+  {
+    // A 1e30-byte transfer with no link: 1e30 cycles at its port's byte per cycle.
+    Engine e;
+    e.add_op(e.add_unit("dma"), Work::transfer(Bytes{1e30}, BytesPerCycle{1}), named("huge"));
+    const auto r = e.run();
+    CHECK_FALSE(r.ok);
+    CHECK(r.makespan == Cycles{0});
+    CHECK_THAT(r.reason, Catch::Contains("max_run_cycles") && Catch::Contains("huge on dma") &&
+                             Catch::Contains("1e+30 cycles"));
+  }
+  // Over a link of 100 B/cycle the one flow's worst rate is the link's: 1e28 cycles.
+  CHECK_THAT(refusal([](Engine& e) {
+               const auto hbm = e.add_link("HBM", BytesPerCycle{100});
+               e.add_op(e.add_unit("dma"),
+                        Work::transfer(Bytes{1e30}, BytesPerCycle{1e9}, Cycles{0}, hbm));
+             }),
+             Catch::Contains("1e+28 cycles"));
+  // A link of almost no bandwidth shared by four units: 64 bytes at 1e-18 / 4 per cycle.
+  CHECK_THAT(refusal([](Engine& e) {
+               const auto slow = e.add_link("slow", BytesPerCycle{1e-18});
+               e.add_op(e.add_unit("dma", 4),
+                        Work::transfer(Bytes{64}, BytesPerCycle{1}, Cycles{0}, slow));
+             }),
+             Catch::Contains("2.56e+20"));
+  // Cycles that would sum past int64: 2^62 + 2^62.
+  CHECK_THAT(refusal([](Engine& e) {
+               const auto u = e.add_unit("u");
+               e.add_op(u, Work::compute(Cycles{std::int64_t{1} << 62}));
+               e.add_op(u, Work::compute(Cycles{std::int64_t{1} << 62}));
+             }),
+             Catch::Contains("9.22337e+18"));
+  // Exactly the limit still runs: a start at 2^61, then two operations of 2^60.
+  Engine e;
+  const auto u = e.add_unit("u");
+  e.set_start(u, Cycles{std::int64_t{1} << 61});
+  const OpId a = e.add_op(u, Work::compute(Cycles{std::int64_t{1} << 60}));
+  const OpId b = e.add_op(u, Work::compute(Cycles{std::int64_t{1} << 60}));
+  e.depend(b, a);
+  const auto r = e.run();
+  REQUIRE(r.ok);
+  CHECK(r.makespan.count == max_run_cycles);
 }
 
 TEST_CASE("the timeline has one lane per unit and one interval per operation", "[sim][engine]") {

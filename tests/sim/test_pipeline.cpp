@@ -244,3 +244,38 @@ TEST_CASE("a zero-length task takes no unit time and holds nothing up", "[sim][p
   CHECK(r.makespan == Cycles{58});
   CHECK(r.units[1].busy == Cycles{21});  // V1 x 3 + last V
 }
+
+TEST_CASE("arrangements, chains and schedules beyond the documented limits are refused",
+          "[sim][pipeline]") {
+  using amla::sim::Arrangement;
+  const auto chain = StageChain::amla(Cycles{10}, Cycles{6}, Cycles{8}, Cycles{3});
+  // An offset of INT_MAX once made cyclic_schedule loop over 2^31 cycles.
+  const Arrangement far{{{C1, 2147483647}, {C2, 0}}, {{V1, 1}}};
+  const auto v = amla::sim::check_arrangement(chain, far);
+  CHECK_FALSE(v.ok);
+  CHECK(v.reason ==
+        "arrangement offset 2147483647 of C1 is outside [-1024, 1024] "
+        "(max_arrangement_offset)");
+  CHECK_THROWS_WITH(amla::sim::cyclic_schedule(chain, 3, far),
+                    Catch::Contains("'arrangement'") && Catch::Contains("2147483647"));
+  const Arrangement edge{{{C1, 1024}, {C2, -1024}}, {{V1, 0}}};
+  CHECK(amla::sim::check_arrangement(chain, edge).ok);
+  // Blocks: at most 10^6, and blocks x (stages + 1) at most 10^7.
+  CHECK_THROWS_WITH(
+      amla::sim::cyclic_schedule(chain, 1000001, amla::sim::preload_arrangement(chain)),
+      Catch::Contains("'blocks' = 1000001"));
+  CHECK_THROWS_WITH(amla::sim::serial_schedule(chain, 2500001), Catch::Contains("in [1, 10^6]"));
+  Schedule huge;
+  huge.blocks = 2000000000;
+  huge.units = {{"cube", UnitKind::cube, {}}, {"vector", UnitKind::vector, {}}};
+  const auto r = amla::sim::simulate_schedule(chain, huge);
+  CHECK_FALSE(r.ok);
+  CHECK_THAT(r.reason, Catch::Contains("2000000000 KV blocks") && Catch::Contains("10^7 tasks"));
+  // Durations: at most 2^40 cycles a stage.
+  auto slow = chain;
+  slow.stages[0].duration = Cycles{(std::int64_t{1} << 40) + 1};
+  CHECK_THROWS_WITH(slow.validate(), Catch::Contains("C1 = 1099511627777"));
+  CHECK_THROWS_WITH(amla::sim::simulate_schedule(chain, amla::sim::serial_schedule(chain, 2),
+                                                 Cycles{std::int64_t{1} << 41}),
+                    Catch::Contains("handoff"));
+}

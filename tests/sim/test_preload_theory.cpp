@@ -313,6 +313,25 @@ TEST_CASE("check_arrangement says why a Cycle does not fit", "[sim][preload]") {
   CHECK_THROWS_WITH(pl::check_arrangement(d, wrong_size),
                     Catch::Contains("arrangement.cube_offset.size()"));
   CHECK_THROWS_WITH(pl::analyze(d, overlap), Catch::Contains("a valid Cycle: C2"));
+
+  // Offsets and periods near int64's end come back as reasons, never as an overflow.
+  auto far = a;
+  far.vector_offset[0] = Cycles{INT64_MAX - 1};
+  const auto v5 = pl::check_arrangement(d, far);
+  CHECK_FALSE(v5.ok);
+  CHECK(v5.reason == "V1 starts at 9223372036854775806, outside the Cycle window [0, 6)");
+  auto negative = a;
+  negative.cube_offset[1] = Cycles{INT64_MIN};
+  CHECK_FALSE(pl::check_arrangement(d, negative).ok);
+  auto endless = a;
+  endless.period = Cycles{INT64_MAX};
+  endless.vector_offset[0] = Cycles{INT64_MAX - 1};
+  const auto v6 = pl::check_arrangement(d, endless);
+  CHECK_FALSE(v6.ok);
+  CHECK(v6.reason == "period 9223372036854775807 is longer than max_period_cycles = 2^50");
+  auto longest = a;
+  longest.period = Cycles{pl::max_period_cycles};
+  CHECK(pl::check_arrangement(d, longest).ok);
 }
 
 TEST_CASE("Lemma B.1 on the paper's Figures 5, 6 and 7 (hand-derived)", "[sim][preload]") {
@@ -325,44 +344,42 @@ TEST_CASE("Lemma B.1 on the paper's Figures 5, 6 and 7 (hand-derived)", "[sim][p
   };
   using V = std::vector<std::string>;
   const auto d = make({2, 2}, {1, 1});
+  // What Lemma B.1 derives for arrangement `a` of `dd`: the internal edges, the preload count,
+  // the preload stage count and the stages of the preload phase.
+  const auto lemma = [&](const pl::CvDurations& dd, const pl::TimedCycle& a,
+                         const std::vector<bool>& internal, int count, int stages,
+                         const V& preloaded) {
+    const auto r = pl::analyze(dd, a);
+    CHECK(r.internal == internal);
+    CHECK(r.preload_count == count);
+    CHECK(r.preload_stage_count == stages);
+    CHECK(preload_multiset(dd, a, Phase::preload) == preloaded);
+    return r;
+  };
 
   SECTION("Figure 5: no internal edge, preload count 2n - 1 = 3, six blocks preloaded") {
     // Cube [C2, C1], Vector [V2, V1]: C2 [0,2) C1 [2,4) V2 [0,1) V1 [1,2).
-    const pl::TimedCycle a{Cycles{4}, {Cycles{2}, Cycles{0}}, {Cycles{1}, Cycles{0}}};
-    const auto r = pl::analyze(d, a);
+    const auto r = lemma(d, {Cycles{4}, {Cycles{2}, Cycles{0}}, {Cycles{1}, Cycles{0}}},
+                         {false, false, false}, 3, 6, V{"C1", "C1", "C1", "C2", "V1", "V1"});
     CHECK(r.internal_edges == 0);
-    CHECK(r.preload_count == 3);
     CHECK(r.lag == std::vector<int>{3, 2, 1, 0});
-    CHECK(r.preload_stage_count == 6);
-    CHECK(preload_multiset(d, a, Phase::preload) == V{"C1", "C1", "C1", "C2", "V1", "V1"});
   }
   SECTION("Figure 6a: C1 -> V1 internal saves one C1: count 2, five blocks") {
     // Cube [C1, C2]: C1 [0,2) C2 [2,4); V1 [2,3) after C1, V2 [3,4) before C2 ends.
-    const pl::TimedCycle a{Cycles{4}, {Cycles{0}, Cycles{2}}, {Cycles{2}, Cycles{3}}};
-    const auto r = pl::analyze(d, a);
-    CHECK(r.internal == std::vector<bool>{true, false, false});
-    CHECK(r.preload_count == 2);
-    CHECK(r.preload_stage_count == 5);
-    CHECK(preload_multiset(d, a, Phase::preload) == V{"C1", "C1", "C2", "V1", "V1"});
+    lemma(d, {Cycles{4}, {Cycles{0}, Cycles{2}}, {Cycles{2}, Cycles{3}}}, {true, false, false}, 2,
+          5, V{"C1", "C1", "C2", "V1", "V1"});
   }
   SECTION("Figure 6b, reading 1: only C2 -> V2 internal: three blocks fewer than Figure 5") {
-    // Cube [C2, C1]: C2 [0,2) C1 [2,4); V2 [2,3) after C2, V1 [3,4).
-    const pl::TimedCycle a{Cycles{4}, {Cycles{2}, Cycles{0}}, {Cycles{3}, Cycles{2}}};
-    const auto r = pl::analyze(d, a);
-    CHECK(r.internal == std::vector<bool>{false, false, true});
-    CHECK(r.preload_count == 2);
-    CHECK(r.preload_stage_count == 3);  // 6 - 3: C1, V1 and C2 gone
-    CHECK(preload_multiset(d, a, Phase::preload) == V{"C1", "C1", "V1"});
+    // Cube [C2, C1]: C2 [0,2) C1 [2,4); V2 [2,3) after C2, V1 [3,4). 6 - 3 preloaded stages:
+    // C1, V1 and C2 gone.
+    lemma(d, {Cycles{4}, {Cycles{2}, Cycles{0}}, {Cycles{3}, Cycles{2}}}, {false, false, true}, 2,
+          3, V{"C1", "C1", "V1"});
   }
   SECTION("Figure 6b, reading 2: C1 -> V1 and C2 -> V2 internal: three blocks fewer than 6a") {
-    // Needs a zero-length V2 (proved impossible otherwise in a test below).
-    const auto dz = make({2, 2}, {1, 0});
-    const pl::TimedCycle a{Cycles{4}, {Cycles{0}, Cycles{2}}, {Cycles{2}, Cycles{4}}};
-    const auto r = pl::analyze(dz, a);
-    CHECK(r.internal == std::vector<bool>{true, false, true});
-    CHECK(r.preload_count == 1);
-    CHECK(r.preload_stage_count == 2);  // 5 - 3: C1, V1 and C2 gone
-    CHECK(preload_multiset(dz, a, Phase::preload) == V{"C1", "V1"});
+    // Needs a zero-length V2 (proved impossible otherwise in a test below). 5 - 3 preloaded
+    // stages: C1, V1 and C2 gone.
+    lemma(make({2, 2}, {1, 0}), {Cycles{4}, {Cycles{0}, Cycles{2}}, {Cycles{2}, Cycles{4}}},
+          {true, false, true}, 1, 2, V{"C1", "V1"});
   }
   SECTION("Figure 7 (AMLA): Cycle [C1, C2, V1], V2 = 0: preload [C1, C1, V1], drain C2, C2, V1") {
     // C1 [0,9) C2 [9,17); V1 [0,12) straddles the C1/C2 boundary: neither C1 -> V1 nor
@@ -434,83 +451,96 @@ TEST_CASE("Lemma B.1: the preload count is the fewest C1 a valid periodic schedu
   CHECK(consecutive_seen > 0);  // the sample did contain touching internal edges
 }
 
-TEST_CASE("Theorem B.1: the construction on thousands of random duration sets", "[sim][preload]") {
-  std::mt19937_64 rng(4141);
-  int cube_dominated = 0, vector_dominated = 0;
-  for (int trial = 0; trial < 4000 / kScale; ++trial) {
-    const int n = 1 + trial % 12;
-    const auto d = random_durations(rng, n);
+namespace {
+/// Calls check(d, theorem_b1_choice(d), n, trial) for `trials` duration sets make(rng, n) with
+/// n = first_n + trial % n_span, from a generator seeded with `seed`; failures show d.
+template <class Make, class Check>
+void for_random_durations(std::uint64_t seed, int trials, int first_n, int n_span, Make make,
+                          Check check) {
+  std::mt19937_64 rng(seed);
+  for (int trial = 0; trial < trials; ++trial) {
+    const int n = first_n + trial % n_span;
+    const auto d = make(rng, n);
     INFO(show(d));
-    const auto choice = pl::theorem_b1_choice(d);
-    const auto a = pl::theorem_b1_arrangement(d);
-    (d.cube_dominated() ? cube_dominated : vector_dominated) += 1;
-
-    // Timing constraints, checked by the independent checker: inside the window, no overlaps,
-    // and the period is the stall-free max(sum C, sum V).
-    const auto v = pl::check_arrangement(d, a);
-    REQUIRE(v.ok);
-    CHECK(a.period == std::max(d.cube_total(), d.vector_total()));
-
-    // Preload count n (at most n with zero-length stages), all internal edges C_i -> V_i.
-    const auto r = pl::analyze(d, a);
-    CHECK(r.preload_count <= n);
-    if (all_positive(d)) {
-      CHECK(r.preload_count == n);
-      for (int e = 1; e < 2 * n - 1; e += 2) CHECK_FALSE(r.internal[static_cast<std::size_t>(e)]);
-    }
-    int cv_internal = 0;
-    for (int e = 0; e < 2 * n - 1; e += 2) cv_internal += r.internal[static_cast<std::size_t>(e)];
-    CHECK(cv_internal >= n - 1);
-
-    // The proof's bookkeeping: F(n) <= 0, m minimises F, Eq. 20 holds for m, and Eq. 17 (as
-    // printed in the theorem) holds for k = n - m.
-    CHECK(choice.F.back() <= Cycles{0});
-    for (int l = 1; l <= n; ++l)
-      CHECK(choice.F[static_cast<std::size_t>(choice.m)] <= choice.F[static_cast<std::size_t>(l)]);
-    CHECK(pl::eq20_holds(choice.a, choice.m));
-    if (d.cube_dominated()) CHECK(eq17_literal(d, n - choice.m == 0 ? n : n - choice.m));
-
-    // Every stage of every block runs, in chain order, without unit conflicts; the steady state
-    // has period P.
-    if (trial % 4 == 0) {
-      const int blocks = 1 + trial % 9;
-      for (auto timing : {pl::Timing::asap, pl::Timing::cycle_slots}) {
-        const auto s = pl::pipeline_schedule(d, a, blocks, timing);
-        CHECK(s.ok);
-        const auto ok = pl::verify_schedule(d, s);
-        INFO(ok.reason);
-        CHECK(ok.ok);
-        CHECK(s.preload_cycles == r.preload_count);
-        CHECK(s.steady_cycles == std::max(0, blocks - r.preload_count));
-        CHECK(s.makespan <= a.period * (blocks + r.preload_count));
-        CHECK(s.makespan >= d.period() * blocks);
-      }
-    }
+    check(d, pl::theorem_b1_choice(d), n, trial);
   }
+}
+}  // namespace
+
+TEST_CASE("Theorem B.1: the construction on thousands of random duration sets", "[sim][preload]") {
+  int cube_dominated = 0, vector_dominated = 0;
+  for_random_durations(
+      4141, 4000 / kScale, 1, 12, random_durations,
+      [&](const pl::CvDurations& d, const pl::PartialSumChoice& choice, int n, int trial) {
+        const auto a = pl::theorem_b1_arrangement(d);
+        (d.cube_dominated() ? cube_dominated : vector_dominated) += 1;
+
+        // Timing constraints, checked by the independent checker: inside the window, no overlaps,
+        // and the period is the stall-free max(sum C, sum V).
+        const auto v = pl::check_arrangement(d, a);
+        REQUIRE(v.ok);
+        CHECK(a.period == std::max(d.cube_total(), d.vector_total()));
+
+        // Preload count n (at most n with zero-length stages), all internal edges C_i -> V_i.
+        const auto r = pl::analyze(d, a);
+        CHECK(r.preload_count <= n);
+        if (all_positive(d)) {
+          CHECK(r.preload_count == n);
+          for (int e = 1; e < 2 * n - 1; e += 2)
+            CHECK_FALSE(r.internal[static_cast<std::size_t>(e)]);
+        }
+        int cv_internal = 0;
+        for (int e = 0; e < 2 * n - 1; e += 2)
+          cv_internal += r.internal[static_cast<std::size_t>(e)];
+        CHECK(cv_internal >= n - 1);
+
+        // The proof's bookkeeping: F(n) <= 0, m minimises F, Eq. 20 holds for m, and Eq. 17 (as
+        // printed in the theorem) holds for k = n - m.
+        CHECK(choice.F.back() <= Cycles{0});
+        for (int l = 1; l <= n; ++l)
+          CHECK(choice.F[static_cast<std::size_t>(choice.m)] <=
+                choice.F[static_cast<std::size_t>(l)]);
+        CHECK(pl::eq20_holds(choice.a, choice.m));
+        if (d.cube_dominated()) CHECK(eq17_literal(d, n - choice.m == 0 ? n : n - choice.m));
+
+        // Every stage of every block runs, in chain order, without unit conflicts; the steady state
+        // has period P.
+        if (trial % 4 == 0) {
+          const int blocks = 1 + trial % 9;
+          for (auto timing : {pl::Timing::asap, pl::Timing::cycle_slots}) {
+            const auto s = pl::pipeline_schedule(d, a, blocks, timing);
+            CHECK(s.ok);
+            const auto ok = pl::verify_schedule(d, s);
+            INFO(ok.reason);
+            CHECK(ok.ok);
+            CHECK(s.preload_cycles == r.preload_count);
+            CHECK(s.steady_cycles == std::max(0, blocks - r.preload_count));
+            CHECK(s.makespan <= a.period * (blocks + r.preload_count));
+            CHECK(s.makespan >= d.period() * blocks);
+          }
+        }
+      });
   CHECK(cube_dominated > 500 / kScale);
   CHECK(vector_dominated > 500 / kScale);
 }
 
 TEST_CASE("Theorem B.1: every minimiser of F works, and the layout for m works iff Eq. 20",
           "[sim][preload]") {
-  std::mt19937_64 rng(99);
   int holds = 0, fails = 0;
-  for (int trial = 0; trial < 2000 / kScale; ++trial) {
-    const int n = 2 + trial % 7;
-    const auto d = random_positive_durations(rng, n);
-    INFO(show(d));
-    const auto choice = pl::theorem_b1_choice(d);
-    for (int m = 1; m <= n; ++m) {
-      const auto a = pl::rotation_arrangement(d, m);
-      REQUIRE(pl::check_arrangement(d, a).ok);
-      const bool eq20 = pl::eq20_holds(choice.a, m);
-      const bool n_minus_1 = pl::analyze(d, a).internal_edges == n - 1;
-      CHECK(eq20 == n_minus_1);
-      (eq20 ? holds : fails) += 1;
-      if (choice.F[static_cast<std::size_t>(m)] == choice.F[static_cast<std::size_t>(choice.m)])
-        CHECK(eq20);
-    }
-  }
+  for_random_durations(
+      99, 2000 / kScale, 2, 7, random_positive_durations,
+      [&](const pl::CvDurations& d, const pl::PartialSumChoice& choice, int n, int) {
+        for (int m = 1; m <= n; ++m) {
+          const auto a = pl::rotation_arrangement(d, m);
+          REQUIRE(pl::check_arrangement(d, a).ok);
+          const bool eq20 = pl::eq20_holds(choice.a, m);
+          const bool n_minus_1 = pl::analyze(d, a).internal_edges == n - 1;
+          CHECK(eq20 == n_minus_1);
+          (eq20 ? holds : fails) += 1;
+          if (choice.F[static_cast<std::size_t>(m)] == choice.F[static_cast<std::size_t>(choice.m)])
+            CHECK(eq20);
+        }
+      });
   CHECK(holds > 0);
   CHECK(fails > 0);  // the sample exercised both sides of the equivalence
 }

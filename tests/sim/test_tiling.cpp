@@ -121,3 +121,31 @@ TEST_CASE("malformed tilings throw, naming the argument", "[sim][tiling]") {
   amla::sim::VectorTiling v;
   CHECK_THROWS_WITH(check_fit(v, chip), Catch::Contains("rows"));
 }
+
+TEST_CASE("Tiling::validate bounds sizes and element widths", "[sim][tiling]") {
+  const auto chip = amla::sim::ascend910();
+  Tiling t = amla::sim::amla_c1_tiling(128);
+  t.N = (std::int64_t{1} << 20) + 1;
+  CHECK_THROWS_WITH(check_fit(t, chip),
+                    Catch::Contains("'tiling.N' = 1048577") && Catch::Contains("[1, 2^20]"));
+  t = amla::sim::amla_c1_tiling(128);
+  t.single_k = std::int64_t{1} << 40;  // single_m x single_k once overflowed int64 arithmetic
+  CHECK_THROWS_WITH(check_fit(t, chip), Catch::Contains("'tiling.single_k' = 1099511627776"));
+  t = amla::sim::amla_c1_tiling(128);
+  t.acc_bytes = 1e-300;  // made the L0C tile count astronomical
+  CHECK_THROWS_WITH(check_fit(t, chip), Catch::Contains("'tiling.acc_bytes' = 1e-300"));
+  t = amla::sim::amla_c1_tiling(128);
+  t.in_bytes = 128;
+  CHECK_THROWS_WITH(check_fit(t, chip), Catch::Contains("'tiling.in_bytes' = 128"));
+  t = amla::sim::amla_c1_tiling(128);
+  t.a_slots = 1025;
+  CHECK_THROWS_WITH(check_fit(t, chip), Catch::Contains("'tiling.a_slots' = 1025"));
+  t = amla::sim::amla_c1_tiling(128);
+  t.l1_slot = amla::sim::Bytes{INFINITY};
+  CHECK_THROWS_WITH(check_fit(t, chip), Catch::Contains("'tiling.l1_slot' = inf"));
+  // At the bounds: well formed (whether it fits is check_fit's answer).
+  t = amla::sim::amla_c1_tiling(128);
+  t.in_bytes = 0.125;
+  t.acc_bytes = 64;
+  CHECK_NOTHROW(check_fit(t, chip));
+}

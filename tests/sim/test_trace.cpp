@@ -46,26 +46,43 @@ struct JValue {
   }
 };
 
-class JsonReader {
+/// A position in a text being parsed, shared by the two strict readers below.
+class TextCursor {
+ protected:
+  TextCursor(std::string_view s, const char* format) : s_(s), format_(format) {}
+  [[noreturn]] void fail(const std::string& what) const {
+    throw std::runtime_error(std::string(format_) + " error at " + std::to_string(i_) + ": " +
+                             what);
+  }
+  /// Skips the whitespace JSON and XML both allow: space, tab, newline, carriage return.
+  void skip_ws() {
+    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\t' || s_[i_] == '\r'))
+      ++i_;
+  }
+  /// After the document only whitespace may follow.
+  void expect_end(const char* what) {
+    skip_ws();
+    if (i_ != s_.size()) fail(what);
+  }
+  std::string_view s_;
+  std::size_t i_ = 0;
+
+ private:
+  const char* format_;
+};
+
+class JsonReader : TextCursor {
  public:
-  explicit JsonReader(std::string_view s) : s_(s) {}
+  explicit JsonReader(std::string_view s) : TextCursor(s, "JSON") {}
   JValue document() {
     JValue v = value();
-    ws();
-    if (i_ != s_.size()) fail("trailing characters");
+    expect_end("trailing characters");
     return v;
   }
 
  private:
-  [[noreturn]] void fail(const std::string& what) {
-    throw std::runtime_error("JSON error at " + std::to_string(i_) + ": " + what);
-  }
-  void ws() {
-    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\t' || s_[i_] == '\r'))
-      ++i_;
-  }
   char peek() {
-    ws();
+    skip_ws();
     if (i_ >= s_.size()) fail("unexpected end");
     return s_[i_];
   }
@@ -73,46 +90,40 @@ class JsonReader {
     if (peek() != c) fail(std::string("expected ") + c);
     ++i_;
   }
+  /// Comma-separated items up to `close` (the opening bracket already read).
+  template <class Item>
+  void items(char close, Item&& item) {
+    if (peek() == close) {
+      ++i_;
+      return;
+    }
+    for (;;) {
+      item();
+      if (peek() != ',') break;
+      ++i_;
+    }
+    expect(close);
+  }
   JValue value() {
     const char c = peek();
     JValue v;
     if (c == '{') {
       v.kind = JValue::Kind::object;
       ++i_;
-      if (peek() == '}') {
-        ++i_;
-        return v;
-      }
-      for (;;) {
+      items('}', [&] {
         if (peek() != '"') fail("expected a key");
         std::string k = string();
         expect(':');
         v.keys.push_back(std::move(k));
         v.values.push_back(value());
-        if (peek() == ',') {
-          ++i_;
-          continue;
-        }
-        expect('}');
-        return v;
-      }
+      });
+      return v;
     }
     if (c == '[') {
       v.kind = JValue::Kind::array;
       ++i_;
-      if (peek() == ']') {
-        ++i_;
-        return v;
-      }
-      for (;;) {
-        v.arr.push_back(value());
-        if (peek() == ',') {
-          ++i_;
-          continue;
-        }
-        expect(']');
-        return v;
-      }
+      items(']', [&] { v.arr.push_back(value()); });
+      return v;
     }
     if (c == '"') {
       v.kind = JValue::Kind::string;
@@ -249,8 +260,6 @@ class JsonReader {
       }
     }
   }
-  std::string_view s_;
-  std::size_t i_ = 0;
 };
 
 /// Whether s is well-formed UTF-8 (an independent check, not the writer's sanitiser).
@@ -292,9 +301,9 @@ struct XmlNode {
   }
 };
 
-class XmlReader {
+class XmlReader : TextCursor {
  public:
-  explicit XmlReader(std::string_view s) : s_(s) {}
+  explicit XmlReader(std::string_view s) : TextCursor(s, "XML") {}
   XmlNode document() {
     if (s_.substr(0, 5) == "<?xml") {
       const auto e = s_.find("?>");
@@ -303,18 +312,11 @@ class XmlReader {
     }
     skip_ws();
     XmlNode root = element();
-    skip_ws();
-    if (i_ != s_.size()) fail("content after the root element");
+    expect_end("content after the root element");
     return root;
   }
 
  private:
-  [[noreturn]] void fail(const std::string& what) {
-    throw std::runtime_error("XML error at " + std::to_string(i_) + ": " + what);
-  }
-  void skip_ws() {
-    while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
-  }
   std::string name() {
     const std::size_t b = i_;
     while (i_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[i_])) || s_[i_] == '-' ||
@@ -396,8 +398,6 @@ class XmlReader {
       n.children.push_back(element());
     }
   }
-  std::string_view s_;
-  std::size_t i_ = 0;
 };
 
 // ---- fixtures ----
@@ -707,6 +707,35 @@ TEST_CASE("SVG Gantt: empty timelines, cycles axis and bad options", "[sim][trac
   Timeline bad = sample_timeline(1e9);
   bad.lanes[0].intervals[0].start = Cycles{-4};
   CHECK_THROWS_WITH(svg(bad), Catch::Contains("Cube/C1[1]"));
+}
+
+TEST_CASE("SVG Gantt and Chrome trace: extreme clocks and times still write every number",
+          "[sim][trace]") {
+  // An interval at 2^62 cycles on a 1 Hz clock is 4.6e24 us, on 1e15 Hz 4.6e9 us with 6
+  // decimals; fixed notation of such numbers once overflowed a 64-byte buffer.
+  for (const double hz : {1.0, 1e15}) {
+    Timeline t;
+    t.title = "extreme";
+    t.clock = amla::sim::Hertz{hz};
+    t.lanes = {Lane{"u", {{Cycles{0}, Cycles{std::int64_t{1} << 62}, "a", "C1", Phase::none}}}};
+    INFO("clock " << hz);
+    const std::string s = svg(t);
+    CHECK(XmlReader(s).document().all("rect", "iv").size() == 1);
+    CHECK(XmlReader(s).document().all("text", "tick-label").size() >= 2);
+    const JValue j = JsonReader(chrome(t)).document();
+    CHECK(j.at("traceEvents").arr.size() >= 1);
+  }
+  // A clock under 1 Hz would make microseconds overflow to infinity (not JSON): refused.
+  Timeline slow;
+  slow.clock = amla::sim::Hertz{1e-300};
+  CHECK_THROWS_WITH(chrome(slow), Catch::Contains("'timeline.clock' = 1e-300"));
+  CHECK_THROWS_WITH(svg(slow), Catch::Contains("[1, 1e15] Hz"));
+  // A phase outside the enumeration once indexed past the writer's phase tables.
+  Timeline odd = sample_timeline(1e9);
+  odd.lanes[0].intervals[0].phase = static_cast<Phase>(4);
+  CHECK_THROWS_WITH(
+      svg(odd), Catch::Contains("'timeline interval phase'") && Catch::Contains("Cube/C1[1]: 4"));
+  CHECK_THROWS_WITH(chrome(odd), Catch::Contains("timeline interval phase"));
 }
 
 TEST_CASE("SVG Gantt: crowded marker labels are thinned, lines kept", "[sim][trace]") {

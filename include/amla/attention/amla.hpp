@@ -57,26 +57,51 @@
 // (0 < E < 255 before and after, numeric/pow2.hpp). An element that is exactly 0 (a zero column
 // of V, or P V cancelling exactly), subnormal, or tiny enough that E + (n_i - n_{i-1}) <= 0,
 // becomes garbage: +0 with k = -2^24 + 8 becomes the pattern 0xFF000008 (-1.7e38), a tiny element
-// can become a NaN pattern or flip its sign. The modes (`AmlaOptions::rescale`, amla::pow2_mode):
-//   hardware  the raw add everywhere (what the NPU computes); violations are counted (cheap: one
-//             branch-free flag per row, a second pass only over flagged rows), not located.
-//   checked   the same values, and every violation is located in the report: block, row,
-//             column, the add k, the value before, after, and the intended value.
-//   safe      the add where it is exact, and the intended value elsewhere: the same add carried
-//             out with an unbounded exponent, rounded once to FP32 (zeros stay zeros, tiny results
-//             round to subnormals, Inf/NaN pass through). Violations are counted and located.
-// Lemma 3.1's precondition is checked for the combined add k (exponent part and mantissa part):
-// a carry out of the mantissa into the exponent is fine, a result or source outside the normal
-// range is not. The first block of a row never adds (Algorithm 2 line 15, per row: a row whose
-// first visible key lies in a later block starts there).
+// can become a NaN pattern or flip its sign. Lemma 3.1's precondition is checked for the combined
+// add k (exponent part and mantissa part): a carry out of the mantissa into the exponent is fine,
+// a result or source outside the normal range is not. The first block of a row never adds
+// (Algorithm 2 line 15, per row: a row whose first visible key lies in a later block starts
+// there). Every violation of an integer add is counted and located in the report in every mode
+// (block, row, column, the add k, the value before, after, and the intended value); finding them is
+// cheap (one branch-free flag per row, a second pass only over flagged rows).
 //
-// ---- Masks, empty rows and lse ------------------------------------------------------------------
+// ---- The exponent clamp
+// -------------------------------------------------------------------------- Line 13 clamps the
+// exponent step: max(n_i - n_{i-1}, -30). When a row's max jumps by more than 30 ln 2 ~ 20.8
+// between blocks, the clamped add multiplies the older blocks' contributions by 2^-30 instead of
+// 2^(n_i - n_{i-1}), keeping them 2^(-30 - dn) times too large. That is the paper's algorithm (a
+// 32-bit add cannot carry a step below -255 anyway) and it is harmless only while the older
+// contributions are negligible next to the new ones: 4096 keys of score 0 and V = 64 followed by
+// one key of score 40 and V = 0.0625 (blocks of 512) gives 0.0627990 where golden gives 0.0625 (2.4
+// BF16 ulps). Each step the clamp changes is a clamp event, counted in every mode
+// (AmlaReport::clamped) and located in checked and safe modes (AmlaReport::clamps).
+//
+// ---- The rescale modes (`AmlaOptions::rescale`, amla::pow2_mode) -------------------------------
+//   hardware  the clamped step and the raw add everywhere (what the NPU computes).
+//   checked   the same values; clamp events are located too.
+//   safe      the add where it is exact, the intended value elsewhere: the same add carried out
+//             with an unbounded exponent, rounded once to FP32 (zeros stay zeros, tiny results
+//             round to subnormals, Inf/NaN pass through); and at a clamp event what the exact step
+//             needs: the unclamped add (k = Cast((n_i - n_{i-1} + eps + nudge) 2^23) in 64 bits,
+//             numeric/amla_step.hpp's amla_exact_add, below INT32_MIN for a step below -255) with
+//             its intended value on every element. That step is no hardware add: it is reported
+//             as the clamp event, and its elements are not counted as violations.
+//
+// ---- Masks, empty rows, non-finite values and lse -----------------------------------------------
 // A row attends keys [0, visible) (attention/head_group.hpp). Masked keys get P = 0 and take no
 // part in the max; a block with no visible key for a started row still performs the add (the
 // kernel adds for every row): dn = 0, eps = 0, so k = Cast(1e-6 * 2^23) = 8. A row that sees no key
-// gives out = 0 and lse = -inf. lse is natural-log, from m and l exactly as Base computes it: the
+// gives out = 0 and lse = -inf, and values a row does not see never reach it
+// (problem/conventions.hpp). lse is natural-log, from m and l exactly as Base computes it: the
 // integer exponents n_i only re-scale O (exp(m_N) = S32_N 2^-n_N links the two bookkeepings; a
 // base-2 consumer uses lse_to_log2, problem/conventions.hpp).
+// Non-finite values follow problem/conventions.hpp's rules 3 and 4 in every mode. A NaN score, a
+// score past FP32's range or a row whose visible scores are all -inf makes l NaN (as in Base) and
+// the row ends with out and lse NaN; such a row's max is not finite, and no add is made from or
+// to a frame with a non-finite max (n and S32 have no meaning there). A NaN or Inf in O (a NaN or
+// Inf value read) is outside Lemma 3.1's window: it is a violation, located, and it keeps its
+// value through the add in every mode, since the pattern add of a NaN or Inf has no meaning
+// either (the raw add would turn 0x7FC00000 plus a negative k into a finite number).
 //
 // ---- float32 mode (precision::float32)
 // ------------------------------------------------------------ No BF16 rounding anywhere: S16 = S32
@@ -130,7 +155,9 @@ struct AmlaOptions : RecurrenceOptions<512> {
   amla_compensation compensation = amla_compensation::appendix_a;
   /// The form of the integer-add rescale: hardware, checked or safe (see the file comment).
   pow2_mode rescale = pow2_mode::hardware;
-  /// The clamp of max(n_i - n_{i-1}, clamp) (line 13: -30), in [-126, 0].
+  /// The clamp of max(n_i - n_{i-1}, clamp) (line 13: -30), in [-126, -24]: a clamped step keeps
+  /// the older blocks at 2^clamp of their weight, a cut-off only when that lies below FP32's unit
+  /// roundoff 2^-24 (0 would never scale them down at all); -126 is FP32's exponent range.
   int exponent_clamp = -30;
   /// The +1e-6 of line 13, finite, in [0, 2^-10]. Unset: 1e-6 in bf16 mode, 0 in float32 mode
   /// (there eps == 0 and dn is an exact integer, so N * 2^23 is an exact integer and the guard
@@ -154,14 +181,30 @@ struct AmlaViolation {
   int kv_head = 0;         ///< KV head (paged entry point; 0 for a lone head group)
 };
 
-/// What the rescales did. `violations` counts every failing element in every mode; `located`
-/// lists them in checked and safe modes, ordered by (batch, kv_head, block, row, col), and stays
-/// empty in hardware mode.
+/// One step of one row whose exponent step n_i - n_{i-1} fell below AmlaOptions::exponent_clamp
+/// (see the file comment): hardware and checked modes multiplied the older blocks by 2^clamp
+/// instead of 2^step; safe mode applied the exact step (its elements are not listed as
+/// violations: no 32-bit add was made).
+struct AmlaClampEvent {
+  Eigen::Index block = 0;  ///< KV block of the step (its new max)
+  Eigen::Index row = 0;    ///< query row of the head group
+  float step = 0.0f;       ///< n_i - n_{i-1} before the clamp
+  int batch = 0;           ///< sequence (paged entry point; 0 for a lone head group)
+  int kv_head = 0;         ///< KV head (paged entry point; 0 for a lone head group)
+};
+
+/// What the rescales did. `violations` counts every element where an integer add broke Lemma 3.1
+/// and `located` lists them, in every mode, ordered by (batch, kv_head, block, row, col). `clamped`
+/// counts the clamp events in every mode and `clamps` lists them in checked and safe modes,
+/// ordered by (batch, kv_head, block, row); safe mode's exact steps at clamp events are not adds
+/// of the hardware's and add nothing to `violations`.
 struct AmlaReport {
   std::size_t violations = 0;
   std::vector<AmlaViolation> located;
   /// Element adds performed: d_v per row and block after the row's first.
   std::size_t rescaled_elements = 0;
+  std::size_t clamped = 0;
+  std::vector<AmlaClampEvent> clamps;
 };
 
 /// AMLA outputs of one head group (out, lse and the report).
@@ -204,36 +247,95 @@ inline void amla_validate_options(const char* fn, const char* name, const AmlaOp
     throw_invalid(fn, arg("n_cast").c_str(), to_text(static_cast<int>(o.n_cast)),
                   "must be eps_rounding::toward_zero or nearest_even");
   }
-  if (o.exponent_clamp > 0 || o.exponent_clamp < -126) {
+  if (o.exponent_clamp > -24 || o.exponent_clamp < -126) {
     throw_invalid(fn, arg("exponent_clamp").c_str(), to_text(o.exponent_clamp),
-                  "must lie in [-126, 0]");
+                  "must lie in [-126, -24] (2^clamp, the weight a clamped step leaves the older "
+                  "blocks, must lie below FP32's unit roundoff 2^-24)");
   }
   if (o.nudge && !(std::isfinite(*o.nudge) && *o.nudge >= 0.0f && *o.nudge <= 0x1p-10f)) {
     throw_invalid(fn, arg("nudge").c_str(), to_text(*o.nudge), "must be finite and in [0, 2^-10]");
   }
 }
 
+/// Records an element whose add broke Lemma 3.1 (the report of amla_rescale_row).
+inline void amla_locate(AmlaReport& report, Eigen::Index block, Eigen::Index row, Eigen::Index col,
+                        std::int32_t k, float before, float after, float intended) {
+  ++report.violations;
+  AmlaViolation v;
+  v.block = block;
+  v.row = row;
+  v.col = col;
+  v.add = k;
+  v.before = before;
+  v.after = after;
+  v.intended = intended;
+  report.located.push_back(v);
+}
+
+/// Lines 13-17 on one row of O: the add of the step from `prev` to `now` (both frames of finite
+/// maxima) on every element, in the form `opt.rescale` asks for (see the file comment), with its
+/// clamp events and violations reported.
+inline void amla_rescale_row(float* orow, Eigen::Index dv, const amla_scalars& prev,
+                             const amla_scalars& now, const amla_step_options& step,
+                             const AmlaOptions& opt, Eigen::Index blk, Eigen::Index r,
+                             AmlaReport& report) {
+  const amla_step st = amla_step_between(prev, now, step);
+  const bool safe = opt.rescale == pow2_mode::safe;
+  report.rescaled_elements += static_cast<std::size_t>(dv);
+  if (st.clamped) {
+    ++report.clamped;
+    if (opt.rescale != pow2_mode::hardware) {
+      AmlaClampEvent e;
+      e.block = blk;
+      e.row = r;
+      e.step = now.n - prev.n;
+      report.clamps.push_back(e);
+    }
+  }
+  if (safe && st.clamped) {
+    // The exact step, which no clamped 32-bit add carries: the unclamped add with an unbounded
+    // exponent on every element (its k may lie below INT32_MIN), reported as the clamp event.
+    const std::int64_t exact = amla_exact_add(prev, now, step);
+    for (Eigen::Index j = 0; j < dv; ++j) orow[j] = pattern_add_intended(orow[j], exact);
+    return;
+  }
+  const std::int32_t k = st.k;
+  if (!pattern_add_inplace(orow, dv, k)) return;
+  // Rare path: the pattern before the add is the one after it minus k (mod 2^32).
+  for (Eigen::Index j = 0; j < dv; ++j) {
+    const float after = orow[j];
+    const float before = as_fp32(as_uint32(after) - static_cast<std::uint32_t>(k));
+    if (pattern_add_is_exact(before, k)) continue;
+    const float intended = pattern_add_intended(before, k);
+    amla_locate(report, blk, r, j, k, before, after, intended);
+    // Inf and NaN keep their value in every mode (the intended value passes them through).
+    if (safe || !std::isfinite(before)) orow[j] = intended;
+  }
+}
+
 /// The recurrence itself; arguments already validated. Appends to `report`.
-inline void amla_core(const HeadGroup& g, Eigen::Ref<MatrixF> o, std::span<float> lse,
+inline void amla_core(const HeadGroup& caller, Eigen::Ref<MatrixF> o, std::span<float> lse,
                       const AmlaOptions& opt, AmlaReport& report) {
+  const UnseenValueShield<float> shield(caller);
+  const HeadGroup& g = shield.group();
   const Eigen::Index rows = g.rows();
   const Eigen::Index dv = g.d_v();
   const bool bf16 = opt.mode == precision::bf16;
-  const bool locate = opt.rescale != pow2_mode::hardware;
   const amla_step_options step = amla_step_options_of(opt);
   constexpr float neg_inf = -std::numeric_limits<float>::infinity();
 
   o.setZero();  // the accumulator O, normalised at the end
   std::fill(lse.begin(), lse.end(), empty_row_lse);
   // Keys past every row's window are never read: they need not even be finite.
-  Eigen::Index keys_used = 0;
-  for (Eigen::Index r = 0; r < rows; ++r) keys_used = std::max(keys_used, g.visible_keys(r));
+  const Eigen::Index keys_used = max_visible_keys(g);
   if (rows == 0 || keys_used == 0) return;
 
-  // Per-row state: m, l as in Base; AMLA's scalars (n, S32, S16, c) of the row's last block
-  // (numeric/amla_step.hpp; a row that has not started holds n = 0, S16 = c = 1).
+  // Per-row state: m, l as in Base; whether the row has seen a key; AMLA's scalars (n, S32, S16,
+  // c) of the row's last block (numeric/amla_step.hpp; a row that has not started holds n = 0,
+  // S16 = c = 1).
   const auto urows = static_cast<std::size_t>(rows);
   std::vector<float> m(urows, neg_inf), l(urows, 0.0f);
+  std::vector<char> started(urows, 0);
   std::vector<amla_scalars> last(urows);
 
   const Eigen::Index bk = std::min<Eigen::Index>(opt.block_size, keys_used);
@@ -250,8 +352,7 @@ inline void amla_core(const HeadGroup& g, Eigen::Ref<MatrixF> o, std::span<float
       const auto ru = static_cast<std::size_t>(r);
       const Eigen::Index vis = std::clamp<Eigen::Index>(g.visible_keys(r) - k0, 0, nb);
       auto srow = sb.row(r);
-      const bool started = m[ru] != neg_inf;
-      if (vis == 0 && !started) {  // nothing seen yet: O row stays 0, no add (line 15)
+      if (vis == 0 && !started[ru]) {  // nothing seen yet: O row stays 0, no add (line 15)
         srow.setZero();
         continue;
       }
@@ -260,7 +361,7 @@ inline void amla_core(const HeadGroup& g, Eigen::Ref<MatrixF> o, std::span<float
       const float m_new = vis > 0 ? std::max(m_old, srow.head(vis).maxCoeff()) : m_old;
       if (vis > 0) srow.head(vis) = (srow.head(vis).array() - m_new).exp();
       srow.tail(nb - vis).setZero();
-      const float up = started ? std::exp(m_old - m_new) : 0.0f;
+      const float up = started[ru] ? std::exp(m_old - m_new) : 0.0f;
       l[ru] = l[ru] * up + srow.head(vis).sum();
       m[ru] = m_new;
       // AMLA's scalars (lines 8-11): n, S32, S16, c at the new max.
@@ -269,34 +370,13 @@ inline void amla_core(const HeadGroup& g, Eigen::Ref<MatrixF> o, std::span<float
       // is, and then it stays NaN).
       srow *= now.s16;
       if (bf16) round_bf16_inplace(srow.data(), nb);
-      // Lines 13-17: one integer add of k on the pattern of every O element of the row.
-      if (started) {
-        const std::int32_t k = amla_step_between(last[ru], now, step).k;
-        float* orow = o.row(r).data();
-        report.rescaled_elements += static_cast<std::size_t>(dv);
-        if (pattern_add_inplace(orow, dv, k)) {
-          // Rare path: the pattern before the add is the one after it minus k (mod 2^32).
-          for (Eigen::Index j = 0; j < dv; ++j) {
-            const float after = orow[j];
-            const float before = as_fp32(as_uint32(after) - static_cast<std::uint32_t>(k));
-            if (pattern_add_is_exact(before, k)) continue;
-            ++report.violations;
-            if (!locate) continue;
-            const float intended = pattern_add_intended(before, k);
-            AmlaViolation v;
-            v.block = blk;
-            v.row = r;
-            v.col = j;
-            v.add = k;
-            v.before = before;
-            v.after = after;
-            v.intended = intended;
-            report.located.push_back(v);
-            if (opt.rescale == pow2_mode::safe) orow[j] = intended;
-          }
-        }
+      // Lines 13-17: one integer add of k on the pattern of every O element of the row, between
+      // frames of finite maxima (a non-finite max means l is NaN: the row ends lost).
+      if (started[ru] && std::isfinite(m_old) && std::isfinite(m_new)) {
+        amla_rescale_row(o.row(r).data(), dv, last[ru], now, step, opt, blk, r, report);
       }
       last[ru] = now;
+      started[ru] = 1;
     }
 
     // Lines 19-20: O += P_i V_i (FP32 accumulation).
@@ -307,14 +387,21 @@ inline void amla_core(const HeadGroup& g, Eigen::Ref<MatrixF> o, std::span<float
   // Line 22: O / (l_N S16_N); lse from the FP32 statistics as in Base.
   for (Eigen::Index r = 0; r < rows; ++r) {
     const auto ru = static_cast<std::size_t>(r);
-    if (m[ru] == neg_inf) {
-      o.row(r).setZero();
-      continue;
+    switch (row_end_of(g.visible_keys(r), l[ru])) {
+      case row_end::empty:
+        o.row(r).setZero();
+        break;
+      case row_end::lost:
+        o.row(r).setConstant(std::numeric_limits<float>::quiet_NaN());
+        lse[ru] = std::numeric_limits<float>::quiet_NaN();
+        break;
+      case row_end::normal:
+        o.row(r) /= l[ru] * last[ru].s16;
+        lse[ru] = m[ru] + std::log(l[ru]);
+        break;
     }
-    const float denom = l[ru] * last[ru].s16;
-    o.row(r) /= denom;
-    lse[ru] = m[ru] + std::log(l[ru]);
   }
+  shield.restore(o);
 }
 
 }  // namespace detail
@@ -340,11 +427,18 @@ struct AmlaRecurrence : Recurrence<AmlaOptions, nullptr, float, AmlaReport> {
       v.kv_head = at.kv_head;
       v.row += at.row_begin;
     }
+    for (AmlaClampEvent& e : part.clamps) {
+      e.batch = at.batch;
+      e.kv_head = at.kv_head;
+      e.row += at.row_begin;
+    }
   }
   static void merge(AmlaReport& total, AmlaReport&& part) {
     total.violations += part.violations;
     total.rescaled_elements += part.rescaled_elements;
+    total.clamped += part.clamped;
     total.located.insert(total.located.end(), part.located.begin(), part.located.end());
+    total.clamps.insert(total.clamps.end(), part.clamps.begin(), part.clamps.end());
   }
   // Chunks finish in any order: sort into the documented, thread-count-independent order.
   static void finish(AmlaReport& total) {
@@ -352,6 +446,11 @@ struct AmlaRecurrence : Recurrence<AmlaOptions, nullptr, float, AmlaReport> {
               [](const AmlaViolation& a, const AmlaViolation& b) {
                 return std::tie(a.batch, a.kv_head, a.block, a.row, a.col) <
                        std::tie(b.batch, b.kv_head, b.block, b.row, b.col);
+              });
+    std::sort(total.clamps.begin(), total.clamps.end(),
+              [](const AmlaClampEvent& a, const AmlaClampEvent& b) {
+                return std::tie(a.batch, a.kv_head, a.block, a.row) <
+                       std::tie(b.batch, b.kv_head, b.block, b.row);
               });
   }
 };

@@ -140,8 +140,8 @@ struct GroupLocation {
 
 /// Validates a dense head group and the shapes of the buffers a core writes (out [rows, d_v],
 /// lse [rows]); throws amla::invalid_argument naming `fn`. Keys a row cannot see may hold
-/// anything only past the largest visible count of the group: cores multiply P = 0 by keys inside
-/// it, so they must be finite there.
+/// anything: past the largest visible count of the group they are never read, and inside it the
+/// cores keep them out of that row's output (problem/conventions.hpp, rule 1).
 template <class S>
 void validate_head_group(const char* fn, const BasicHeadGroup<S>& g, Eigen::Index out_rows,
                          Eigen::Index out_cols, std::size_t lse_size) {
@@ -303,7 +303,8 @@ void run_decode(const char* fn, const DecodeInputs<T>& in, const DecodeOptions& 
         dst[d] = amla::detail::store_as<OutT>(o(i, d), options.round_output_bf16);
       }
       if (!outputs.lse.empty()) {
-        outputs.lse[s.lse_offset(b, t, h)] = static_cast<LseT>(l[static_cast<std::size_t>(i)]);
+        outputs.lse[s.lse_offset(b, t, h)] =
+            amla::detail::store_lse<LseT>(l[static_cast<std::size_t>(i)]);
       }
     }
   };

@@ -12,7 +12,10 @@
 // 1e-5 that float32 modes are held to). exp is Eigen's vectorised float64 exp (within a couple of
 // ulps of the true value).
 //
-// Rows that see no key give out = 0 and lse = -inf (problem/conventions.hpp explains why).
+// Rows that see no key give out = 0 and lse = -inf; values a row does not see never reach it, and
+// NaN and Inf among what it reads propagate as this arithmetic propagates them: golden is the
+// definition of problem/conventions.hpp's contract. The row max propagates NaN. Products of float
+// operands cannot overflow float64, so a golden row is NaN only through a non-finite operand.
 #pragma once
 
 #include <Eigen/Core>
@@ -39,8 +42,11 @@ inline constexpr Eigen::Index golden_key_panel = 1024;
 /// out [rows, d_v], lse [rows]. Throws amla::invalid_argument on inconsistent shapes or a bad
 /// scale or visible count.
 template <class S>
-void golden_attention(const BasicHeadGroup<S>& g, Eigen::Ref<MatrixD> out, std::span<double> lse) {
-  validate_head_group("golden_attention", g, out.rows(), out.cols(), lse.size());
+void golden_attention(const BasicHeadGroup<S>& caller, Eigen::Ref<MatrixD> out,
+                      std::span<double> lse) {
+  validate_head_group("golden_attention", caller, out.rows(), out.cols(), lse.size());
+  const detail::UnseenValueShield<S> shield(caller);
+  const BasicHeadGroup<S>& g = shield.group();
   const Eigen::Index rows = g.rows();
   const Eigen::Index n = max_visible_keys(g);  // keys past every row's window are never read
   const double scale = static_cast<double>(g.scale);
@@ -67,7 +73,7 @@ void golden_attention(const BasicHeadGroup<S>& g, Eigen::Ref<MatrixD> out, std::
     }
     auto x = row.head(vis).array();
     x *= scale;
-    const double m = x.maxCoeff();
+    const double m = x.template maxCoeff<Eigen::PropagateNaN>();
     x = (x - m).exp();
     row.tail(n - vis).setZero();
     const double sum = x.sum();
@@ -81,8 +87,19 @@ void golden_attention(const BasicHeadGroup<S>& g, Eigen::Ref<MatrixD> out, std::
   }
   for (Eigen::Index r = 0; r < rows; ++r) {
     const double sum = l[static_cast<std::size_t>(r)];
-    if (sum > 0.0) out.row(r) /= sum;
+    switch (row_end_of(g.visible_keys(r), sum)) {
+      case row_end::empty:
+        break;             // out row 0, lse -inf (set above)
+      case row_end::lost:  // only from non-finite operands: float64 scores cannot overflow
+        out.row(r).setConstant(std::numeric_limits<double>::quiet_NaN());
+        lse[static_cast<std::size_t>(r)] = std::numeric_limits<double>::quiet_NaN();
+        break;
+      case row_end::normal:
+        out.row(r) /= sum;
+        break;
+    }
   }
+  shield.restore(out);
 }
 
 /// Float64 outputs of one head group (out_float() and lse_float() give float views for

@@ -19,8 +19,14 @@
 //
 // Rows and blocks that see nothing. A row's running max starts at -inf; a block in which the row
 // sees no key leaves m, l and O untouched (its P row is 0 and the rescale factor is exactly 1), so
-// no -inf - (-inf) is ever formed. A row that sees no key at all ends with l = 0 and gets out = 0,
-// lse = -inf. Keys past the largest visible count of the group are never read.
+// no -inf - (-inf) is ever formed. A row that sees no key at all gets out = 0, lse = -inf. Keys
+// past the largest visible count of the group are never read, and values a row does not see never
+// reach it (problem/conventions.hpp, rule 1).
+//
+// Non-finite values (problem/conventions.hpp, rules 3 and 4). A NaN score, or a score that is
+// +inf in FP32 (q = 1e20, k = 1e20: the product overflows), makes its P = exp(x - m) NaN whatever
+// the max kept, so l is NaN and the row ends with out and lse NaN; so does a row whose every
+// visible score is -inf (-inf - (-inf)). A NaN or Inf value reaches only its output column.
 //
 // Arithmetic details that differ from a given kernel only in the last bits: exp is Eigen's
 // vectorised expf (within a few ulps; hardware uses its own approximations), row sums and row
@@ -62,9 +68,11 @@ inline Eigen::Index base_panel_keys(Eigen::Index block) noexcept {
 
 /// The Base recurrence on validated arguments whose operands are as the matrix unit sees them
 /// (detail/recurrence.hpp).
-inline void base_core(const HeadGroup& g, const BaseOptions& options, Eigen::Ref<MatrixF> out,
+inline void base_core(const HeadGroup& caller, const BaseOptions& options, Eigen::Ref<MatrixF> out,
                       std::span<float> lse) {
   using Eigen::Index;
+  const UnseenValueShield<float> shield(caller);
+  const HeadGroup& g = shield.group();
   const Index rows = g.rows();
   const Index n = max_visible_keys(g);
   const Index block = options.block_size;
@@ -107,7 +115,8 @@ inline void base_core(const HeadGroup& g, const BaseOptions& options, Eigen::Ref
         xr = (xr - m_new).exp();
         l[ri] = l[ri] * alpha(r) + xr.sum();
         m[ri] = m_new;
-        // P is finite by construction (exp of a non-positive number): the NaN-free rounding.
+        // P is exp of a non-positive number, finite, unless a score is NaN or +inf; then l is
+        // NaN and the row ends lost whatever P holds: the NaN-free rounding is enough.
         if (bf16_mode) round_bf16_finite_inplace(x, vb);
       }
       // [C2] and [V2].
@@ -118,14 +127,22 @@ inline void base_core(const HeadGroup& g, const BaseOptions& options, Eigen::Ref
   }
   for (Index r = 0; r < rows; ++r) {
     const std::size_t ri = static_cast<std::size_t>(r);
-    if (l[ri] > 0.0f) {
-      out.row(r) /= l[ri];
-      lse[ri] = m[ri] + std::log(l[ri]);
-    } else {
-      out.row(r).setZero();
-      lse[ri] = neg_inf;
+    switch (row_end_of(g.visible_keys(r), l[ri])) {
+      case row_end::empty:
+        out.row(r).setZero();
+        lse[ri] = neg_inf;
+        break;
+      case row_end::lost:
+        out.row(r).setConstant(std::numeric_limits<float>::quiet_NaN());
+        lse[ri] = std::numeric_limits<float>::quiet_NaN();
+        break;
+      case row_end::normal:
+        out.row(r) /= l[ri];
+        lse[ri] = m[ri] + std::log(l[ri]);
+        break;
     }
   }
+  shield.restore(out);
 }
 
 /// Base as the decode entry point sees it (detail/recurrence.hpp).

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -140,6 +141,14 @@ void draw_into(T* dst, std::size_t n, ValueStream& values, const ValueDistributi
   for (std::size_t i = 0; i < n; ++i) dst[i] = element_from<T>(values.draw(dist), round);
 }
 
+/// A length drawn uniformly from [min_len, max_len] (0 <= min_len <= max_len). The span
+/// max_len - min_len + 1 may exceed INT_MAX (random_seqlens(0, INT_MAX)): it is taken in 64 bits.
+inline std::int32_t draw_length(ValueStream& layout, int min_len, int max_len) {
+  const std::int64_t span = std::int64_t{max_len} - min_len + 1;
+  const auto off = static_cast<std::int64_t>(layout.uniform01() * static_cast<double>(span));
+  return static_cast<std::int32_t>(min_len + std::min(off, span - 1));
+}
+
 /// Lengths of `batch` sequences from `lens`: one length for every sequence, or one per sequence.
 /// Throws amla::invalid_argument naming `fn` and `arg` for another count or a negative length.
 inline std::vector<std::int32_t> batch_lengths(const char* fn, const char* arg,
@@ -158,19 +167,34 @@ inline std::vector<std::int32_t> batch_lengths(const char* fn, const char* arg,
   return std::vector<std::int32_t>(lens.begin(), lens.end());
 }
 
+/// The builder settings size_pages names in its errors.
+struct PageSettingNames {
+  const char* lens = "seqlens";  ///< the sequence lengths (the pages they use)
+  const char* spare = "spare_pages";
+  const char* extra = "extra_table_columns";
+};
+
 /// Sets s.max_pages_per_seq and s.num_pages for sequences of `seqlens` keys: the pages they use
 /// (ceil(seqlen / page_size) each) plus `spare_pages`, and the widest sequence's pages plus
-/// `extra_columns` (each at least 1). s.page_size must be >= 1.
-inline void size_pages(DecodeShape& s, const std::vector<std::int32_t>& seqlens, int spare_pages,
+/// `extra_columns` (each at least 1). s.page_size must be >= 1, the counts >= 0. Both results are
+/// ints: a total past INT_MAX throws amla::invalid_argument naming `fn` and the setting that
+/// brought it there.
+inline void size_pages(const char* fn, const PageSettingNames& names, DecodeShape& s,
+                       const std::vector<std::int32_t>& seqlens, int spare_pages,
                        int extra_columns) {
-  int used = 0, widest = 0;
+  std::int64_t used = 0;
+  int widest = 0;
   for (const std::int32_t len : seqlens) {
     const int n = s.pages_for(len);
-    used += n;
+    used = amla::detail::checked_sum(fn, names.lens, "pages the sequences use", used, n, INT_MAX);
     widest = std::max(widest, n);
   }
-  s.max_pages_per_seq = std::max(widest + extra_columns, 1);
-  s.num_pages = std::max(used + spare_pages, 1);
+  const std::int64_t columns = amla::detail::checked_sum(fn, names.extra, "block_table columns",
+                                                         widest, extra_columns, INT_MAX);
+  const std::int64_t pages =
+      amla::detail::checked_sum(fn, names.spare, "cache pages", used, spare_pages, INT_MAX);
+  s.max_pages_per_seq = static_cast<int>(std::max<std::int64_t>(columns, 1));
+  s.num_pages = static_cast<int>(std::max<std::int64_t>(pages, 1));
 }
 
 /// The block table of a shape sized by size_pages: a permutation of the page ids (shuffled by
@@ -180,7 +204,8 @@ inline void size_pages(DecodeShape& s, const std::vector<std::int32_t>& seqlens,
 inline std::vector<std::int32_t> assign_pages(const DecodeShape& s,
                                               const std::vector<std::int32_t>& seqlens,
                                               bool shuffle, bool poison, ValueStream& layout) {
-  std::vector<std::int32_t> ids(static_cast<std::size_t>(s.num_pages));
+  std::vector<std::int32_t> ids = amla::detail::allocate<std::int32_t>(
+      "ProblemBuilder::build", "num_pages", static_cast<std::size_t>(s.num_pages));
   for (int i = 0; i < s.num_pages; ++i) ids[static_cast<std::size_t>(i)] = i;
   if (shuffle) {
     for (std::size_t i = ids.size(); i > 1; --i) {
@@ -188,7 +213,8 @@ inline std::vector<std::int32_t> assign_pages(const DecodeShape& s,
       std::swap(ids[i - 1], ids[j]);
     }
   }
-  std::vector<std::int32_t> table(s.block_table_elems(), 0);
+  std::vector<std::int32_t> table = amla::detail::allocate<std::int32_t>(
+      "ProblemBuilder::build", "block_table", s.block_table_elems());
   std::size_t next = 0;
   for (int b = 0; b < s.batch; ++b) {
     const int pages = s.pages_for(seqlens[static_cast<std::size_t>(b)]);
@@ -351,22 +377,24 @@ class ProblemBuilder {
         amla::detail::throw_invalid(fn, "batch", std::to_string(s.batch), "must be >= 1");
       }
       p.seqlens.resize(static_cast<std::size_t>(s.batch));
-      for (auto& len : p.seqlens) {
-        len = min_len_ + static_cast<int>(layout.uniform01() * (max_len_ - min_len_ + 1));
-      }
+      for (auto& len : p.seqlens) len = detail::draw_length(layout, min_len_, max_len_);
     } else {
       p.seqlens = detail::batch_lengths(fn, "seqlens", seqlens_, s.batch);
     }
-    detail::size_pages(s, p.seqlens, spare_pages_, extra_columns_);
-    // Validates every dimension before anything large is allocated.
+    detail::size_pages(fn, {random_lens_ ? "random_seqlens" : "seqlens"}, s, p.seqlens,
+                       spare_pages_, extra_columns_);
+    // Validates every dimension, and that every tensor can be allocated, before anything large is.
     validate_shape(fn, s, !separate_v_);
+    amla::detail::require_allocatable(fn, "q", s.q_elems(), sizeof(T));
+    amla::detail::require_allocatable(fn, "kv", s.kv_elems(), sizeof(T));
+    if (separate_v_) amla::detail::require_allocatable(fn, "v", s.v_elems(), sizeof(T));
     // Page assignment: a (shuffled) permutation of page ids, handed out in sequence order.
     p.block_table = detail::assign_pages(s, p.seqlens, shuffle_, poison_, layout);
 
     const T fill = poison_ ? detail::poison_value<T>() : T{};
-    p.q.resize(s.q_elems());
-    p.kv.assign(s.kv_elems(), fill);
-    if (separate_v_) p.v.assign(s.v_elems(), fill);
+    p.q = amla::detail::allocate<T>(fn, "q", s.q_elems());
+    p.kv = amla::detail::allocate<T>(fn, "kv", s.kv_elems(), fill);
+    if (separate_v_) p.v = amla::detail::allocate<T>(fn, "v", s.v_elems(), fill);
     detail::draw_into(p.q.data(), p.q.size(), values, q_dist_, round_);
     for (int b = 0; b < s.batch; ++b) {
       for (int key = 0; key < p.seqlens[static_cast<std::size_t>(b)]; ++key) {

@@ -50,8 +50,16 @@
 // computes inf - inf; amla keeps the blog's -inf and takes the limits explicitly: while m = -inf
 // every p is 0 and every scale is 1, exactly what the sentinels produce. A row that sees no key
 // ends with l = 0 and gets out = 0 and lse = -inf (FlashMLA writes lse = +inf there; see
-// head_group.hpp). NaN in a key or value that is read propagates to the output; unlike the
-// kernel, which resets a NaN l to 1, amla does not hide it.
+// head_group.hpp). Values a row does not see never reach it, and NaN and Inf among what it reads
+// follow problem/conventions.hpp: the running max propagates NaN (a std::max would skip it, and a
+// row whose max stayed -inf would take the "nothing seen" limits), so a NaN score makes the row
+// NaN; unlike the kernel, which resets a NaN l to 1, amla does not hide it.
+// Large scales. The max is folded into base 2 once, m = RN(max * c), so the largest score's weight
+// is 2^(max * c - m), off by up to 2^(|m| 2^-24): a relative error of about ln2 |m| 2^-24 (4e-6
+// at |m| = 100, the BF16 level near |m| = 2^14). That is the kernel's arithmetic and it is kept;
+// where it loses the row entirely (the weight underflows to 0 or overflows, as at softmax_scale
+// 1e30) the row's sum is 0 or not finite and the row ends with out and lse NaN, never as an
+// empty row (problem/conventions.hpp, rule 4).
 //
 // What is not emulated: exp2f on the GPU is the MUFU.EX2 approximation (about 2 ulp) and the
 // tensor core's accumulation order is its own; amla uses std::exp2 and Eigen's FP32 GEMM (see
@@ -151,8 +159,11 @@ namespace detail {
 
 /// The seesaw schedule on validated arguments whose operands are as the matrix unit sees them
 /// (detail/recurrence.hpp); calls `observe` when set.
-inline void seesaw_core(const HeadGroup& g, const SeesawOptions& options, Eigen::Ref<MatrixF> out,
-                        std::span<float> lse, const SeesawObserver& observe) {
+inline void seesaw_core(const HeadGroup& caller, const SeesawOptions& options,
+                        Eigen::Ref<MatrixF> out, std::span<float> lse,
+                        const SeesawObserver& observe) {
+  const UnseenValueShield<float> shield(caller);
+  const HeadGroup& g = shield.group();
   const bool bf = options.mode == precision::bf16;
   const Eigen::Index rows = g.rows();
   const Eigen::Index d_left = g.d_v() / 2;
@@ -193,9 +204,9 @@ inline void seesaw_core(const HeadGroup& g, const SeesawOptions& options, Eigen:
   const auto update_max = [&](const MatrixF& p, std::vector<float>& scale) {
     for (Eigen::Index r = 0; r < rows; ++r) {
       float row_max = neg_inf;
-      for (Eigen::Index j = 0; j < p.cols(); ++j) row_max = std::max(row_max, p(r, j));
+      for (Eigen::Index j = 0; j < p.cols(); ++j) row_max = max_propagating_nan(row_max, p(r, j));
       const auto ri = static_cast<std::size_t>(r);
-      const float m_new = std::max(m[ri], row_max * c);
+      const float m_new = max_propagating_nan(m[ri], row_max * c);
       // Nothing seen yet (m_new = -inf): the kernel's finite sentinels give 2^0 = 1.
       scale[ri] = m_new == neg_inf ? 1.0f : std::exp2(m[ri] - m_new);
       m[ri] = m_new;
@@ -281,15 +292,23 @@ inline void seesaw_core(const HeadGroup& g, const SeesawOptions& options, Eigen:
   for (Eigen::Index r = 0; r < rows; ++r) {
     const auto ri = static_cast<std::size_t>(r);
     const float l = l_left[ri] + l_right[ri];
-    if (l == 0.0f) {  // no key seen: the empty sum
-      out.row(r).setZero();
-      lse[ri] = empty_row_lse;
-      continue;
+    switch (row_end_of(g.visible_keys(r), l)) {
+      case row_end::empty:  // no key seen: the empty sum
+        out.row(r).setZero();
+        lse[ri] = empty_row_lse;
+        break;
+      case row_end::lost:
+        out.row(r).setConstant(std::numeric_limits<float>::quiet_NaN());
+        lse[ri] = std::numeric_limits<float>::quiet_NaN();
+        break;
+      case row_end::normal:
+        for (Eigen::Index j = 0; j < d_left; ++j) out(r, j) = o_left(r, j) / l;
+        for (Eigen::Index j = 0; j < d_right; ++j) out(r, d_left + j) = o_right(r, j) / l;
+        lse[ri] = std::log(l) + m[ri] / static_cast<float>(std::numbers::log2e);
+        break;
     }
-    for (Eigen::Index j = 0; j < d_left; ++j) out(r, j) = o_left(r, j) / l;
-    for (Eigen::Index j = 0; j < d_right; ++j) out(r, d_left + j) = o_right(r, j) / l;
-    lse[ri] = std::log(l) + m[ri] / static_cast<float>(std::numbers::log2e);
   }
+  shield.restore(out);
 }
 
 /// The seesaw schedule without an observer (the decode entry point's core).

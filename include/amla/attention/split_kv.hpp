@@ -11,7 +11,10 @@
 // Scalar (combine_splits is a template; float64 partials combine to float64 rounding). Each term
 // is a multiply then an add, no FMA. A split in which a row sees no key (an empty range, or one
 // past the row's causal window) has lse_s = -inf and weight exp(-inf) = 0: it is skipped, never
-// turned into NaN. When every split is empty the row gets out = 0 and lse = -inf.
+// turned into NaN. When every split is empty the row gets out = 0 and lse = -inf. A split that lost
+// the row (lse NaN: a NaN score, a score past FP32's range; problem/conventions.hpp) makes the
+// whole row NaN, as golden's row would be; a NaN or Inf in a partial's out reaches the combined
+// out element through its weight.
 #pragma once
 
 #include <Eigen/Core>
@@ -19,6 +22,7 @@
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <new>
 #include <span>
 #include <string>
 #include <string_view>
@@ -62,23 +66,44 @@ struct KeyRange {
   friend bool operator==(const KeyRange&, const KeyRange&) = default;
 };
 
-/// The key ranges of the splits: ceil(n_keys / block_size) blocks dealt in runs of
-/// ceil(blocks / num_splits) consecutive blocks; trailing splits may be empty (begin = end =
-/// n_keys). Throws amla::invalid_argument for n_keys < 0, block_size < 1 or num_splits < 1.
-inline std::vector<KeyRange> split_key_ranges(Eigen::Index n_keys, int block_size, int num_splits) {
-  AMLA_REQUIRE(n_keys >= 0, "n_keys", n_keys, "must be >= 0");
-  AMLA_REQUIRE(block_size >= 1, "block_size", block_size, "must be >= 1");
-  AMLA_REQUIRE(num_splits >= 1, "num_splits", num_splits, "must be >= 1");
+namespace detail {
+
+/// The key ranges of splits [0, count) of split_key_ranges(n_keys, block_size, num_splits), for
+/// valid arguments; the splits from nonempty_splits(...) on are all empty.
+inline std::vector<KeyRange> first_split_ranges(Eigen::Index n_keys, int block_size, int num_splits,
+                                                Eigen::Index count) {
   const Eigen::Index blocks = (n_keys + block_size - 1) / block_size;
   const Eigen::Index per_split = (blocks + num_splits - 1) / num_splits;
-  std::vector<KeyRange> ranges(static_cast<std::size_t>(num_splits));
-  for (int s = 0; s < num_splits; ++s) {
+  std::vector<KeyRange> ranges = amla::detail::allocate<KeyRange>("split_key_ranges", "num_splits",
+                                                                  static_cast<std::size_t>(count));
+  for (Eigen::Index s = 0; s < count; ++s) {
     const Eigen::Index b0 = std::min(blocks, s * per_split);
     const Eigen::Index b1 = std::min(blocks, (s + 1) * per_split);
     ranges[static_cast<std::size_t>(s)] = {std::min(n_keys, b0 * block_size),
                                            std::min(n_keys, b1 * block_size)};
   }
   return ranges;
+}
+
+/// How many leading splits of split_key_ranges(n_keys, block_size, num_splits) hold keys: at most
+/// the block count, whatever num_splits is.
+inline Eigen::Index nonempty_splits(Eigen::Index n_keys, int block_size, int num_splits) {
+  const Eigen::Index blocks = (n_keys + block_size - 1) / block_size;
+  const Eigen::Index per_split = (blocks + num_splits - 1) / num_splits;
+  return per_split == 0 ? 0 : (blocks + per_split - 1) / per_split;
+}
+
+}  // namespace detail
+
+/// The key ranges of the splits: ceil(n_keys / block_size) blocks dealt in runs of
+/// ceil(blocks / num_splits) consecutive blocks; trailing splits may be empty (begin = end =
+/// n_keys). Throws amla::invalid_argument for n_keys < 0, block_size < 1 or num_splits < 1, or
+/// when the num_splits ranges cannot be allocated.
+inline std::vector<KeyRange> split_key_ranges(Eigen::Index n_keys, int block_size, int num_splits) {
+  AMLA_REQUIRE(n_keys >= 0, "n_keys", n_keys, "must be >= 0");
+  AMLA_REQUIRE(block_size >= 1, "block_size", block_size, "must be >= 1");
+  AMLA_REQUIRE(num_splits >= 1, "num_splits", num_splits, "must be >= 1");
+  return detail::first_split_ranges(n_keys, block_size, num_splits, num_splits);
 }
 
 /// One split's result: normalised out [rows, d_v] and lse [rows] over `keys`.
@@ -115,11 +140,16 @@ void combine_splits(
   constexpr Scalar neg_inf = -std::numeric_limits<Scalar>::infinity();
   for (Eigen::Index r = 0; r < rows; ++r) {
     Scalar max_lse = neg_inf;
-    for (const auto& p : parts) max_lse = std::max(max_lse, p.lse(r));
+    for (const auto& p : parts) max_lse = detail::max_propagating_nan(max_lse, p.lse(r));
     auto o = out.row(r);
     o.setZero();
     if (max_lse == neg_inf) {
       lse[static_cast<std::size_t>(r)] = neg_inf;
+      continue;
+    }
+    if (std::isnan(max_lse)) {  // a split lost the row (problem/conventions.hpp): so is the whole
+      o.setConstant(std::numeric_limits<Scalar>::quiet_NaN());
+      lse[static_cast<std::size_t>(r)] = std::numeric_limits<Scalar>::quiet_NaN();
       continue;
     }
     Scalar sum = 0;
@@ -150,29 +180,79 @@ inline HeadGroup restrict_keys(const HeadGroup& g, KeyRange range, std::vector<i
 
 namespace detail {
 
-/// Every split's partial result on validated arguments whose operands are as the matrix unit sees
-/// them (detail/recurrence.hpp).
-inline std::vector<SplitPartial<float>> split_kv_partials_core(const HeadGroup& g,
-                                                               const SplitKvOptions& options) {
-  const auto ranges = split_key_ranges(g.n_keys(), options.split.block_size, options.num_splits);
-  std::vector<SplitPartial<float>> parts(ranges.size());
+/// Which splits split_kv_partials_core computes.
+enum class split_set : std::uint8_t {
+  all,   ///< every one of num_splits (split_kv_partials returns them all)
+  seen,  ///< only those in which some row sees a key: the combine skips the others anyway
+};
+
+/// The splits' partial results on validated arguments whose operands are as the matrix unit sees
+/// them (detail/recurrence.hpp). Memory is a partial of rows * d_v floats per split kept, so with
+/// split_set::seen at most one per KV block whatever num_splits is; a count the system cannot
+/// provide is an amla::invalid_argument naming `<prefix>.num_splits`.
+inline std::vector<SplitPartial<float>> split_kv_partials_core(const char* fn,
+                                                               const char* splits_arg,
+                                                               const HeadGroup& g,
+                                                               const SplitKvOptions& options,
+                                                               split_set which) {
+  const Eigen::Index n = g.n_keys();
+  const int bs = options.split.block_size;
+  const Eigen::Index count =
+      which == split_set::all ? options.num_splits : nonempty_splits(n, bs, options.num_splits);
+  amla::detail::require_allocatable(
+      fn, splits_arg,
+      static_cast<std::uint64_t>(amla::detail::checked_product(
+          fn, splits_arg, "partial outputs [splits, rows, d_v]", count, g.rows(), g.d_v())),
+      sizeof(float));
+  auto ranges = first_split_ranges(n, bs, options.num_splits, count);
+  if (which == split_set::seen) {
+    const Eigen::Index seen = max_visible_keys(g);
+    std::erase_if(ranges, [seen](const KeyRange& k) { return k.begin >= seen; });
+  }
+  std::vector<SplitPartial<float>> parts;
   std::vector<int> visible;
+  try {
+    parts.resize(ranges.size());
+    for (auto& p : parts) {
+      p.out.resize(g.rows(), g.d_v());
+      p.lse.resize(g.rows());
+    }
+  } catch (const std::bad_alloc&) {
+    amla::detail::throw_invalid(fn, splits_arg,
+                                std::to_string(ranges.size()) + " splits of " +
+                                    amla::detail::shape_text(g.rows(), g.d_v()) + " partials",
+                                "must fit in memory (the allocation failed)");
+  }
   for (std::size_t s = 0; s < ranges.size(); ++s) {
     const HeadGroup sub = restrict_keys(g, ranges[s], visible);
     auto& p = parts[s];
     p.keys = ranges[s];
-    p.out.resize(g.rows(), g.d_v());
-    p.lse.resize(g.rows());
     base_core(sub, options.split, p.out,
               std::span<float>(p.lse.data(), static_cast<std::size_t>(g.rows())));
   }
   return parts;
 }
 
-/// Split-KV attention on validated arguments whose operands are as the matrix unit sees them.
+/// Split-KV attention on validated arguments whose operands are as the matrix unit sees them,
+/// named `fn` in errors. Splits no row sees (past the keys, or past every row's window) are not
+/// computed: their partials would have lse -inf, which the combine skips. A group in which no row
+/// sees a key gets out = 0 and lse = -inf.
+inline void split_kv_core_named(const char* fn, const char* splits_arg, const HeadGroup& g,
+                                const SplitKvOptions& options, Eigen::Ref<MatrixF> out,
+                                std::span<float> lse) {
+  const auto parts = split_kv_partials_core(fn, splits_arg, g, options, split_set::seen);
+  if (parts.empty()) {
+    out.setZero();
+    std::fill(lse.begin(), lse.end(), empty_row_lse);
+    return;
+  }
+  combine_splits<float>(parts, out, lse);
+}
+
+/// split_kv_core_named as the decode entry point calls it.
 inline void split_kv_core(const HeadGroup& g, const SplitKvOptions& options,
                           Eigen::Ref<MatrixF> out, std::span<float> lse) {
-  combine_splits<float>(split_kv_partials_core(g, options), out, lse);
+  split_kv_core_named("split_kv_decode", "split.num_splits", g, options, out, lse);
 }
 
 /// Split-KV as the decode entry point sees it (detail/recurrence.hpp).
@@ -193,7 +273,10 @@ inline std::vector<SplitPartial<float>> split_kv_partials(const HeadGroup& g,
                                                           const SplitKvOptions& options) {
   return detail::run_dense<detail::SplitKvRecurrence>(
       "split_kv_partials", g, options, g.rows(), g.d_v(), static_cast<std::size_t>(g.rows()),
-      [&](const HeadGroup& operands) { return detail::split_kv_partials_core(operands, options); });
+      [&](const HeadGroup& operands) {
+        return detail::split_kv_partials_core("split_kv_partials", "options.num_splits", operands,
+                                              options, detail::split_set::all);
+      });
 }
 
 /// Split-KV attention of one head group into out [rows, d_v] and lse [rows].
@@ -201,7 +284,10 @@ inline void split_kv_attention(const HeadGroup& g, const SplitKvOptions& options
                                Eigen::Ref<MatrixF> out, std::span<float> lse) {
   detail::run_dense<detail::SplitKvRecurrence>(
       "split_kv_attention", g, options, out.rows(), out.cols(), lse.size(),
-      [&](const HeadGroup& operands) { detail::split_kv_core(operands, options, out, lse); });
+      [&](const HeadGroup& operands) {
+        detail::split_kv_core_named("split_kv_attention", "options.num_splits", operands, options,
+                                    out, lse);
+      });
 }
 
 /// Split-KV attention of one head group, into owned outputs.

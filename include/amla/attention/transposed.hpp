@@ -32,9 +32,10 @@
 // K, V to BF16 and casts P^T to BF16 before the V^T P^T product (FP32 elsewhere);
 // precision::float32 rounds nothing. The output cast is DecodeOptions::round_output_bf16. Keys a
 // row may not see score -inf, keys no row sees are never read, a row that sees no key gets out = 0
-// and lse = -inf (ETAP, like FlashAttention-2, writes +inf), and a NaN that is read propagates
-// (FlashAttention-2 resets a NaN l to 1; amla does not hide it). Entry points mirror Base:
-// transposed_attention (dense head group) and transposed_decode (paged).
+// and lse = -inf (ETAP, like FlashAttention-2, writes +inf), a NaN that is read propagates through
+// the column max (FlashAttention-2 resets a NaN l to 1; amla does not hide it), and a scale too
+// large for the base-2 folding of the max loses the row to NaN as in seesaw.hpp. Entry points
+// mirror Base: transposed_attention (dense head group) and transposed_decode (paged).
 #pragma once
 
 #include <Eigen/Core>
@@ -83,8 +84,10 @@ inline void validate_transposed_options(const char* fn, std::string_view prefix,
 
 /// The transposed recurrence on validated arguments whose operands are as the matrix unit sees
 /// them (detail/recurrence.hpp).
-inline void transposed_core(const HeadGroup& g, const TransposedOptions& options,
+inline void transposed_core(const HeadGroup& caller, const TransposedOptions& options,
                             Eigen::Ref<MatrixF> out, std::span<float> lse) {
+  const UnseenValueShield<float> shield(caller);
+  const HeadGroup& g = shield.group();
   const bool bf = options.mode == precision::bf16;
   const Eigen::Index rows = g.rows();
   const Eigen::Index n_read = max_visible_keys(g);  // keys past every row's window: never read
@@ -114,7 +117,7 @@ inline void transposed_core(const HeadGroup& g, const TransposedOptions& options
       // Softmax down column r (FlashAttention-2's online update, base 2).
       const float m_old = m[ri];
       float col_max = m_old;
-      for (Eigen::Index i = 0; i < n; ++i) col_max = std::max(col_max, s_t(i, r));
+      for (Eigen::Index i = 0; i < n; ++i) col_max = max_propagating_nan(col_max, s_t(i, r));
       m[ri] = col_max;
       const float m_cur = col_max == neg_inf ? 0.0f : col_max;
       const float scale = std::exp2((m_old - m_cur) * c);
@@ -134,15 +137,24 @@ inline void transposed_core(const HeadGroup& g, const TransposedOptions& options
 
   for (Eigen::Index r = 0; r < rows; ++r) {
     const auto ri = static_cast<std::size_t>(r);
-    if (l[ri] == 0.0f) {  // no key seen: the empty sum
-      out.row(r).setZero();
-      lse[ri] = empty_row_lse;
-      continue;
+    switch (row_end_of(g.visible_keys(r), l[ri])) {
+      case row_end::empty:  // no key seen: the empty sum
+        out.row(r).setZero();
+        lse[ri] = empty_row_lse;
+        break;
+      case row_end::lost:
+        out.row(r).setConstant(std::numeric_limits<float>::quiet_NaN());
+        lse[ri] = std::numeric_limits<float>::quiet_NaN();
+        break;
+      case row_end::normal: {
+        const float inv = 1.0f / l[ri];
+        for (Eigen::Index d = 0; d < g.d_v(); ++d) out(r, d) = o_t(d, r) * inv;  // (O^T / l)^T
+        lse[ri] = std::fma(m[ri], g.scale, std::log(l[ri]));  // m * scale + ln(l), one fma
+        break;
+      }
     }
-    const float inv = 1.0f / l[ri];
-    for (Eigen::Index d = 0; d < g.d_v(); ++d) out(r, d) = o_t(d, r) * inv;  // O = (O^T / l)^T
-    lse[ri] = std::fma(m[ri], g.scale, std::log(l[ri]));  // m * scale + ln(l), one fma
   }
+  shield.restore(out);
 }
 
 /// The transposed recurrence as the decode entry point sees it (detail/recurrence.hpp).

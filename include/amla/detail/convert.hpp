@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "amla/numeric/bf16.hpp"
@@ -62,6 +63,16 @@ OutT store_as(Scalar x, bool round_bf16) noexcept {
     }
     return static_cast<OutT>(x);
   }
+}
+
+/// Stores an lse value x (float or double) into an lse element of type LseT. A finite value that
+/// the narrowing to float overflows becomes NaN rather than an infinity: infinite lse values mark
+/// rows that see no key (problem/conventions.hpp, rules 2 and 4).
+template <class LseT, class Scalar>
+LseT store_lse(Scalar x) noexcept {
+  static_assert(std::is_floating_point_v<LseT> && std::is_floating_point_v<Scalar>);
+  const auto y = static_cast<LseT>(x);
+  return std::isinf(y) && std::isfinite(x) ? std::numeric_limits<LseT>::quiet_NaN() : y;
 }
 
 }  // namespace amla::detail

@@ -364,14 +364,19 @@ inline TyphoonChoice typhoon_choice(const MlaDims& dims, const DecodeStep& step,
   return c;
 }
 
+/// The largest max_batch typhoon_min_batch searches (it prices every batch size in turn).
+inline constexpr std::int64_t typhoon_max_search_batch = std::int64_t{1} << 20;
+
 /// The smallest batch size in [1, max_batch] at which TyphoonMLA takes its mixed plan for these
 /// S_q, L_s and L_n (step.batch is ignored), or nullopt when it never does there. This is the
 /// batch threshold the cost model implies, the counterpart of equation 1 with every term priced.
+/// max_batch is at most typhoon_max_search_batch (2^20), which bounds the search's work.
 inline std::optional<std::int64_t> typhoon_min_batch(const MlaDims& dims, DecodeStep step,
                                                      const Hardware& hw,
                                                      const CostOptions& opts = {},
                                                      std::int64_t max_batch = 1 << 16) {
-  AMLA_REQUIRE(max_batch >= 1, "max_batch", max_batch, "must be >= 1");
+  AMLA_REQUIRE(max_batch >= 1 && max_batch <= typhoon_max_search_batch, "max_batch", max_batch,
+               "must be in [1, 2^20] (the search prices every batch size up to it)");
   for (std::int64_t b = 1; b <= max_batch; ++b) {
     step.batch = b;
     if (typhoon_choice(dims, step, hw, opts).mixed) return b;

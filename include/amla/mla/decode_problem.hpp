@@ -140,7 +140,10 @@ struct MlaResult {
 
   MlaResult() = default;
   MlaResult(const DecodeShape& s, formulation f)
-      : shape(s), ran(f), out(s.out_elems(), 0.0), lse(s.lse_elems(), 0.0) {}
+      : shape(s),
+        ran(f),
+        out(amla::detail::allocate<double>("amla::mla::MlaResult", "out", s.out_elems())),
+        lse(amla::detail::allocate<double>("amla::mla::MlaResult", "lse", s.lse_elems())) {}
 
   double* out_row(int b, int t, int h) { return out.data() + shape.out_offset(b, t, h); }
   const double* out_row(int b, int t, int h) const {

@@ -19,6 +19,7 @@
 #include <type_traits>
 
 #include "amla/config.hpp"
+#include "amla/detail/checked.hpp"
 #include "amla/detail/convert.hpp"
 #include "amla/mla/presets.hpp"
 #include "amla/numeric/bf16.hpp"
@@ -38,11 +39,16 @@ struct MlaModel {
   std::span<const T> w_kvb1;  ///< [H, D_n, D_l]
   std::span<const T> w_kvb2;  ///< [H, D_v, D_l]
 
+  /// Element counts of the weights (checked: amla::invalid_argument when they overflow).
   std::size_t w_kvb1_elems() const {
-    return static_cast<std::size_t>(dims.heads) * dims.d_nope * dims.d_latent;
+    return static_cast<std::size_t>(amla::detail::checked_product(
+        "amla::mla::MlaModel", "dims (W_KVb1 elements)", "W_KVb1 [H, D_n, D_l]", dims.heads,
+        dims.d_nope, dims.d_latent));
   }
   std::size_t w_kvb2_elems() const {
-    return static_cast<std::size_t>(dims.heads) * dims.d_v * dims.d_latent;
+    return static_cast<std::size_t>(
+        amla::detail::checked_product("amla::mla::MlaModel", "dims (W_KVb2 elements)",
+                                      "W_KVb2 [H, D_v, D_l]", dims.heads, dims.d_v, dims.d_latent));
   }
 };
 

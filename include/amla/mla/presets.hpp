@@ -13,10 +13,12 @@
 // length of the vectors the dot product runs over but not the value of any score.
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <string>
 
 #include "amla/config.hpp"
+#include "amla/detail/checked.hpp"
 
 namespace amla::mla {
 
@@ -52,7 +54,8 @@ inline constexpr MlaDims kimi_k2{64, 128, 64, 128, 512};
 namespace detail {
 
 /// Throws amla::invalid_argument, attributed to `function`, unless every dimension of `dims` is at
-/// least 1. No relation between them is required: any positive sizes define a layer.
+/// least 1, D_n + D_r and D_l + D_r fit an int and the weights' element counts are addressable.
+/// No other relation between them is required: any positive sizes define a layer.
 inline void validate_dims(const char* function, const MlaDims& dims) {
   const auto check = [function](int value, const char* name) {
     if (value < 1) {
@@ -64,6 +67,15 @@ inline void validate_dims(const char* function, const MlaDims& dims) {
   check(dims.d_rope, "dims.d_rope");
   check(dims.d_v, "dims.d_v");
   check(dims.d_latent, "dims.d_latent");
+  // The derived widths are ints, and the weights' element counts must be addressable.
+  amla::detail::checked_sum(function, "dims.d_nope + dims.d_rope", "D_qk", dims.d_nope, dims.d_rope,
+                            INT_MAX);
+  amla::detail::checked_sum(function, "dims.d_latent + dims.d_rope", "D_l + D_r", dims.d_latent,
+                            dims.d_rope, INT_MAX);
+  amla::detail::checked_product(function, "dims (W_KVb1 elements)", "W_KVb1 [H, D_n, D_l]",
+                                dims.heads, dims.d_nope, dims.d_latent);
+  amla::detail::checked_product(function, "dims (W_KVb2 elements)", "W_KVb2 [H, D_v, D_l]",
+                                dims.heads, dims.d_v, dims.d_latent);
 }
 
 }  // namespace detail

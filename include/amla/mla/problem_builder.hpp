@@ -19,6 +19,7 @@
 #pragma once
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -120,6 +121,10 @@ class MlaProblemBuilder {
     }
     const std::vector<std::int32_t> lens =
         ad::batch_lengths(fn, "suffix_lens", suffix_lens_, batch_);
+    for (const std::int32_t len : lens) {
+      amla::detail::checked_sum(fn, "suffix_lens", "prefix_len + a suffix length", prefix_len_, len,
+                                INT_MAX);
+    }
     const double wstd =
         weight_std_ ? *weight_std_ : 1.0 / std::sqrt(static_cast<double>(dims_.d_latent));
     amla::detail::require_finite_positive(fn, "value_std", value_std_);
@@ -135,25 +140,31 @@ class MlaProblemBuilder {
     p.seqlens = lens;
     DecodeShape& shape = p.shape;
     const int spare = poison_ ? 1 : 0;
-    ad::size_pages(shape, lens, spare, spare);
+    ad::size_pages(fn, {"suffix_lens", "suffix_lens", "suffix_lens"}, shape, lens, spare, spare);
     validate_shape(fn, shape, true);
+    const auto prefix_elems = static_cast<std::size_t>(amla::detail::checked_product(
+        fn, "prefix_len", "prefix_latent [prefix_len, D_l + D_r]", prefix_len_, shape.d_qk));
+    amla::detail::require_allocatable(fn, "prefix_len", prefix_elems, sizeof(T));
+    amla::detail::require_allocatable(fn, "suffix_lens", shape.kv_elems(), sizeof(T));
 
     ad::ValueStream values(seed_);
     ad::ValueStream layout(seed_ ^ 0x9E3779B97F4A7C15ull);
-    const auto draw = [&](std::vector<T>& v, std::size_t n, attention::ValueDistribution dist) {
-      v.resize(n);
+    const auto draw = [&](std::vector<T>& v, const char* arg, std::size_t n,
+                          attention::ValueDistribution dist) {
+      v = amla::detail::allocate<T>(fn, arg, n);
       ad::draw_into(v.data(), n, values, dist, true);
     };
     const auto normal = attention::ValueDistribution::normal(value_std_);
     const auto uniform = attention::ValueDistribution::uniform(std::sqrt(3.0) * wstd);
     const MlaDims& d = dims_;
-    draw(p.w_kvb1, p.model().w_kvb1_elems(), uniform);
-    draw(p.w_kvb2, p.model().w_kvb2_elems(), uniform);
-    draw(p.q, io_shape(d, batch_, s_q_).q_elems(), normal);
-    draw(p.prefix_latent, static_cast<std::size_t>(prefix_len_) * shape.d_qk, normal);
+    draw(p.w_kvb1, "w_kvb1", p.model().w_kvb1_elems(), uniform);
+    draw(p.w_kvb2, "w_kvb2", p.model().w_kvb2_elems(), uniform);
+    draw(p.q, "q", io_shape(d, batch_, s_q_).q_elems(), normal);
+    draw(p.prefix_latent, "prefix_len", prefix_elems, normal);
 
     p.block_table = ad::assign_pages(shape, lens, true, poison_, layout);
-    p.cache.assign(shape.kv_elems(), poison_ ? ad::poison_value<T>() : T{});
+    p.cache = amla::detail::allocate<T>(fn, "suffix_lens", shape.kv_elems(),
+                                        poison_ ? ad::poison_value<T>() : T{});
     for (int b = 0; b < batch_; ++b) {
       for (int s = 0; s < lens[static_cast<std::size_t>(b)]; ++s) {
         T* dst = p.cache.data() + ad::key_slot(shape, p.block_table, b, s, 0) * shape.d_qk;

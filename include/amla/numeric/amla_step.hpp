@@ -72,10 +72,11 @@ struct amla_scalars {
 
 /// One step's quantities (line 13), kept for tests and reports; k is what the kernels add.
 struct amla_step {
-  float eps = 0.0f;    ///< 1.5 (c / c' - 1)
-  float dn = 0.0f;     ///< max(n - n', clamp)
-  float big_n = 0.0f;  ///< dn + eps + nudge
-  std::int32_t k = 0;  ///< Cast_to_int32(N * 2^23)
+  float eps = 0.0f;      ///< 1.5 (c / c' - 1)
+  float dn = 0.0f;       ///< max(n - n', clamp)
+  float big_n = 0.0f;    ///< dn + eps + nudge
+  std::int32_t k = 0;    ///< Cast_to_int32(N * 2^23)
+  bool clamped = false;  ///< n - n' < clamp: the step multiplies by 2^clamp instead of 2^(n - n')
 };
 
 namespace detail {
@@ -153,10 +154,36 @@ AMLA_HOST_DEVICE inline amla_step amla_step_between(const amla_scalars& prev,
   amla_step s;
   s.eps = detail::mul_rn(1.5f, detail::sub_rn(detail::div_rn(next.c, prev.c), 1.0f));
   const float dn = detail::sub_rn(next.n, prev.n);
-  s.dn = dn < o.exponent_clamp ? o.exponent_clamp : dn;  // std::max(dn, clamp)
+  s.clamped = dn < o.exponent_clamp;
+  s.dn = s.clamped ? o.exponent_clamp : dn;  // std::max(dn, clamp)
   s.big_n = detail::add_rn(detail::add_rn(s.dn, s.eps), o.nudge);
   s.k = round_to_int32(detail::mul_rn(s.big_n, 0x1p23f), o.n_cast);
   return s;
+}
+
+/// The add an exact step from `prev` to `next` needs: the step of amla_step_between without the
+/// clamp, N = (n - n') + eps + nudge and k = Cast(N * 2^23) in 64 bits, since n - n' may lie below
+/// -255 where no int32 holds it. Equals amla_step_between(prev, next, o).k whenever that step is
+/// not clamped. The scalars must be those of finite maxima. |k| saturates at 2^62: any add past
+/// 2^32 already moves every finite pattern out of FP32's range. What attention/amla.hpp's safe
+/// rescale applies where the hardware clamps (numeric/pow2.hpp's pattern_add_intended takes it).
+/// Example (defaults): n' = 0, n = -300, equal c: N = fp32(-300 + 1e-6) = -300 (the ulp at 300 is
+/// 3e-5), k = -300 * 2^23.
+AMLA_HOST_DEVICE inline std::int64_t amla_exact_add(const amla_scalars& prev,
+                                                    const amla_scalars& next,
+                                                    const amla_step_options& o) noexcept {
+  const float eps = detail::mul_rn(1.5f, detail::sub_rn(detail::div_rn(next.c, prev.c), 1.0f));
+  const float dn = detail::sub_rn(next.n, prev.n);
+  const float x = detail::mul_rn(detail::add_rn(detail::add_rn(dn, eps), o.nudge), 0x1p23f);
+  constexpr float limit = 0x1p62f;
+  if (!(x > -limit)) return -(std::int64_t{1} << 62);
+  if (!(x < limit)) return std::int64_t{1} << 62;
+#if defined(__CUDA_ARCH__)
+  const float r = o.n_cast == eps_rounding::toward_zero ? truncf(x) : rintf(x);
+#else
+  const float r = o.n_cast == eps_rounding::toward_zero ? std::trunc(x) : std::nearbyint(x);
+#endif
+  return static_cast<std::int64_t>(r);
 }
 
 }  // namespace amla

@@ -87,10 +87,11 @@ AMLA_HOST_DEVICE constexpr float pattern_add_hardware(float f, std::int32_t k) n
 
 /// The value AS_FP32(AS_INT32(f) + k) is meant to have: the add on (sign, exponent, mantissa) with
 /// an unbounded exponent, rounded once to FP32 (file comment). Equals pattern_add_hardware(f, k)
-/// bit for bit whenever pattern_add_is_exact(f, k). Integer code with selects only, no branch
-/// and no loop, so that device code can inline it without a call (a call would spill a kernel's
-/// accumulators).
-AMLA_HOST_DEVICE constexpr float pattern_add_intended(float f, std::int32_t k) noexcept {
+/// bit for bit whenever pattern_add_is_exact(f, k). k may lie outside the int32 range (an
+/// exponent step below -255, which no 32-bit add can carry; |k| up to 2^62). Integer code with
+/// selects only, no branch and no loop, so that device code can inline it without a call (a call
+/// would spill a kernel's accumulators).
+AMLA_HOST_DEVICE constexpr float pattern_add_intended(float f, std::int64_t k) noexcept {
   const std::uint32_t u = as_uint32(f);
   const std::uint32_t mag = u & ~fp32::sign_mask;
   const std::int32_t e_raw = static_cast<std::int32_t>(mag >> fp32::mantissa_bits);

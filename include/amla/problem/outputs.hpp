@@ -30,7 +30,11 @@ struct DecodeResult {
   std::vector<OutT> out;
   std::vector<LseT> lse;
 
-  explicit DecodeResult(const DecodeShape& s) : shape(s), out(s.out_elems()), lse(s.lse_elems()) {}
+  /// Zeroed buffers for shape s; throws amla::invalid_argument when they cannot be allocated.
+  explicit DecodeResult(const DecodeShape& s)
+      : shape(s),
+        out(detail::allocate<OutT>("amla::DecodeResult", "out", s.out_elems())),
+        lse(detail::allocate<LseT>("amla::DecodeResult", "lse", s.lse_elems())) {}
   DecodeOutputs<OutT, LseT> view() { return {out, lse}; }
   const OutT* out_row(int b, int t, int h) const { return out.data() + shape.out_offset(b, t, h); }
   LseT lse_at(int b, int t, int h) const { return lse[shape.lse_offset(b, t, h)]; }

@@ -45,7 +45,8 @@ struct Workload {
     w.h_kv = h_kv;
     w.d_qk = d_qk;
     w.d_v = d_v;
-    w.seqlens.assign(static_cast<std::size_t>(batch), s_k);
+    w.seqlens = detail::allocate<int>("amla::Workload::uniform", "batch",
+                                      static_cast<std::size_t>(batch), s_k);
     w.validate("amla::Workload::uniform");
     return w;
   }
@@ -94,24 +95,42 @@ struct Workload {
                               "must be >= 0");
       }
     }
+    // Every count below (keys over the batch, attended pairs: at most s_q * seqlen a sequence)
+    // must fit an int64.
+    std::int64_t pairs = 0;
+    for (const int len : seqlens) {
+      pairs = detail::checked_sum(
+          fn, "workload.seqlens", "query-key pairs over the batch (s_q * seqlen summed)", pairs,
+          detail::checked_product(fn, "workload.s_q * seqlen", "pairs of one sequence", s_q, len),
+          detail::max_elements);
+    }
   }
 
   int max_seqlen() const { return *std::max_element(seqlens.begin(), seqlens.end()); }
   bool is_uniform() const {
     return std::all_of(seqlens.begin(), seqlens.end(), [&](int l) { return l == seqlens[0]; });
   }
-  /// Keys stored over the batch: the sum of seqlens.
+  /// Keys stored over the batch: the sum of seqlens (validate() bounds it).
   std::int64_t total_keys() const {
     return std::accumulate(seqlens.begin(), seqlens.end(), std::int64_t{0});
   }
   /// (query token, key) pairs attended over the batch, per query head: sum over sequences and
-  /// tokens of the visible key count.
+  /// tokens of the visible key count (validate() bounds it; with a causal mask the sum over
+  /// tokens of one sequence is an arithmetic series, so this takes O(batch) whatever s_q is).
   std::int64_t attended_pairs() const {
     std::int64_t n = 0;
-    for (const int len : seqlens) {
-      for (int t = 0; t < s_q; ++t) n += visible_keys(len, s_q, t, causal);
-    }
+    for (const int len : seqlens) n += attended_pairs_of(len);
     return n;
+  }
+  /// The pairs one sequence of `len` keys attends: s_q * len, or with the causal mask the sum of
+  /// visible_keys(len, s_q, t, true) over the tokens t (0 for the first s_q - len tokens when
+  /// s_q > len, then 1, 2, ..., up to len).
+  std::int64_t attended_pairs_of(int len) const {
+    const std::int64_t l = len, sq = s_q;
+    if (!causal) return sq * l;
+    // Token t sees clamp(l - sq + t + 1, 0, l): the last min(sq, l) tokens see l - min + 1 .. l.
+    const std::int64_t seeing = std::min(sq, l);
+    return seeing * (2 * l - seeing + 1) / 2;
   }
   /// Floating-point operations of Q K^T and P V, 2 per multiply-add (AMLA Section 2.4's count).
   double flops() const {

@@ -176,6 +176,10 @@ struct CalibrationResult {
   }
 };
 
+/// The most grid points each of fit_constants' two grids may have (each point simulates every
+/// workload).
+inline constexpr double max_fit_grid_points = 1e4;
+
 /// Search ranges and resolution of the fit.
 struct CalibrationOptions {
   double min_efficiency = 0.60, max_efficiency = 1.0;
@@ -280,8 +284,24 @@ inline CalibrationResult fit_constants(const Chip& base, const std::vector<Measu
   AMLA_REQUIRE(o.coarse_efficiency_step > 0 && o.fine_efficiency_step > 0 &&
                    o.coarse_mmad_step > 0 && o.fine_mmad_step > 0,
                "steps", o.coarse_efficiency_step, "positive");
-  AMLA_REQUIRE(o.max_fixed_overhead_us > 0, "max_fixed_overhead_us", o.max_fixed_overhead_us,
-               "positive");
+  AMLA_REQUIRE(o.max_fixed_overhead_us > 0 &&
+                   o.max_fixed_overhead_us <= chip_limits::max_fixed_overhead_s * 1e6,
+               "max_fixed_overhead_us", o.max_fixed_overhead_us, "in (0, 10^6] microseconds");
+  AMLA_REQUIRE(o.max_mmad_overhead_cycles <= chip_limits::max_latency_cycles,
+               "max_mmad_overhead_cycles", o.max_mmad_overhead_cycles, "at most 2^32 cycles");
+  // Work bound: each grid point is a simulation of every workload.
+  const double coarse_points =
+      (std::floor((o.max_efficiency - o.min_efficiency) / o.coarse_efficiency_step + 1e-9) + 1) *
+      (std::floor(static_cast<double>(o.max_mmad_overhead_cycles - o.min_mmad_overhead_cycles) /
+                  static_cast<double>(o.coarse_mmad_step)) +
+       1);
+  const double fine_points =
+      (2 * std::floor(std::round(o.coarse_efficiency_step / o.fine_efficiency_step) / 2) + 1) *
+      (2 * std::floor(static_cast<double>(o.coarse_mmad_step / o.fine_mmad_step) / 2) + 1);
+  AMLA_REQUIRE(coarse_points <= max_fit_grid_points, "steps", coarse_points,
+               "at most 10^4 coarse grid points (range / step, efficiency x MMAD cost)");
+  AMLA_REQUIRE(fine_points <= max_fit_grid_points, "fine steps", fine_points,
+               "at most 10^4 fine grid points (coarse step / fine step, efficiency x MMAD cost)");
   for (const auto& m : ms) detail::check_measurement(m);
   for (const auto& p : peaks) detail::check_claim(p);
   int sims = 0;

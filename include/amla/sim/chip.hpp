@@ -182,59 +182,99 @@ struct Chip {
   }
 
   /// Throws amla::invalid_argument naming the first field that makes no sense and its value
-  /// (e.g. "amla::sim::Chip::validate: argument 'chip.vector_gm' = nan violates: ...").
-  void validate() const {
-    auto require = [](bool ok, const char* field, double value, const char* rule) {
-      if (!ok)
-        amla::detail::throw_invalid("amla::sim::Chip::validate", field,
-                                    amla::detail::to_text(value), rule);
-    };
-    auto positive = [&](double v, const char* field, const char* rule) {
-      require(v > 0 && std::isfinite(v), field, v, rule);
-    };
-    auto cycles = [&](Cycles c, const char* field) {
-      require(c.count >= 0, field, static_cast<double>(c.count), "non-negative cycles");
-    };
-    positive(clock.count, "chip.clock", "positive and finite (Hz)");
-    require(dies >= 1, "chip.dies", dies, ">= 1");
-    require(cube_cores_per_die >= 1, "chip.cube_cores_per_die", cube_cores_per_die, ">= 1");
-    require(vector_per_cube >= 1, "chip.vector_per_cube", vector_per_cube, ">= 1");
-    require(cube_m >= 1, "chip.cube_m", cube_m, ">= 1 (a MAC array of at least 1x1x1)");
-    require(cube_n >= 1, "chip.cube_n", cube_n, ">= 1 (a MAC array of at least 1x1x1)");
-    require(cube_k >= 1, "chip.cube_k", cube_k, ">= 1 (a MAC array of at least 1x1x1)");
-    positive(l1.count, "chip.l1", "a buffer of positive, finite size (bytes)");
-    positive(l0a.count, "chip.l0a", "a buffer of positive, finite size (bytes)");
-    positive(l0b.count, "chip.l0b", "a buffer of positive, finite size (bytes)");
-    positive(l0c.count, "chip.l0c", "a buffer of positive, finite size (bytes)");
-    positive(ub.count, "chip.ub", "a buffer of positive, finite size (bytes)");
-    positive(l2_per_die.count, "chip.l2_per_die", "a buffer of positive, finite size (bytes)");
-    positive(hbm_bytes_per_s_per_die, "chip.hbm_bytes_per_s_per_die", "positive and finite");
-    require(hbm_efficiency > 0 && hbm_efficiency <= 1, "chip.hbm_efficiency", hbm_efficiency,
-            "in (0, 1]");
-    const char* pipe_rule = "a pipe moves a positive, finite number of bytes per cycle";
-    positive(mte2.count, "chip.mte2", pipe_rule);
-    positive(mte1.count, "chip.mte1", pipe_rule);
-    positive(mte1_l0b.count, "chip.mte1_l0b", pipe_rule);
-    positive(fixp.count, "chip.fixp", pipe_rule);
-    positive(vector_gm.count, "chip.vector_gm", pipe_rule);
-    cycles(mmad_overhead, "chip.mmad_overhead");
-    cycles(mte1_latency, "chip.mte1_latency");
-    cycles(hbm_latency, "chip.hbm_latency");
-    cycles(l2_latency, "chip.l2_latency");
-    cycles(hbm_latency_jitter, "chip.hbm_latency_jitter");
-    cycles(handoff_latency, "chip.handoff_latency");
-    require(vector_fp32_lanes >= 1, "chip.vector_fp32_lanes", vector_fp32_lanes, ">= 1");
-    const char* ops_rule = "positive and finite (Vector instructions per element)";
-    positive(amla_v1_ops_per_element, "chip.amla_v1_ops_per_element", ops_rule);
-    positive(base_v1_ops_per_element, "chip.base_v1_ops_per_element", ops_rule);
-    positive(base_v2_ops_per_element, "chip.base_v2_ops_per_element", ops_rule);
-    positive(final_v_ops_per_element, "chip.final_v_ops_per_element", ops_rule);
-    positive(vector_chunk.count, "chip.vector_chunk", "positive and finite (bytes)");
-    require(fixed_overhead.count >= 0 && std::isfinite(fixed_overhead.count), "chip.fixed_overhead",
-            fixed_overhead.count, "non-negative and finite (seconds)");
-    cycles(core_start_stagger, "chip.core_start_stagger");
-  }
+  /// (e.g. "amla::sim::Chip::validate: argument 'chip.vector_gm' = nan violates: ..."): every
+  /// number must be finite and inside the sane range chip_limits gives for its kind.
+  void validate() const;
 };
+
+/// The ranges Chip::validate accepts: wide enough for any accelerator one might ask "what if"
+/// about, narrow enough that no derived quantity (a buffer's tile count, a transfer's cycles, a
+/// sum of latencies) can overflow or make a simulation run for ever.
+namespace chip_limits {
+inline constexpr double min_clock_hz = 1e6, max_clock_hz = 1e11;  // 1 MHz .. 100 GHz
+inline constexpr int max_dies = 64;
+inline constexpr int max_cube_cores_per_die = 4096;
+inline constexpr int max_vector_per_cube = 64;
+inline constexpr int max_mac_dim = 1024;                    // cube_m, cube_n, cube_k
+inline constexpr double max_buffer_bytes = 0x1p32;          // L1, L0A/B/C, UB, vector_chunk: 4 GiB
+inline constexpr double max_l2_bytes = 0x1p40;              // 1 TiB
+inline constexpr double min_hbm_bytes_per_s = 1e6;          // 1 MB/s
+inline constexpr double max_hbm_bytes_per_s = 1e16;         // 10 PB/s
+inline constexpr double min_hbm_efficiency = 1e-3;          // in [0.001, 1]
+inline constexpr double min_pipe_bytes_per_cycle = 1e-3;    // MTE2, MTE1, FixP, Vector GM
+inline constexpr double max_pipe_bytes_per_cycle = 0x1p20;  // 1 MiB per cycle
+inline constexpr std::int64_t max_latency_cycles = std::int64_t{1} << 32;  // every Cycles field
+inline constexpr int max_vector_lanes = 65536;
+inline constexpr double max_ops_per_element = 1e6;
+inline constexpr double max_fixed_overhead_s = 1.0;
+}  // namespace chip_limits
+
+inline void Chip::validate() const {
+  namespace L = chip_limits;
+  auto fail = [](const char* field, const std::string& value, const std::string& rule) {
+    amla::detail::throw_invalid("amla::sim::Chip::validate", field, value, rule);
+  };
+  auto real = [&](double v, const char* field, double lo, double hi, const char* what) {
+    if (!(std::isfinite(v) && v >= lo && v <= hi))
+      fail(field, amla::detail::to_text(v),
+           std::string(what) + " in [" + amla::detail::to_text(lo) + ", " +
+               amla::detail::to_text(hi) + "]");
+  };
+  auto positive = [&](double v, const char* field, double hi, const char* what) {
+    if (!(std::isfinite(v) && v > 0 && v <= hi))
+      fail(field, amla::detail::to_text(v),
+           std::string(what) + ", positive and at most " + amla::detail::to_text(hi));
+  };
+  auto count = [&](int v, const char* field, int hi, const char* what) {
+    if (v < 1 || v > hi)
+      fail(field, std::to_string(v), std::string(what) + " in [1, " + std::to_string(hi) + "]");
+  };
+  auto cycles = [&](Cycles c, const char* field) {
+    if (c.count < 0 || c.count > L::max_latency_cycles)
+      fail(field, std::to_string(c.count), "cycles in [0, 2^32]");
+  };
+  real(clock.count, "chip.clock", L::min_clock_hz, L::max_clock_hz, "a clock (Hz)");
+  count(dies, "chip.dies", L::max_dies, "dies");
+  count(cube_cores_per_die, "chip.cube_cores_per_die", L::max_cube_cores_per_die, "Cube cores");
+  count(vector_per_cube, "chip.vector_per_cube", L::max_vector_per_cube, "Vector cores");
+  count(cube_m, "chip.cube_m", L::max_mac_dim, "a MAC array dimension");
+  count(cube_n, "chip.cube_n", L::max_mac_dim, "a MAC array dimension");
+  count(cube_k, "chip.cube_k", L::max_mac_dim, "a MAC array dimension");
+  const char* buffer = "a buffer size (bytes)";
+  positive(l1.count, "chip.l1", L::max_buffer_bytes, buffer);
+  positive(l0a.count, "chip.l0a", L::max_buffer_bytes, buffer);
+  positive(l0b.count, "chip.l0b", L::max_buffer_bytes, buffer);
+  positive(l0c.count, "chip.l0c", L::max_buffer_bytes, buffer);
+  positive(ub.count, "chip.ub", L::max_buffer_bytes, buffer);
+  positive(l2_per_die.count, "chip.l2_per_die", L::max_l2_bytes, buffer);
+  real(hbm_bytes_per_s_per_die, "chip.hbm_bytes_per_s_per_die", L::min_hbm_bytes_per_s,
+       L::max_hbm_bytes_per_s, "a bandwidth (bytes/s)");
+  real(hbm_efficiency, "chip.hbm_efficiency", L::min_hbm_efficiency, 1.0, "a fraction of the peak");
+  const char* pipe = "a pipe's bytes per cycle";
+  real(mte2.count, "chip.mte2", L::min_pipe_bytes_per_cycle, L::max_pipe_bytes_per_cycle, pipe);
+  real(mte1.count, "chip.mte1", L::min_pipe_bytes_per_cycle, L::max_pipe_bytes_per_cycle, pipe);
+  real(mte1_l0b.count, "chip.mte1_l0b", L::min_pipe_bytes_per_cycle, L::max_pipe_bytes_per_cycle,
+       pipe);
+  real(fixp.count, "chip.fixp", L::min_pipe_bytes_per_cycle, L::max_pipe_bytes_per_cycle, pipe);
+  real(vector_gm.count, "chip.vector_gm", L::min_pipe_bytes_per_cycle, L::max_pipe_bytes_per_cycle,
+       pipe);
+  cycles(mmad_overhead, "chip.mmad_overhead");
+  cycles(mte1_latency, "chip.mte1_latency");
+  cycles(hbm_latency, "chip.hbm_latency");
+  cycles(l2_latency, "chip.l2_latency");
+  cycles(hbm_latency_jitter, "chip.hbm_latency_jitter");
+  cycles(handoff_latency, "chip.handoff_latency");
+  count(vector_fp32_lanes, "chip.vector_fp32_lanes", L::max_vector_lanes, "SIMD lanes");
+  const char* ops = "Vector instructions per element";
+  positive(amla_v1_ops_per_element, "chip.amla_v1_ops_per_element", L::max_ops_per_element, ops);
+  positive(base_v1_ops_per_element, "chip.base_v1_ops_per_element", L::max_ops_per_element, ops);
+  positive(base_v2_ops_per_element, "chip.base_v2_ops_per_element", L::max_ops_per_element, ops);
+  positive(final_v_ops_per_element, "chip.final_v_ops_per_element", L::max_ops_per_element, ops);
+  positive(vector_chunk.count, "chip.vector_chunk", L::max_buffer_bytes, buffer);
+  real(fixed_overhead.count, "chip.fixed_overhead", 0.0, L::max_fixed_overhead_s,
+       "a kernel overhead (seconds)");
+  cycles(core_start_stagger, "chip.core_start_stagger");
+}
 
 /// Bytes of one KV block of the AMLA kernel, the unit in which its Cube cores stream the cache
 /// (Section 4.2: 512 tokens x d_qk 576 x BF16 = 576 KB).
@@ -251,10 +291,16 @@ inline constexpr double amla_kv_block_bytes = 512.0 * 576 * 2;
 /// calibrated efficiency per die) this is about 870 cycles: the 24 cores of a die start over one
 /// HBM-bound block period (~11 us).
 inline Cycles hbm_turn_stagger(const Chip& chip, double block_bytes = amla_kv_block_bytes) {
-  AMLA_REQUIRE(block_bytes > 0 && std::isfinite(block_bytes), "block_bytes", block_bytes,
-               "positive and finite");
+  AMLA_REQUIRE(block_bytes > 0 && block_bytes <= chip_limits::max_buffer_bytes, "block_bytes",
+               block_bytes, "positive and at most 2^32 bytes");
   chip.validate();
-  return Cycles{std::llround(block_bytes / chip.hbm_per_die().count)};
+  const double cycles = block_bytes / chip.hbm_per_die().count;
+  AMLA_REQUIRE(cycles <= static_cast<double>(chip_limits::max_latency_cycles), "block_bytes",
+               block_bytes,
+               "one block's transfer at the die's achievable HBM rate must take at most 2^32 "
+               "cycles (it would take " +
+                   amla::detail::to_text(cycles) + ")");
+  return Cycles{std::llround(cycles)};
 }
 
 /// Ascend 910 (CloudMatrix384), as in the AMLA paper: two dies, 24 Cube + 48 Vector cores and

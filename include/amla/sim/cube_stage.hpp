@@ -63,8 +63,10 @@ inline CubeCore add_cube_core(Engine& e, const Chip& chip, const Tiling& t, Link
   c.b_ring = e.add_pool(name + " L1 K/V buffers", t.b_slots);
   c.l0a = e.add_pool(name + " L0A", t.l0_buffers);
   c.l0b = e.add_pool(name + " L0B", t.l0_buffers);
-  c.l0c =
-      e.add_pool(name + " L0C", static_cast<int>(std::max<std::int64_t>(1, l0c_tiles(t, chip))));
+  // More L0C tiles than a stage can ever hold at once change nothing: the pool is capped there.
+  const std::int64_t tiles =
+      std::clamp<std::int64_t>(l0c_tiles(t, chip), 1, tiling_limits::max_dim);
+  c.l0c = e.add_pool(name + " L0C", static_cast<int>(tiles));
   c.hbm = hbm;
   c.jitter_state = detail::fnv1a(name);
   return c;
@@ -99,6 +101,27 @@ struct CubeStageOps {
   double flops = 0;
   Bytes hbm_bytes{0}, l2_bytes{0};
 };
+
+/// The number of engine operations emit_cube_stage creates for tiling `t` (A stripes loaded or
+/// not): B stripe loads, one MTE1 and one MMAD per L0 step, one FixP per output tile, A loads.
+/// In double, since a valid tiling's count can exceed int64's range only by being absurd.
+inline double cube_stage_operations(const Tiling& t, bool a_load = true) {
+  t.validate();
+  const auto n_blocks = static_cast<double>(Tiling::ceil_div(t.N, t.base_n));
+  const std::int64_t k_stripes = Tiling::ceil_div(t.K, t.single_k);
+  const auto m_blocks = static_cast<double>(Tiling::ceil_div(t.M, t.base_m));
+  const std::int64_t last_k = t.K - (k_stripes - 1) * t.single_k;
+  const double steps = static_cast<double>(k_stripes - 1) *
+                           static_cast<double>(Tiling::ceil_div(t.single_k, t.base_k)) +
+                       static_cast<double>(Tiling::ceil_div(last_k, t.base_k));
+  const double a_loads =
+      a_load ? static_cast<double>(Tiling::ceil_div(t.M, t.single_m) * k_stripes) : 0.0;
+  return n_blocks * (static_cast<double>(k_stripes) + 2 * m_blocks * steps + m_blocks) + a_loads;
+}
+
+/// The most operations simulate_cube_stage builds (about half a gigabyte of engine state); a
+/// larger stage comes back not ok with the count in the reason.
+inline constexpr double max_stage_operations = 0x1p22;
 
 /// Appends one Cube stage with tiling `t` to `core`. `label` names it ("C1[b3,k5]") and gives its
 /// colour category ("C1") and phase. `t` must fit the chip (check_fit) and agree with the pools.
@@ -245,6 +268,11 @@ inline CubeStageResult simulate_cube_stage(const Chip& chip, const Tiling& t,
   CubeStageResult r;
   static_cast<Status&>(r) = check_fit(t, chip);
   if (!r.ok) return r;
+  if (const double ops = cube_stage_operations(t); ops > max_stage_operations) {
+    r.set_failed("the stage needs " + amla::detail::to_text(ops) +
+                 " operations, more than max_stage_operations = 2^22");
+    return r;
+  }
   const int cores = opt.concurrent_cores == 0 ? chip.cube_cores_per_die : opt.concurrent_cores;
   Engine e(opt.record);
   const LinkId hbm = e.add_link("HBM die 0", chip.hbm_per_die());

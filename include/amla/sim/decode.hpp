@@ -65,6 +65,11 @@
 
 namespace amla::sim {
 
+/// The most engine operations simulate_decode builds (about a gigabyte of engine state at the
+/// tile level); a larger simulation comes back not ok, with the count in the reason, before any
+/// memory is taken.
+inline constexpr double max_decode_operations = 0x1p22;
+
 /// Which recurrence the kernel implements.
 enum class Variant { base, amla };
 inline const char* to_string(Variant v) {
@@ -171,6 +176,12 @@ inline void validate_decode(const Workload& w, const DecodeOptions& opt) {
   if (!w.v_in_kv)
     throw_invalid(decode_fn, "workload.v_in_kv", "false",
                   "must be true: [C2] reads V as the first d_v columns of the K block");
+  if (opt.variant != Variant::base && opt.variant != Variant::amla)
+    throw_invalid(decode_fn, "options.variant", to_text(static_cast<int>(opt.variant)),
+                  "Variant::base or Variant::amla");
+  if (static_cast<int>(opt.schedule) < 0 || static_cast<int>(opt.schedule) > 3)
+    throw_invalid(decode_fn, "options.schedule", to_text(static_cast<int>(opt.schedule)),
+                  "a DecodeSchedule (automatic, serial, preload, theorem_b1)");
   if (opt.kv_block < 1) throw_invalid(decode_fn, "options.kv_block", to_text(opt.kv_block), ">= 1");
   if (opt.max_rows_per_task < 1)
     throw_invalid(decode_fn, "options.max_rows_per_task", to_text(opt.max_rows_per_task), ">= 1");
@@ -304,6 +315,13 @@ inline DecodeResult simulate_decode(const Chip& chip, const Workload& w,
   }
   res.tasks = static_cast<int>(tasks.size());
   res.rows_per_task = (rows + groups - 1) / groups;
+  if (res.blocks_per_task > max_schedule_blocks) {
+    res.set_failed("a sequence of " + std::to_string(w.max_seqlen()) + " keys is " +
+                   std::to_string(res.blocks_per_task) + " KV blocks of " +
+                   std::to_string(kv_block) +
+                   ", more than a stage schedule holds (max_schedule_blocks = 10^6)");
+    return res;
+  }
   if (tasks.empty()) {  // every sequence empty: the kernel only starts and ends
     res.time = chip.fixed_overhead;
     return res;
@@ -366,8 +384,72 @@ inline DecodeResult simulate_decode(const Chip& chip, const Workload& w,
     }
   }
 
-  // ---- stage order per task (the stage-level schedules of sim/pipeline.hpp) ----
   const StageChain chain = detail::decode_chain(opt.variant);
+  const int S = chain.size();
+
+  // ---- cores, dies, symmetry classes ----
+  const int cores = chip.cube_cores();
+  std::vector<std::vector<int>> core_tasks(static_cast<std::size_t>(cores));
+  for (std::size_t t = 0; t < tasks.size(); ++t)
+    core_tasks[t % static_cast<std::size_t>(cores)].push_back(static_cast<int>(t));
+  std::map<std::pair<int, std::vector<int>>, int> class_of;  // (die, task shapes) -> class
+  std::vector<int> rep_core;
+  std::vector<double> class_size;
+  for (int c = 0; c < cores; ++c) {
+    const auto& ct = core_tasks[static_cast<std::size_t>(c)];
+    if (ct.empty()) continue;
+    ++res.cores_used;
+    res.max_tasks_per_core = std::max(res.max_tasks_per_core, static_cast<int>(ct.size()));
+    std::vector<int> shape;
+    for (const int t : ct) {
+      const auto& task = tasks[static_cast<std::size_t>(t)];
+      shape.insert(shape.end(), {task.rows, task.blocks, task.last_block});
+    }
+    const auto k = std::make_pair(c / chip.cube_cores_per_die, shape);
+    const bool reduce =
+        opt.symmetry && chip.core_start_stagger.count == 0 && chip.hbm_latency_jitter.count == 0;
+    const auto it = reduce ? class_of.find(k) : class_of.end();
+    if (it == class_of.end()) {
+      if (reduce) class_of.emplace(k, static_cast<int>(rep_core.size()));
+      rep_core.push_back(c);
+      class_size.push_back(1);
+    } else {
+      class_size[static_cast<std::size_t>(it->second)] += 1;
+    }
+  }
+  res.core_classes = static_cast<int>(rep_core.size());
+
+  // ---- work bound: the engine operations the simulation would build ----
+  {
+    std::map<std::pair<int, int>, double> per_block;  // (rows, keys) -> operations of one block
+    auto block_ops = [&](int m, int n) {
+      auto it = per_block.find({m, n});
+      if (it == per_block.end()) {
+        const double vector_stages = static_cast<double>(S) * vpc;
+        it = per_block
+                 .emplace(std::pair{m, n}, cube_stage_operations(c1_of(m, n)) +
+                                               cube_stage_operations(c2_of(m, n)) + vector_stages)
+                 .first;
+      }
+      return it->second;
+    };
+    double ops = 0;
+    for (const int core : rep_core)
+      for (const int t : core_tasks[static_cast<std::size_t>(core)]) {
+        const auto& task = tasks[static_cast<std::size_t>(t)];
+        ops += (task.blocks - 1) * block_ops(task.rows, kv_block) +
+               block_ops(task.rows, task.last_block) + vpc;
+      }
+    if (ops > max_decode_operations) {
+      res.set_failed("the simulation needs about " + amla::detail::to_text(ops) +
+                     " engine operations (" + std::to_string(res.core_classes) +
+                     " simulated Cube cores), more than max_decode_operations = 2^22; use fewer "
+                     "or shorter sequences, a larger kv_block, or symmetric cores");
+      return res;
+    }
+  }
+
+  // ---- stage order per task (the stage-level schedules of sim/pipeline.hpp) ----
   const DecodeSchedule kind = opt.arrangement ? DecodeSchedule::automatic
                               : opt.schedule != DecodeSchedule::automatic
                                   ? opt.schedule
@@ -391,7 +473,6 @@ inline DecodeResult simulate_decode(const Chip& chip, const Workload& w,
       return res;
     }
   }
-  const int S = chain.size();
   auto slot = [&](TaskRef t) { return static_cast<std::size_t>(t.block * (S + 1) + t.stage); };
   // One stage order per block count in use, with its ordering edges by consumer.
   struct Order {
@@ -431,38 +512,6 @@ inline DecodeResult simulate_decode(const Chip& chip, const Workload& w,
     for (const TaskRef pr : o.extra_by_consumer[slot(t)]) p.push_back({pr, false});
     return p;
   };
-
-  // ---- cores, dies, symmetry classes ----
-  const int cores = chip.cube_cores();
-  std::vector<std::vector<int>> core_tasks(static_cast<std::size_t>(cores));
-  for (std::size_t t = 0; t < tasks.size(); ++t)
-    core_tasks[t % static_cast<std::size_t>(cores)].push_back(static_cast<int>(t));
-  std::map<std::pair<int, std::vector<int>>, int> class_of;  // (die, task shapes) -> class
-  std::vector<int> rep_core;
-  std::vector<double> class_size;
-  for (int c = 0; c < cores; ++c) {
-    const auto& ct = core_tasks[static_cast<std::size_t>(c)];
-    if (ct.empty()) continue;
-    ++res.cores_used;
-    res.max_tasks_per_core = std::max(res.max_tasks_per_core, static_cast<int>(ct.size()));
-    std::vector<int> shape;
-    for (const int t : ct) {
-      const auto& task = tasks[static_cast<std::size_t>(t)];
-      shape.insert(shape.end(), {task.rows, task.blocks, task.last_block});
-    }
-    const auto k = std::make_pair(c / chip.cube_cores_per_die, shape);
-    const bool reduce =
-        opt.symmetry && chip.core_start_stagger.count == 0 && chip.hbm_latency_jitter.count == 0;
-    const auto it = reduce ? class_of.find(k) : class_of.end();
-    if (it == class_of.end()) {
-      if (reduce) class_of.emplace(k, static_cast<int>(rep_core.size()));
-      rep_core.push_back(c);
-      class_size.push_back(1);
-    } else {
-      class_size[static_cast<std::size_t>(it->second)] += 1;
-    }
-  }
-  res.core_classes = static_cast<int>(rep_core.size());
 
   Engine e(opt.record_timeline);
   std::vector<LinkId> hbm;
@@ -660,12 +709,7 @@ inline DecodeResult simulate_decode(const Chip& chip, const Workload& w,
   }
 
   const RunResult run = e.run();
-  res.events = run.events;
-  res.operations = e.op_count();
-  if (!run.ok) {
-    res.set_failed(run.reason);
-    return res;
-  }
+  if (!take_run(res, e, run)) return res;
   res.cycles = run.makespan;
   res.time = chip.clock.to_seconds(res.cycles) + chip.fixed_overhead;
   res.fu = res.flops / (res.time.count * chip.peak_flops_per_s());

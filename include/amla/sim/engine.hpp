@@ -24,7 +24,13 @@
 //
 // Deadlocks (a dependency cycle through the units' program orders, a pool too small for what is
 // held at once) are not exceptions: run() returns a RunResult whose reason names the stuck
-// operations. Malformed input (an unknown unit, a negative duration) throws amla::invalid_argument.
+// operations. So is a run too long to represent: before simulating, run() bounds the makespan by
+// the sum of every operation's own duration (a transfer at the slowest rate max-min fairness can
+// give it), latency and dependency delays, plus the latest unit start; when that bound exceeds
+// max_run_cycles (2^62) the run is refused with a reason naming the longest operation, so no time
+// the engine computes can overflow. Malformed input (an unknown unit, a negative duration) throws
+// amla::invalid_argument; misusing the object's state (building or running it again after run(),
+// a release that returns more slots to a pool than it holds) throws std::logic_error.
 #pragma once
 
 #include <algorithm>
@@ -33,6 +39,7 @@
 #include <functional>
 #include <limits>
 #include <queue>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -68,13 +75,17 @@ struct CategoryId {
 /// What an operation costs on its unit: a fixed number of cycles, or bytes moved at `rate`
 /// (optionally across a shared link). `latency` delays when consumers see the operation's result
 /// without keeping the unit busy (a pipelined memory access: the port is free for the next
-/// request while the data is still in flight).
+/// request while the data is still in flight). `priority` is the share of a contended link the
+/// transfer claims relative to the others on it (weighted max-min fairness: two transfers of
+/// priorities 2 and 1 split the link 2:1 while neither is held by its own rate); all 1 is plain
+/// max-min fairness.
 struct Work {
   Cycles cycles{0};
   Bytes bytes{0};
   BytesPerCycle rate{0};
   LinkId link{};
   Cycles latency{0};
+  double priority = 1;
 
   static Work compute(Cycles c, Cycles latency = Cycles{0}) {
     Work w;
@@ -83,12 +94,13 @@ struct Work {
     return w;
   }
   static Work transfer(Bytes b, BytesPerCycle rate, Cycles latency = Cycles{0},
-                       LinkId link = LinkId{}) {
+                       LinkId link = LinkId{}, double priority = 1) {
     Work w;
     w.bytes = b;
     w.rate = rate;
     w.latency = latency;
     w.link = link;
+    w.priority = priority;
     return w;
   }
 };
@@ -129,6 +141,9 @@ struct RunResult : Status {
   std::int64_t events = 0;
 };
 
+/// The longest run the engine accepts, in cycles (see run()).
+inline constexpr std::int64_t max_run_cycles = std::int64_t{1} << 62;
+
 /// The discrete-event engine. Build units, pools, links and operations, then run() once.
 class Engine {
  public:
@@ -141,16 +156,17 @@ class Engine {
   UnitId add_unit(std::string name, double multiplicity = 1) {
     AMLA_REQUIRE(multiplicity >= 1 && std::isfinite(multiplicity), "multiplicity", multiplicity,
                  "a unit stands for at least one real unit");
-    AMLA_REQUIRE(!ran_, "ran", ran_, "an Engine runs once; build everything before run()");
+    require_building("add_unit");
     UnitState u;
-    u.name = std::move(name);
-    u.multiplicity = multiplicity;
+    u.stats.name = std::move(name);
+    u.stats.multiplicity = multiplicity;
     units_.push_back(std::move(u));
     return UnitId{static_cast<std::int32_t>(units_.size() - 1)};
   }
 
   /// `unit` starts nothing before cycle `start` (counted as idle, not as a stall).
   void set_start(UnitId unit, Cycles start) {
+    require_building("set_start");
     AMLA_REQUIRE(unit.index >= 0 && unit.index < static_cast<std::int32_t>(units_.size()), "unit",
                  unit.index, "an id returned by add_unit");
     AMLA_REQUIRE(start.count >= 0, "start", start.count, "non-negative cycles");
@@ -158,6 +174,7 @@ class Engine {
   }
 
   PoolId add_pool(std::string name, int capacity) {
+    require_building("add_pool");
     AMLA_REQUIRE(capacity >= 0, "capacity", capacity, "a pool holds zero or more slots");
     PoolState p;
     p.name = std::move(name);
@@ -168,11 +185,12 @@ class Engine {
   }
 
   LinkId add_link(std::string name, BytesPerCycle capacity) {
+    require_building("add_link");
     AMLA_REQUIRE(capacity.count > 0 && std::isfinite(capacity.count), "capacity", capacity.count,
                  "a link moves a positive, finite number of bytes per cycle");
     LinkState l;
-    l.name = std::move(name);
-    l.capacity = capacity.count;
+    l.stats.name = std::move(name);
+    l.stats.capacity = capacity;
     links_.push_back(std::move(l));
     return LinkId{static_cast<std::int32_t>(links_.size() - 1)};
   }
@@ -196,9 +214,9 @@ class Engine {
 
   /// The same with a pre-interned category; `name` is dropped unless recording.
   OpId add_op(UnitId unit, const Work& work, CategoryId cat, Phase phase, std::string name = {}) {
+    require_building("add_op");
     AMLA_REQUIRE(unit.index >= 0 && unit.index < static_cast<std::int32_t>(units_.size()), "unit",
                  unit.index, "an id returned by add_unit");
-    AMLA_REQUIRE(!ran_, "ran", ran_, "an Engine runs once; build everything before run()");
     AMLA_REQUIRE(work.cycles.count >= 0, "work.cycles", work.cycles.count, "non-negative");
     AMLA_REQUIRE(work.latency.count >= 0, "work.latency", work.latency.count, "non-negative");
     AMLA_REQUIRE(work.bytes.count >= 0 && std::isfinite(work.bytes.count), "work.bytes",
@@ -209,10 +227,13 @@ class Engine {
                  "an operation is either fixed cycles or a transfer, not both");
     AMLA_REQUIRE(!work.link.valid() || work.link.index < static_cast<std::int32_t>(links_.size()),
                  "work.link", work.link.index, "an id returned by add_link");
+    AMLA_REQUIRE(work.priority >= 1e-6 && work.priority <= 1e6, "work.priority", work.priority,
+                 "a share weight in [1e-6, 1e6]");
     OpState o;
     o.cycles = work.cycles.count;
     o.bytes = work.bytes.count;
     o.rate = work.rate.count;
+    o.priority = work.priority;
     o.latency = work.latency.count;
     o.unit = unit.index;
     o.link = work.link.index;
@@ -257,11 +278,17 @@ class Engine {
   std::size_t op_count() const { return ops_.size(); }
   std::size_t unit_count() const { return units_.size(); }
 
-  /// Runs the simulation to completion (or to a deadlock). Call once.
+  /// Runs the simulation to completion (or to a deadlock, or refuses a run longer than
+  /// max_run_cycles). Call once: a second call throws std::logic_error.
   RunResult run() {
-    AMLA_REQUIRE(!ran_, "ran", ran_, "an Engine runs once");
+    require_building("run");
     ran_ = true;
     finalize();
+    if (std::string why = work_bound_violation(); !why.empty()) {
+      RunResult refused;
+      refused.set_failed(std::move(why));
+      return refused;
+    }
     for (auto& u : units_) {
       u.free_since = u.start_at;
       for (const std::int32_t op : u.program) {
@@ -297,9 +324,10 @@ class Engine {
     r.makespan = Cycles{makespan_};
     if (finished_ != ops_.size()) r.set_failed(deadlock_report());
     for (auto& u : units_) {
-      const std::int64_t accounted = u.busy_cycles + u.stall_data + u.stall_buffer;
+      const std::int64_t accounted =
+          u.stats.busy.count + u.stats.stalled_on_data.count + u.stats.stalled_on_buffer.count;
       // Before start_at the unit is idle (free_since began there, so no stall was counted).
-      u.idle = std::max<std::int64_t>(0, makespan_ - accounted);
+      u.stats.idle = Cycles{std::max<std::int64_t>(0, makespan_ - accounted)};
     }
     return r;
   }
@@ -312,26 +340,10 @@ class Engine {
   bool op_done(OpId op) const { return ops_.at(static_cast<std::size_t>(op.index)).end >= 0; }
 
   UnitStats unit_stats(UnitId unit) const {
-    const auto& u = units_.at(static_cast<std::size_t>(unit.index));
-    UnitStats s;
-    s.name = u.name;
-    s.busy = Cycles{u.busy_cycles};
-    s.stalled_on_data = Cycles{u.stall_data};
-    s.stalled_on_buffer = Cycles{u.stall_buffer};
-    s.idle = Cycles{u.idle};
-    s.ops = u.ops_done;
-    s.multiplicity = u.multiplicity;
-    return s;
+    return units_.at(static_cast<std::size_t>(unit.index)).stats;
   }
-
   LinkStats link_stats(LinkId link) const {
-    const auto& l = links_.at(static_cast<std::size_t>(link.index));
-    LinkStats s;
-    s.name = l.name;
-    s.bytes = Bytes{l.bytes_done};
-    s.active = Cycles{l.active};
-    s.capacity = BytesPerCycle{l.capacity};
-    return s;
+    return links_.at(static_cast<std::size_t>(link.index)).stats;
   }
 
   /// The run as a Timeline: one lane per unit (filtered by `keep_unit` when given), one interval
@@ -344,7 +356,7 @@ class Engine {
     for (std::size_t u = 0; u < units_.size(); ++u) {
       if (keep_unit && !keep_unit(UnitId{static_cast<std::int32_t>(u)})) continue;
       Lane lane;
-      lane.name = units_[u].name;
+      lane.name = units_[u].stats.name;
       for (const std::int32_t op : units_[u].program) {
         const auto& o = ops_[static_cast<std::size_t>(op)];
         if (o.end < 0) continue;
@@ -377,6 +389,7 @@ class Engine {
     std::int64_t cycles = 0;
     double bytes = 0;
     double rate = 0;
+    double priority = 1;
     std::int64_t latency = 0;
     std::int32_t unit = -1;
     std::int32_t link = -1;
@@ -398,8 +411,7 @@ class Engine {
     std::int32_t count;
   };
   struct UnitState {
-    std::string name;
-    double multiplicity = 1;
+    UnitStats stats;  // name, multiplicity and the time accounting, kept as the run goes
     std::vector<std::int32_t> program;
     std::size_t next = 0;
     bool running = false;
@@ -407,11 +419,6 @@ class Engine {
     std::int64_t free_since = 0;
     std::int64_t try_at = -1;
     std::int32_t waiting_pool = -1;
-    std::int64_t busy_cycles = 0;
-    std::int64_t stall_data = 0;
-    std::int64_t stall_buffer = 0;
-    std::int64_t idle = 0;
-    std::int64_t ops_done = 0;
   };
   struct PoolState {
     std::string name;
@@ -423,23 +430,85 @@ class Engine {
     std::int32_t op;
     double remaining;
     double cap;
-    double weight;
+    double weight;  // the flows it stands for (its unit's multiplicity)
+    double prio;    // its claim on the link per flow (Work::priority)
     double rate;
   };
   struct LinkState {
-    std::string name;
-    double capacity = 0;
+    LinkStats stats;  // name, capacity, bytes and active cycles, kept as the run goes
     std::vector<Flow> flows;
     std::int64_t last_update = 0;
     std::int64_t version = 0;
-    double bytes_done = 0;
-    std::int64_t active = 0;
   };
 
   void check_op(OpId op, const char* what) const {
+    require_building("depend/acquire/release");
     AMLA_REQUIRE(op.index >= 0 && op.index < static_cast<std::int32_t>(ops_.size()), what, op.index,
                  "an id returned by add_op");
-    AMLA_REQUIRE(!ran_, "ran", ran_, "an Engine runs once; build everything before run()");
+  }
+  void require_building(const char* function) const {
+    if (ran_)
+      throw std::logic_error(std::string("amla::sim::Engine::") + function +
+                             ": the engine has run; an Engine runs once, so build everything "
+                             "before run() and build a new Engine for another run");
+  }
+
+  /// Cycles operation `oi` can take on its own at worst: its fixed cycles, or its bytes at the
+  /// slowest rate weighted max-min fairness can leave it (its port rate, or its share of its link
+  /// when every unit that uses the link, counted with multiplicity, claims the link's largest
+  /// priority), plus its latency.
+  double worst_cycles(std::size_t oi, const std::vector<double>& link_weight,
+                      const std::vector<double>& link_prio) const {
+    const auto& o = ops_[oi];
+    double t = static_cast<double>(o.cycles);
+    if (o.bytes > 0) {
+      double rate = o.rate;
+      if (o.link >= 0) {
+        const auto l = static_cast<std::size_t>(o.link);
+        rate = std::min(
+            rate, links_[l].stats.capacity.count * o.priority / (link_weight[l] * link_prio[l]));
+      }
+      t = std::ceil(o.bytes / rate);
+    }
+    return t + static_cast<double>(o.latency);
+  }
+
+  /// "" when every time of the run fits under max_run_cycles, else why not.
+  std::string work_bound_violation() const {
+    std::vector<double> link_weight(links_.size(), 0.0), link_prio(links_.size(), 0.0);
+    for (const auto& o : ops_)
+      if (o.link >= 0 && o.bytes > 0) {
+        double& p = link_prio[static_cast<std::size_t>(o.link)];
+        p = std::max(p, o.priority);
+      }
+    {
+      std::vector<std::pair<std::int32_t, std::int32_t>> uses;  // (link, unit)
+      for (const auto& o : ops_)
+        if (o.link >= 0 && o.bytes > 0) uses.emplace_back(o.link, o.unit);
+      std::sort(uses.begin(), uses.end());
+      uses.erase(std::unique(uses.begin(), uses.end()), uses.end());
+      for (const auto& [l, u] : uses)
+        link_weight[static_cast<std::size_t>(l)] +=
+            units_[static_cast<std::size_t>(u)].stats.multiplicity;
+    }
+    double bound = 0, longest = -1;
+    std::size_t longest_op = 0;
+    for (const auto& u : units_) bound = std::max(bound, static_cast<double>(u.start_at));
+    for (std::size_t i = 0; i < ops_.size(); ++i) {
+      const double t = worst_cycles(i, link_weight, link_prio);
+      bound += t;
+      if (t > longest) {
+        longest = t;
+        longest_op = i;
+      }
+    }
+    for (const auto& e : edges_) bound += static_cast<double>(e.delay);
+    if (bound <= static_cast<double>(max_run_cycles)) return {};
+    return "the run could take up to " + amla::detail::to_text(bound) +
+           " cycles (the sum of every operation's worst duration, latency and delay), more than "
+           "the engine's limit max_run_cycles = 2^62; the longest operation, " +
+           op_text(static_cast<std::int32_t>(longest_op)) + ", can take " +
+           amla::detail::to_text(longest) + " cycles on its own";
   }
   void check_pool(PoolId pool) const {
     AMLA_REQUIRE(pool.index >= 0 && pool.index < static_cast<std::int32_t>(pools_.size()), "pool",
@@ -454,41 +523,28 @@ class Engine {
     return static_cast<std::uint16_t>(categories_.size() - 1);
   }
 
-  // Compressed adjacency: successors, acquires and releases of each op.
-  static void build_csr(std::size_t n, std::vector<std::int32_t>& offsets,
-                        const std::vector<std::int32_t>& keys) {
+  /// Groups `items` by operation (key(item) in [0, n)), keeping their order within a group:
+  /// group i is out[offsets[i], offsets[i + 1]) (compressed adjacency).
+  template <class T, class Key>
+  static void group_by_op(std::size_t n, const std::vector<T>& items, Key key,
+                          std::vector<std::int32_t>& offsets, std::vector<T>& out) {
     offsets.assign(n + 1, 0);
-    for (const auto k : keys) ++offsets[static_cast<std::size_t>(k) + 1];
+    for (const T& x : items) ++offsets[static_cast<std::size_t>(key(x)) + 1];
     for (std::size_t i = 0; i < n; ++i) offsets[i + 1] += offsets[i];
+    out.resize(items.size());
+    std::vector<std::int32_t> fill(offsets.begin(), offsets.end() - 1);
+    for (const T& x : items)
+      out[static_cast<std::size_t>(fill[static_cast<std::size_t>(key(x))]++)] = x;
   }
 
   void finalize() {
     const std::size_t n = ops_.size();
-    {
-      std::vector<std::int32_t> keys;
-      keys.reserve(edges_.size());
-      for (const auto& e : edges_) keys.push_back(e.from);
-      build_csr(n, succ_offsets_, keys);
-      succ_.resize(edges_.size());
-      std::vector<std::int32_t> fill(succ_offsets_.begin(), succ_offsets_.end() - 1);
-      for (const auto& e : edges_) {
-        succ_[static_cast<std::size_t>(fill[static_cast<std::size_t>(e.from)]++)] = e;
-        ++ops_[static_cast<std::size_t>(e.to)].pending;
-      }
-    }
-    auto group = [n](const std::vector<PoolUse>& uses, std::vector<std::int32_t>& offsets,
-                     std::vector<PoolUse>& out) {
-      std::vector<std::int32_t> keys;
-      keys.reserve(uses.size());
-      for (const auto& u : uses) keys.push_back(u.op);
-      build_csr(n, offsets, keys);
-      out.resize(uses.size());
-      std::vector<std::int32_t> fill(offsets.begin(), offsets.end() - 1);
-      for (const auto& u : uses)
-        out[static_cast<std::size_t>(fill[static_cast<std::size_t>(u.op)]++)] = u;
-    };
-    group(acquires_, acq_offsets_, acq_);
-    group(releases_, rel_offsets_, rel_);
+    group_by_op(
+        n, edges_, [](const Edge& e) { return e.from; }, succ_offsets_, succ_);
+    for (const auto& e : edges_) ++ops_[static_cast<std::size_t>(e.to)].pending;
+    const auto op_of = [](const PoolUse& u) { return u.op; };
+    group_by_op(n, acquires_, op_of, acq_offsets_, acq_);
+    group_by_op(n, releases_, op_of, rel_offsets_, rel_);
   }
 
   void push(std::int64_t time, EventKind kind, std::int32_t id, std::int64_t aux = 0) {
@@ -531,14 +587,14 @@ class Engine {
     auto& o = ops_[static_cast<std::size_t>(oi)];
     const std::int64_t gap = now_ - u.free_since;
     const std::int64_t data = std::clamp<std::int64_t>(o.ready_at - u.free_since, 0, gap);
-    u.stall_data += data;
-    u.stall_buffer += gap - data;
+    u.stats.stalled_on_data.count += data;
+    u.stats.stalled_on_buffer.count += gap - data;
     u.running = true;
     o.start = now_;
     if (o.link >= 0 && o.bytes > 0) {
       auto& l = links_[static_cast<std::size_t>(o.link)];
       link_advance(l);
-      l.flows.push_back(Flow{oi, o.bytes, o.rate, u.multiplicity, 0});
+      l.flows.push_back(Flow{oi, o.bytes, o.rate, u.stats.multiplicity, o.priority, 0});
       link_reschedule(o.link);
       return;
     }
@@ -553,8 +609,8 @@ class Engine {
     o.end = now_;
     u.running = false;
     u.free_since = now_;
-    u.busy_cycles += o.end - o.start;
-    ++u.ops_done;
+    u.stats.busy.count += o.end - o.start;
+    ++u.stats.ops;
     ++u.next;
     ++finished_;
     makespan_ = std::max(makespan_, now_);
@@ -574,7 +630,11 @@ class Engine {
     for (std::size_t r = r0; r < r1; ++r) {
       auto& p = pools_[static_cast<std::size_t>(rel_[r].pool)];
       p.available += rel_[r].count;
-      AMLA_ASSERT(p.available <= p.capacity);
+      if (p.available > p.capacity)
+        throw std::logic_error(
+            "amla::sim::Engine::run: " + op_text(oi) + " returns " + std::to_string(rel_[r].count) +
+            " slot(s) to pool '" + p.name + "', which then holds " + std::to_string(p.available) +
+            " of its " + std::to_string(p.capacity) + ": a release without a matching acquire");
       for (const auto w : p.waiters) {
         units_[static_cast<std::size_t>(w)].waiting_pool = -1;
         wake_.push_back(w);
@@ -590,47 +650,50 @@ class Engine {
   void link_advance(LinkState& l) {
     const std::int64_t dt = now_ - l.last_update;
     if (dt > 0) {
-      if (!l.flows.empty()) l.active += dt;
+      if (!l.flows.empty()) l.stats.active.count += dt;
       for (auto& f : l.flows) {
         const double moved = std::min(f.remaining, f.rate * static_cast<double>(dt));
         f.remaining -= f.rate * static_cast<double>(dt);
-        l.bytes_done += moved * f.weight;
+        l.stats.bytes.count += moved * f.weight;
       }
     }
     l.last_update = now_;
   }
 
-  // Max-min fair rates (water filling), each flow standing for `weight` identical flows.
+  // Weighted max-min fair rates (water filling): each flow stands for `weight` identical flows
+  // and claims `prio` shares per flow; a flow held below its share by its own cap gets the cap,
+  // the others split what is left in proportion to their shares.
   void link_rates(LinkState& l) {
-    double cap_left = l.capacity;
-    double weight_left = 0;
-    bool same_cap = true;
+    double cap_left = l.stats.capacity.count;
+    double shares_left = 0;
+    bool uniform = true;
     for (const auto& f : l.flows) {
-      weight_left += f.weight;
-      same_cap = same_cap && f.cap == l.flows.front().cap;
+      shares_left += f.weight * f.prio;
+      uniform = uniform && f.cap == l.flows.front().cap && f.prio == l.flows.front().prio;
     }
-    if (same_cap) {  // the common case: one kind of port
-      const double r = std::min(l.flows.front().cap, cap_left / weight_left);
+    if (uniform) {  // the common case: one kind of port, one priority
+      const double r = std::min(l.flows.front().cap, cap_left / shares_left * l.flows.front().prio);
       for (auto& f : l.flows) f.rate = r;
       return;
     }
     order_.resize(l.flows.size());
     for (std::size_t i = 0; i < order_.size(); ++i) order_[i] = i;
-    // Insertion sort by cap (stable, no allocation; a link carries few flows).
+    // Insertion sort by cap per share (stable, no allocation; a link carries few flows).
+    const auto key = [&](std::size_t k) { return l.flows[k].cap / l.flows[k].prio; };
     for (std::size_t i = 1; i < order_.size(); ++i)
-      for (std::size_t j = i; j > 0 && l.flows[order_[j]].cap < l.flows[order_[j - 1]].cap; --j)
+      for (std::size_t j = i; j > 0 && key(order_[j]) < key(order_[j - 1]); --j)
         std::swap(order_[j], order_[j - 1]);
     std::size_t i = 0;
     for (; i < order_.size(); ++i) {
       auto& f = l.flows[order_[i]];
-      const double share = cap_left / weight_left;
-      if (f.cap > share) break;
+      const double per_share = cap_left / shares_left;
+      if (f.cap > per_share * f.prio) break;
       f.rate = f.cap;
       cap_left -= f.cap * f.weight;
-      weight_left -= f.weight;
+      shares_left -= f.weight * f.prio;
     }
-    const double share = weight_left > 0 ? cap_left / weight_left : 0;
-    for (; i < order_.size(); ++i) l.flows[order_[i]].rate = share;
+    const double per_share = shares_left > 0 ? cap_left / shares_left : 0;
+    for (; i < order_.size(); ++i) l.flows[order_[i]].rate = per_share * l.flows[order_[i]].prio;
   }
 
   void link_reschedule(std::int32_t li) {
@@ -666,7 +729,7 @@ class Engine {
     const auto& o = ops_[static_cast<std::size_t>(oi)];
     const std::string n = record_ ? names_[static_cast<std::size_t>(oi)] : std::string{};
     return (n.empty() ? categories_[o.category] + "#" + std::to_string(oi) : n) + " on " +
-           units_[static_cast<std::size_t>(o.unit)].name;
+           units_[static_cast<std::size_t>(o.unit)].stats.name;
   }
 
   std::string deadlock_report() const {
@@ -725,5 +788,15 @@ class Engine {
   std::int64_t events_ = 0;
   std::size_t finished_ = 0;
 };
+
+/// For a simulation's result (a Status with `events` and `operations`): records the run's event
+/// count and the engine's operation count and, when the run failed, its reason. True when ok.
+template <class Result>
+bool take_run(Result& res, const Engine& e, const RunResult& run) {
+  res.events = run.events;
+  res.operations = e.op_count();
+  if (!run.ok) res.set_failed(run.reason);
+  return run.ok;
+}
 
 }  // namespace amla::sim

@@ -47,6 +47,16 @@ namespace amla::sim {
 /// Which kind of core runs a stage.
 enum class UnitKind { cube, vector };
 
+/// The limits of a stage-level schedule, so that every time and index stays in range and no
+/// schedule runs for ever: a stage lasts at most 2^40 cycles; a chain has at most 1024 stages; an
+/// arrangement's offsets lie in [-1024, 1024]; a schedule covers at most 10^6 KV blocks and
+/// 10^7 tasks (blocks x (stages + tail)).
+inline constexpr std::int64_t max_stage_cycles = std::int64_t{1} << 40;
+inline constexpr int max_chain_stages = 1024;
+inline constexpr int max_arrangement_offset = 1024;
+inline constexpr int max_schedule_blocks = 1000000;
+inline constexpr std::int64_t max_schedule_tasks = 10000000;
+
 inline const char* to_string(UnitKind k) {
   return k == UnitKind::cube ? "Cube" : "Vector";
 }
@@ -93,13 +103,15 @@ struct StageChain {
 
   void validate() const {
     AMLA_REQUIRE(!stages.empty(), "stages", stages.size(), "a chain has at least one stage");
+    AMLA_REQUIRE(stages.size() <= static_cast<std::size_t>(max_chain_stages), "stages",
+                 stages.size(), "at most max_chain_stages (1024) stages");
     for (const auto& s : stages)
-      AMLA_REQUIRE(s.duration.count >= 0, "stage duration",
-                   s.name + " = " + std::to_string(s.duration.count), "non-negative cycles");
+      AMLA_REQUIRE(s.duration.count >= 0 && s.duration.count <= max_stage_cycles, "stage duration",
+                   s.name + " = " + std::to_string(s.duration.count), "cycles in [0, 2^40]");
     if (tail)
-      AMLA_REQUIRE(tail->duration.count >= 0, "tail duration",
-                   tail->name + " = " + std::to_string(tail->duration.count),
-                   "non-negative cycles");
+      AMLA_REQUIRE(tail->duration.count >= 0 && tail->duration.count <= max_stage_cycles,
+                   "tail duration", tail->name + " = " + std::to_string(tail->duration.count),
+                   "cycles in [0, 2^40]");
   }
 };
 
@@ -182,6 +194,20 @@ inline Arrangement preload_arrangement(const StageChain& chain) {
 
 namespace detail {
 
+/// Tasks of a schedule of `blocks` KV blocks over `chain` (every stage of every block, the tail).
+inline std::int64_t schedule_tasks(const StageChain& chain, int blocks) {
+  return static_cast<std::int64_t>(blocks) * (chain.size() + 1);
+}
+
+/// Throws amla::invalid_argument unless 1 <= blocks <= max_schedule_blocks and the schedule has
+/// at most max_schedule_tasks tasks.
+inline void require_schedule_blocks(const StageChain& chain, int blocks) {
+  AMLA_REQUIRE(blocks >= 1 && blocks <= max_schedule_blocks, "blocks", blocks,
+               "in [1, 10^6] KV blocks");
+  AMLA_REQUIRE(schedule_tasks(chain, blocks) <= max_schedule_tasks, "blocks", blocks,
+               "blocks x (stages + 1) <= 10^7 tasks");
+}
+
 inline std::string task_text(const StageChain& chain, TaskRef t, int first_block_label = 0) {
   if (t.stage == chain.tail_index()) return chain.tail->name;
   return chain.stages[static_cast<std::size_t>(t.stage)].name + "[" +
@@ -217,7 +243,8 @@ inline std::string arrangement_text(const StageChain& chain, const Arrangement& 
 }
 
 /// Whether `arr` is an arrangement of `chain`: every slot names a stage of the chain on a unit of
-/// that stage's kind, and every stage appears exactly once. The reason names the stage at fault.
+/// that stage's kind with an offset in [-max_arrangement_offset, max_arrangement_offset], and
+/// every stage appears exactly once. The reason names the stage at fault.
 /// (Whether its order can run, i.e. has no dependency cycle, is simulate_schedule's answer.)
 inline Status check_arrangement(const StageChain& chain, const Arrangement& arr) {
   chain.validate();
@@ -229,6 +256,9 @@ inline Status check_arrangement(const StageChain& chain, const Arrangement& arr)
                             to_string(kind) + " unit is not a stage of the chain (0.." +
                             std::to_string(chain.size() - 1) + ")");
       const StageSpec& spec = chain.stages[static_cast<std::size_t>(x.stage)];
+      if (x.offset < -max_arrangement_offset || x.offset > max_arrangement_offset)
+        return Status::fail("arrangement offset " + std::to_string(x.offset) + " of " + spec.name +
+                            " is outside [-1024, 1024] (max_arrangement_offset)");
       if (spec.kind != kind)
         return Status::fail("arrangement puts " + spec.name + ", a " + to_string(spec.kind) +
                             " stage, on the " + to_string(kind) + " unit");
@@ -250,7 +280,7 @@ inline Status check_arrangement(const StageChain& chain, const Arrangement& arr)
 inline Schedule cyclic_schedule(const StageChain& chain, int blocks, const Arrangement& arr,
                                 std::string name = "cyclic") {
   chain.validate();
-  AMLA_REQUIRE(blocks >= 1, "blocks", blocks, ">= 1 KV block");
+  detail::require_schedule_blocks(chain, blocks);
   const Status fits = check_arrangement(chain, arr);
   AMLA_REQUIRE(fits.ok, "arrangement", fits.reason, "an arrangement of the chain's stages");
   int max_off = 0, min_off = 0;
@@ -291,7 +321,7 @@ inline Schedule cyclic_schedule(const StageChain& chain, int blocks, const Arran
 /// previous one (whatever unit ran it), then the tail.
 inline Schedule serial_schedule(const StageChain& chain, int blocks) {
   chain.validate();
-  AMLA_REQUIRE(blocks >= 1, "blocks", blocks, ">= 1 KV block");
+  detail::require_schedule_blocks(chain, blocks);
   Schedule sch;
   sch.name = "serial";
   sch.blocks = blocks;
@@ -417,7 +447,16 @@ inline ScheduleResult simulate_schedule(const StageChain& chain, const Schedule&
                                         Cycles handoff = Cycles{0}, Hertz clock = Hertz{1e9}) {
   chain.validate();
   AMLA_REQUIRE(sch.blocks >= 1, "blocks", sch.blocks, ">= 1 KV block");
-  AMLA_REQUIRE(handoff.count >= 0, "handoff", handoff.count, "non-negative cycles");
+  AMLA_REQUIRE(handoff.count >= 0 && handoff.count <= max_stage_cycles, "handoff", handoff.count,
+               "cycles in [0, 2^40]");
+  if (sch.blocks > max_schedule_blocks ||
+      detail::schedule_tasks(chain, sch.blocks) > max_schedule_tasks) {
+    ScheduleResult too_big;
+    too_big.set_failed("a schedule of " + std::to_string(sch.blocks) + " KV blocks over " +
+                       std::to_string(chain.size()) +
+                       " stages exceeds the limits (10^6 blocks, 10^7 tasks)");
+    return too_big;
+  }
   const int S = chain.size();
   const int slots = S + 1;  // stages + tail
   const int label0 = sch.first_block_label;
@@ -545,7 +584,10 @@ inline ScheduleResult simulate_schedule(const StageChain& chain, const Schedule&
       e.depend(ops[i], ops[static_cast<std::size_t>(p)], d);
   }
   const RunResult run = e.run();
-  AMLA_ASSERT(run.ok);  // acyclic and pool-free: it always completes
+  if (!run.ok) {  // acyclic and pool-free, so only a run longer than max_run_cycles
+    res.set_failed(run.reason);
+    return res;
+  }
   res.makespan = run.makespan;
   res.events = run.events;
   for (std::size_t i = 0; i < flat.size(); ++i) {

@@ -129,8 +129,12 @@ struct Edge {
 
 /// Largest n accepted (the construction is O(n); the exhaustive search has its own, smaller limit).
 inline constexpr int max_pairs = 1024;
-/// Largest stage duration accepted, so that sums and schedules of many Cycles stay in int64.
-inline constexpr std::int64_t max_stage_cycles = std::int64_t{1} << 40;
+/// Largest stage duration accepted, so that sums and schedules of many Cycles stay in int64
+/// (the simulator's own limit, sim::max_stage_cycles).
+inline constexpr std::int64_t max_stage_cycles = sim::max_stage_cycles;
+/// Longest Cycle period accepted: max_pairs stages of max_stage_cycles each, so that an offset
+/// plus a duration never overflows.
+inline constexpr std::int64_t max_period_cycles = std::int64_t{1} << 50;
 /// Largest n for exhaustive_optimum: it tries all n! * n! Cube/Vector orders.
 inline constexpr int max_exhaustive_pairs = 6;
 
@@ -245,10 +249,17 @@ inline Status check_arrangement(const CvDurations& d, const TimedCycle& a) {
   if (a.period < d.period())
     return {false, "period " + std::to_string(a.period.count) +
                        " is shorter than max(sum C, sum V) = " + std::to_string(d.period().count)};
+  if (a.period.count > max_period_cycles)
+    return {false, "period " + std::to_string(a.period.count) +
+                       " is longer than max_period_cycles = 2^50"};
   for (int p = 0; p < 2 * d.n(); ++p) {
     const Stage s = Stage::at_chain_position(p);
-    const Cycles start = a.offset(s), end = start + d.of(s);
-    if (start < Cycles{0} || end > a.period)
+    const Cycles start = a.offset(s);
+    if (start < Cycles{0} || start > a.period)
+      return {false, s.label() + " starts at " + std::to_string(start.count) +
+                         ", outside the Cycle window [0, " + std::to_string(a.period.count) + ")"};
+    const Cycles end = start + d.of(s);  // <= 2^50 + 2^40: no overflow
+    if (end > a.period)
       return {false, s.label() + " " + detail::span_text(start, end) +
                          " is not inside the Cycle window [0, " + std::to_string(a.period.count) +
                          ")"};

@@ -68,38 +68,60 @@ struct Tiling {
 
   static constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
-  /// Throws amla::invalid_argument for malformed values (non-positive sizes and counts). A tiling
-  /// that is well formed but does not fit or nest is reported by check_fit, not here.
-  void validate() const {
-    auto dim = [](std::int64_t v, const char* field, const char* rule) {
-      if (v <= 0)
-        amla::detail::throw_invalid("amla::sim::Tiling::validate", field, std::to_string(v), rule);
-    };
-    dim(M, "tiling.M", "a positive matrix dimension");
-    dim(N, "tiling.N", "a positive matrix dimension");
-    dim(K, "tiling.K", "a positive matrix dimension");
-    dim(single_m, "tiling.single_m", "a positive L1 tile dimension");
-    dim(single_n, "tiling.single_n", "a positive L1 tile dimension");
-    dim(single_k, "tiling.single_k", "a positive L1 tile dimension");
-    dim(base_m, "tiling.base_m", "a positive L0 tile dimension");
-    dim(base_n, "tiling.base_n", "a positive L0 tile dimension");
-    dim(base_k, "tiling.base_k", "a positive L0 tile dimension");
-    dim(a_slots, "tiling.a_slots", ">= 1 L1 buffer");
-    dim(b_slots, "tiling.b_slots", ">= 1 L1 buffer");
-    if (!(l1_slot.count > 0))
-      amla::detail::throw_invalid("amla::sim::Tiling::validate", "tiling.l1_slot",
-                                  amla::detail::to_text(l1_slot.count), "positive (bytes)");
-    dim(l0_buffers, "tiling.l0_buffers", ">= 1");
-    if (!(in_bytes > 0))
-      amla::detail::throw_invalid("amla::sim::Tiling::validate", "tiling.in_bytes",
-                                  amla::detail::to_text(in_bytes), "positive");
-    if (!(acc_bytes > 0))
-      amla::detail::throw_invalid("amla::sim::Tiling::validate", "tiling.acc_bytes",
-                                  amla::detail::to_text(acc_bytes), "positive");
-  }
+  /// Throws amla::invalid_argument for malformed values: a size or count that is not positive or
+  /// exceeds its bound (tiling_limits), an element size outside [1/8, 64] bytes. A tiling that
+  /// is well formed but does not fit or nest is reported by check_fit, not here.
+  void validate() const;
 };
 
-/// How many L0C tiles fit (the accumulators the MMAD pipe may fill while FixP drains others).
+/// The bounds Tiling::validate enforces, so that no product of two tiling fields overflows and
+/// no stage asks for more operations than simulate_cube_stage accepts.
+namespace tiling_limits {
+inline constexpr std::int64_t max_dim = std::int64_t{1} << 20;  // M, N, K, single_*, base_*
+inline constexpr int max_slots = 1024;                          // a_slots, b_slots, l0_buffers
+inline constexpr double max_slot_bytes = 0x1p32;                // l1_slot
+inline constexpr double min_element_bytes = 0.125, max_element_bytes = 64;
+}  // namespace tiling_limits
+
+inline void Tiling::validate() const {
+  namespace L = tiling_limits;
+  const char* fn = "amla::sim::Tiling::validate";
+  auto dim = [&](std::int64_t v, const char* field, const char* rule) {
+    if (v <= 0 || v > L::max_dim)
+      amla::detail::throw_invalid(fn, field, std::to_string(v),
+                                  std::string(rule) + " in [1, 2^20]");
+  };
+  auto slots = [&](int v, const char* field, const char* rule) {
+    if (v <= 0 || v > L::max_slots)
+      amla::detail::throw_invalid(fn, field, std::to_string(v),
+                                  std::string(rule) + " in [1, 1024]");
+  };
+  auto element = [&](double v, const char* field) {
+    if (!(v >= L::min_element_bytes && v <= L::max_element_bytes))
+      amla::detail::throw_invalid(fn, field, amla::detail::to_text(v),
+                                  "an element size in [0.125, 64] bytes");
+  };
+  dim(M, "tiling.M", "a positive matrix dimension");
+  dim(N, "tiling.N", "a positive matrix dimension");
+  dim(K, "tiling.K", "a positive matrix dimension");
+  dim(single_m, "tiling.single_m", "a positive L1 tile dimension");
+  dim(single_n, "tiling.single_n", "a positive L1 tile dimension");
+  dim(single_k, "tiling.single_k", "a positive L1 tile dimension");
+  dim(base_m, "tiling.base_m", "a positive L0 tile dimension");
+  dim(base_n, "tiling.base_n", "a positive L0 tile dimension");
+  dim(base_k, "tiling.base_k", "a positive L0 tile dimension");
+  slots(a_slots, "tiling.a_slots", "L1 buffers");
+  slots(b_slots, "tiling.b_slots", "L1 buffers");
+  if (!(l1_slot.count > 0 && l1_slot.count <= L::max_slot_bytes))
+    amla::detail::throw_invalid(fn, "tiling.l1_slot", amla::detail::to_text(l1_slot.count),
+                                "a buffer size in (0, 2^32] bytes");
+  slots(l0_buffers, "tiling.l0_buffers", "L0A / L0B depth");
+  element(in_bytes, "tiling.in_bytes");
+  element(acc_bytes, "tiling.acc_bytes");
+}
+
+/// How many L0C tiles fit (the accumulators the MMAD pipe may fill while FixP drains others):
+/// with a valid chip and tiling at most 2^32 / 2^-3 = 2^35.
 inline std::int64_t l0c_tiles(const Tiling& t, const Chip& chip) {
   return static_cast<std::int64_t>(chip.l0c.count / t.l0c_tile_bytes().count);
 }
@@ -159,17 +181,15 @@ inline Status check_fit(const Tiling& t, const Chip& chip) {
 /// AMLA's [C1] tiling (Section 4.2): N = 512, K = 576, singleM 128, singleN 256, singleK 288,
 /// baseM = baseN = 128, baseK 96. `m` is the rows per task: 128 heads x S_q (256 for S_q = 2).
 inline Tiling amla_c1_tiling(std::int64_t m = 256, std::int64_t n = 512, std::int64_t k = 576) {
-  Tiling t;
-  t.M = m;
-  t.N = n;
-  t.K = k;
-  t.single_m = 128;
-  t.single_n = 256;
-  t.single_k = 288;
-  t.base_m = 128;
-  t.base_n = 128;
-  t.base_k = 96;
-  return t;
+  return Tiling{.M = m,
+                .N = n,
+                .K = k,
+                .single_m = 128,
+                .single_n = 256,
+                .single_k = 288,
+                .base_m = 128,
+                .base_n = 128,
+                .base_k = 96};
 }
 
 /// AMLA's [C2] tiling: N = K = 512, singleM 128, singleN 256, singleK 256, baseM = baseN = 128,

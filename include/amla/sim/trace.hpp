@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <ostream>
 #include <string>
@@ -85,81 +86,60 @@ inline std::string utf8_sanitize(std::string_view s) {
   return out;
 }
 
-/// s as the body of a JSON string (without the quotes).
-inline std::string json_escape(std::string_view s) {
-  static constexpr char hex[] = "0123456789abcdef";
+/// A character an escaper replaces, and its replacement.
+struct Escape {
+  char ch;
+  const char* text;
+};
+
+/// s, sanitised to UTF-8, with each character listed in `named` replaced by its text and every
+/// other control character (below 0x20) handed to `control`, which appends what stands for it.
+template <std::size_t N, class Control>
+std::string escape(std::string_view s, const Escape (&named)[N], Control&& control) {
   std::string out;
-  for (char ch : utf8_sanitize(s)) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (ch) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          out += "\\u00";
-          out += hex[c >> 4];
-          out += hex[c & 0xF];
-        } else {
-          out += ch;
-        }
+  for (const char ch : utf8_sanitize(s)) {
+    const Escape* e = std::find_if(std::begin(named), std::end(named),
+                                   [&](const Escape& x) { return x.ch == ch; });
+    if (e != std::end(named)) {
+      out += e->text;
+    } else if (static_cast<unsigned char>(ch) < 0x20) {
+      control(out, static_cast<unsigned char>(ch));
+    } else {
+      out += ch;
     }
   }
   return out;
+}
+
+/// s as the body of a JSON string (without the quotes): the two-character escapes where JSON has
+/// them, \u00XX for the other control characters.
+inline std::string json_escape(std::string_view s) {
+  static constexpr Escape named[] = {{'"', "\\\""}, {'\\', "\\\\"}, {'\b', "\\b"}, {'\f', "\\f"},
+                                     {'\n', "\\n"}, {'\r', "\\r"},  {'\t', "\\t"}};
+  return escape(s, named, [](std::string& out, unsigned char c) {
+    static constexpr char hex[] = "0123456789abcdef";
+    out += "\\u00";
+    out += hex[c >> 4];
+    out += hex[c & 0xF];
+  });
 }
 
 /// s as XML character data or an attribute value: & < > " ' as entities; the control characters
 /// XML 1.0 does not allow (below 0x20 except tab, newline, carriage return) dropped.
 inline std::string xml_escape(std::string_view s) {
-  std::string out;
-  for (char ch : utf8_sanitize(s)) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (ch) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      default:
-        if (c >= 0x20 || ch == '\t' || ch == '\n' || ch == '\r') out += ch;
-    }
-  }
-  return out;
+  static constexpr Escape named[] = {{'&', "&amp;"},  {'<', "&lt;"},    {'>', "&gt;"},
+                                     {'"', "&quot;"}, {'\'', "&apos;"}, {'\t', "\t"},
+                                     {'\n', "\n"},    {'\r', "\r"}};
+  return escape(s, named, [](std::string&, unsigned char) {});
 }
 
-/// A double in fixed notation with `decimals` digits, independent of any locale.
+/// A double in fixed notation with `decimals` digits (at most 30), independent of any locale.
+/// Any double fits the buffer: a sign, at most 309 integer digits, the point and 30 decimals.
 inline std::string fixed(double v, int decimals) {
   if (v == 0) v = 0;  // no "-0.00"
-  char buf[64];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed, decimals);
+  char buf[400];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed,
+                               std::clamp(decimals, 0, 30));
   AMLA_ASSERT(r.ec == std::errc{});
   return std::string(buf, r.ptr);
 }
@@ -176,20 +156,27 @@ inline const char* phase_name(Phase p) {
   return amla::detail::enum_name(p, {"none", "preload", "steady", "drain"}, "none");
 }
 
-/// Throws unless every interval has 0 <= start <= end and the clock is finite and >= 0.
+/// Throws unless every interval has 0 <= start <= end and the clock is 0 (report cycles) or in
+/// [1 Hz, 1e15 Hz], so that every time in microseconds is a finite number.
 inline void validate_timeline(const Timeline& t, const char* function) {
-  if (!(std::isfinite(t.clock.count) && t.clock.count >= 0))
+  if (!(t.clock.count == 0 || (t.clock.count >= 1 && t.clock.count <= 1e15)))
     ::amla::detail::throw_invalid(function, "timeline.clock",
                                   ::amla::detail::to_text(t.clock.count),
-                                  "a finite frequency >= 0 Hz (0: report cycles)");
+                                  "0 (report cycles) or a frequency in [1, 1e15] Hz");
   for (const Lane& lane : t.lanes)
-    for (const Interval& iv : lane.intervals)
+    for (const Interval& iv : lane.intervals) {
       if (iv.start < Cycles{0} || iv.end < iv.start)
         ::amla::detail::throw_invalid(function, "timeline interval",
                                       lane.name + "/" + iv.name + " [" +
                                           std::to_string(iv.start.count) + ", " +
                                           std::to_string(iv.end.count) + ")",
                                       "0 <= start <= end");
+      const int phase = static_cast<int>(iv.phase);
+      if (phase < 0 || phase > static_cast<int>(Phase::drain))
+        ::amla::detail::throw_invalid(function, "timeline interval phase",
+                                      lane.name + "/" + iv.name + ": " + std::to_string(phase),
+                                      "a Phase (none, preload, steady, drain)");
+    }
 }
 
 /// The intervals of a lane ordered by (start, end), as pointers.

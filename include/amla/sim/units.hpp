@@ -6,49 +6,71 @@
 
 #include <compare>
 #include <cstdint>
+#include <string>
+
+#include "amla/config.hpp"
 
 namespace amla::sim {
 
-/// A count of clock cycles (integral: the engine advances in whole cycles).
+/// A count of clock cycles (integral: the engine advances in whole cycles). Arithmetic is
+/// checked: a sum, difference or product that does not fit in int64 throws
+/// amla::invalid_argument naming the operation and its operands, never wraps.
 struct Cycles {
   std::int64_t count = 0;
   constexpr Cycles() = default;
   constexpr explicit Cycles(std::int64_t c) : count(c) {}
   constexpr auto operator<=>(const Cycles&) const = default;
-  constexpr Cycles& operator+=(Cycles o) {
-    count += o.count;
-    return *this;
+  constexpr Cycles& operator+=(Cycles o) { return *this = *this + o; }
+  constexpr Cycles& operator-=(Cycles o) { return *this = *this - o; }
+  friend constexpr Cycles operator+(Cycles a, Cycles b) {
+    std::int64_t r = 0;
+    if (__builtin_add_overflow(a.count, b.count, &r)) overflow("a + b", a.count, '+', b.count);
+    return Cycles{r};
   }
-  constexpr Cycles& operator-=(Cycles o) {
-    count -= o.count;
-    return *this;
+  friend constexpr Cycles operator-(Cycles a, Cycles b) {
+    std::int64_t r = 0;
+    if (__builtin_sub_overflow(a.count, b.count, &r)) overflow("a - b", a.count, '-', b.count);
+    return Cycles{r};
   }
-  friend constexpr Cycles operator+(Cycles a, Cycles b) { return Cycles{a.count + b.count}; }
-  friend constexpr Cycles operator-(Cycles a, Cycles b) { return Cycles{a.count - b.count}; }
-  friend constexpr Cycles operator*(Cycles a, std::int64_t k) { return Cycles{a.count * k}; }
-  friend constexpr Cycles operator*(std::int64_t k, Cycles a) { return Cycles{a.count * k}; }
+  friend constexpr Cycles operator*(Cycles a, std::int64_t k) {
+    std::int64_t r = 0;
+    if (__builtin_mul_overflow(a.count, k, &r)) overflow("a * k", a.count, '*', k);
+    return Cycles{r};
+  }
+  friend constexpr Cycles operator*(std::int64_t k, Cycles a) { return a * k; }
+
+ private:
+  [[noreturn]] static void overflow(const char* what, std::int64_t a, char op, std::int64_t b) {
+    amla::detail::throw_invalid("amla::sim::Cycles", what,
+                                std::to_string(a) + " " + op + " " + std::to_string(b),
+                                "the result must fit in int64 cycles");
+  }
 };
 
-/// A quantity of data in bytes.
-struct Bytes {
+namespace detail {
+/// What Bytes and Seconds share: a double of one unit, compared and added only with its own kind.
+template <class Unit>
+struct real_quantity {
   double count = 0;
-  constexpr Bytes() = default;
-  constexpr explicit Bytes(double b) : count(b) {}
-  constexpr auto operator<=>(const Bytes&) const = default;
-  friend constexpr Bytes operator+(Bytes a, Bytes b) { return Bytes{a.count + b.count}; }
-  friend constexpr Bytes operator-(Bytes a, Bytes b) { return Bytes{a.count - b.count}; }
+  constexpr real_quantity() = default;
+  constexpr explicit real_quantity(double c) : count(c) {}
+  friend constexpr auto operator<=>(const Unit& a, const Unit& b) { return a.count <=> b.count; }
+  friend constexpr bool operator==(const Unit& a, const Unit& b) { return a.count == b.count; }
+  friend constexpr Unit operator+(Unit a, Unit b) { return Unit{a.count + b.count}; }
+  friend constexpr Unit operator-(Unit a, Unit b) { return Unit{a.count - b.count}; }
+};
+}  // namespace detail
+
+/// A quantity of data in bytes.
+struct Bytes : detail::real_quantity<Bytes> {
+  using real_quantity::real_quantity;
   friend constexpr Bytes operator*(Bytes a, double k) { return Bytes{a.count * k}; }
   friend constexpr Bytes operator*(double k, Bytes a) { return Bytes{a.count * k}; }
 };
 
 /// A duration in seconds (wall time of the modelled chip).
-struct Seconds {
-  double count = 0;
-  constexpr Seconds() = default;
-  constexpr explicit Seconds(double s) : count(s) {}
-  constexpr auto operator<=>(const Seconds&) const = default;
-  friend constexpr Seconds operator+(Seconds a, Seconds b) { return Seconds{a.count + b.count}; }
-  friend constexpr Seconds operator-(Seconds a, Seconds b) { return Seconds{a.count - b.count}; }
+struct Seconds : detail::real_quantity<Seconds> {
+  using real_quantity::real_quantity;
   constexpr double us() const { return count * 1e6; }
 };
 

@@ -1,6 +1,7 @@
 // amla/attention/detail/recurrence.hpp: the pieces every recurrence header shares (operands as the
 // matrix unit sees them, owned dense results, the one decode entry point, FlashMLA's base-2
-// softmax scale). Not for direct inclusion.
+// softmax scale, and what keeps problem/conventions.hpp's contract: a NaN-propagating max and the
+// shield that keeps values a row does not see out of its output). Not for direct inclusion.
 //
 // A recurrence is described to the decode entry point by a descriptor R:
 //   R::Options, R::Scalar (float, or double for golden), R::Report (NoReport when none)
@@ -16,13 +17,17 @@
 #pragma once
 
 #include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <mutex>
 #include <numbers>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "amla/attention/driver.hpp"
 #include "amla/attention/head_group.hpp"
@@ -35,6 +40,69 @@ namespace amla::attention::detail {
 inline float scale_log2(float scale) {
   return static_cast<float>(static_cast<double>(scale) * std::numbers::log2e);
 }
+
+/// max(a, b) that returns NaN when either is NaN (std::max(a, NaN) returns a, which would let a
+/// row's running max skip a NaN score; problem/conventions.hpp, rule 3).
+template <class S>
+constexpr S max_propagating_nan(S a, S b) noexcept {
+  return (b > a || b != b) ? b : a;
+}
+
+/// Keeps the values a row does not see out of its output (problem/conventions.hpp, rule 1).
+///
+/// A recurrence multiplies P (0 where a row does not see a key) by the values of every key some
+/// row of the group sees, so a NaN or Inf value of a key that one row sees and another does not
+/// would reach the second through 0 * NaN. Only keys in [min_r visible[r], max_r visible[r]) are
+/// seen by some rows and not by others (at most s_q - 1 keys of a causal decode group); the shield
+/// scans their values, and when one is not finite it hands the recurrence a copy of V with those
+/// entries set to 0 (group()) and afterwards adds each of them to the outputs of the rows that see
+/// it (restore(out)): there, as in golden's sum, a NaN makes the element NaN and an Inf makes it
+/// +-inf or NaN. With finite values (the usual case) group() is the caller's group, nothing is
+/// copied and restore does nothing, so results are bit for bit those of the unshielded recurrence.
+template <class S>
+class UnseenValueShield {
+ public:
+  using Matrix = typename BasicHeadGroup<S>::Matrix;
+
+  explicit UnseenValueShield(const BasicHeadGroup<S>& g) : caller_(g) {
+    if (g.visible.empty()) return;
+    const auto [lo, hi] = std::minmax_element(g.visible.begin(), g.visible.end());
+    for (Eigen::Index j = *lo; j < *hi; ++j) {
+      for (Eigen::Index c = 0; c < g.v.cols(); ++c) {
+        if (!std::isfinite(g.v(j, c))) unseen_.push_back({j, c, g.v(j, c)});
+      }
+    }
+    if (unseen_.empty()) return;
+    v_own_ = g.v.topRows(*hi);
+    for (const Entry& e : unseen_) v_own_(e.key, e.col) = S{0};
+    shielded_.emplace(BasicHeadGroup<S>{g.q, g.k.topRows(*hi), v_own_, g.visible, g.scale});
+  }
+  UnseenValueShield(const UnseenValueShield&) = delete;
+  UnseenValueShield& operator=(const UnseenValueShield&) = delete;
+
+  /// The group the recurrence runs on.
+  const BasicHeadGroup<S>& group() const { return shielded_ ? *shielded_ : caller_; }
+
+  /// Adds the set-aside values to the outputs of the rows that see them.
+  template <class Out>
+  void restore(Out& out) const {
+    for (const Entry& e : unseen_) {
+      for (Eigen::Index r = 0; r < caller_.rows(); ++r) {
+        if (caller_.visible_keys(r) > e.key) out(r, e.col) += e.value;
+      }
+    }
+  }
+
+ private:
+  struct Entry {
+    Eigen::Index key, col;
+    S value;
+  };
+  const BasicHeadGroup<S>& caller_;
+  std::vector<Entry> unseen_;
+  Matrix v_own_;
+  std::optional<BasicHeadGroup<S>> shielded_;
+};
 
 /// The operands of a head group as the matrix unit sees them: with operand_gather::round_bf16
 /// rounded copies of Q and of the keys and values some row sees, otherwise the caller's memory.

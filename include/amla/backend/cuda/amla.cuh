@@ -28,7 +28,7 @@
 //   checked: rejected (the CPU reference counts and locates violations; the GPU does not).
 #pragma once
 
-#include "amla/backend/cuda/decode.cuh"
+#include "amla/backend/cuda/driver.cuh"
 
 namespace amla::cuda {
 

@@ -10,7 +10,7 @@
 // golden and the CPU Base recurrence.
 #pragma once
 
-#include "amla/backend/cuda/decode.cuh"
+#include "amla/backend/cuda/driver.cuh"
 
 namespace amla::cuda {
 

@@ -54,15 +54,27 @@ namespace detail {
 
 inline constexpr float neg_inf_f = -__builtin_huge_valf();
 
-/// exp2 on the special function unit (relative error about 2^-22, exp2(-inf) = 0).
+/// exp2 on the special function unit, one instruction (relative error about 2^-22,
+/// exp2(-inf) = 0). Results below 2^-126 are flushed to 0 (.ftz: the form without it costs three
+/// more instructions to scale subnormal results): a probability or a rescale factor that small
+/// weighs less than 2^-126 against the row's largest term, which is at least 1.
 __device__ __forceinline__ float fast_exp2(float x) {
   float y;
-  asm("ex2.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 }
 
-/// The max to subtract: m, or 0 for a row that has seen no key (all its scores are -inf, so
-/// exp2(-inf - 0) = 0 and no NaN appears).
+/// max(a, b) that propagates NaN (PTX max.NaN, sm_80): a NaN score makes the running max, and
+/// with it the row's every later quantity, NaN (problem/conventions.hpp), where fmaxf would drop
+/// it and a row of NaN scores would look empty.
+__device__ __forceinline__ float max_nan(float a, float b) {
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+
+/// The max to subtract: m, or 0 for a row whose scores so far are all -inf (none seen, or every
+/// one overflowed to -inf), so that exp2(-inf - 0) = 0 and no NaN appears.
 __device__ __forceinline__ float usable_max(float m) {
   return m == neg_inf_f ? 0.0f : m;
 }
@@ -86,13 +98,31 @@ __device__ __forceinline__ amla_scalars amla_scalars_log2(float m) {
   return amla_scalars_of(n, exp2f(__fadd_rn(n, m)), detail::amla_kernel_step());
 }
 
+namespace detail {
+
+/// AMLA's k for a step between equal scalars (the max did not move): eps = 1.5 (c / c - 1) = 0
+/// and dn = 0 whatever the scalars, so N is the nudge alone and k (8 with the defaults) depends on
+/// the options only: numeric/amla_step.hpp's amla_step_between on any pair of equal scalars.
+__device__ __forceinline__ std::int32_t amla_unmoved_k() {
+  return amla_step_between(amla_scalars{}, amla_scalars{}, amla_kernel_step()).k;
+}
+
+}  // namespace detail
+
 /// The step from frame `old` to running max `m_new` (>= old.m) in the given mode. Mirrors, per
 /// row, attention/online_softmax.hpp (standard) and attention/amla.hpp (AMLA: amla_scalars_log2
 /// for both frames, then numeric/amla_step.hpp's amla_step_between for k; a row that has seen no
-/// key yet gets no add).
+/// key yet gets no add). AMLA's scalars travel with the frames instead of being recomputed:
+/// `old_scalars` are amla_scalars_log2(old.m) (the defaults for a frame that has seen no key), as
+/// the step that made `old` returned them in `scalars`, which receives those of the new frame. When
+/// the max does not move they are the old ones and k is amla_unmoved_k(), the same values bit for
+/// bit. The standard mode ignores both.
 template <rescale_mode Mode>
-__device__ __forceinline__ frame_step step_frame(const row_frame& old, float m_new) {
+__device__ __forceinline__ frame_step step_frame(const row_frame& old,
+                                                 const amla_scalars& old_scalars, float m_new,
+                                                 amla_scalars& scalars) {
   frame_step st;
+  scalars = old_scalars;
   if (m_new == detail::neg_inf_f) {  // still no visible key: nothing changes, O and l are 0
     st.next = old;
     return st;
@@ -103,13 +133,23 @@ __device__ __forceinline__ frame_step step_frame(const row_frame& old, float m_n
   if constexpr (Mode == rescale_mode::standard) {
     st.o_scale = st.l_scale;
   } else {
-    const amla_scalars a = amla_scalars_log2(m_new);
-    st.p_scale = a.s16;
+    const bool moved = m_new != old.m;
+    if (moved) scalars = amla_scalars_log2(m_new);
+    st.p_scale = scalars.s16;
     if (started) {
-      st.o_add = amla_step_between(amla_scalars_log2(old.m), a, detail::amla_kernel_step()).k;
+      st.o_add = moved ? amla_step_between(old_scalars, scalars, detail::amla_kernel_step()).k
+                       : detail::amla_unmoved_k();
     }
   }
   return st;
+}
+
+/// The same step for a kernel that keeps only m: the old frame's scalars are recomputed.
+template <rescale_mode Mode>
+__device__ __forceinline__ frame_step step_frame(const row_frame& old, float m_new) {
+  amla_scalars scalars;
+  return step_frame<Mode>(
+      old, Mode == rescale_mode::amla ? amla_scalars_log2(old.m) : amla_scalars{}, m_new, scalars);
 }
 
 namespace detail {
@@ -125,9 +165,11 @@ __device__ __forceinline__ pattern_add_window kept_window(std::int32_t k) {
 /// The safe add as the Hopper kernel does it, in three instructions: where the magnitude lies below
 /// the exact window's low end `lo` (a zero, a subnormal, or a value the add would push below the
 /// normal range) the result is the signed zero, elsewhere the raw add. It differs from
-/// pattern_add_intended only where that returns a subnormal (|value| < 2^-126): a flush to zero.
-/// The top of the window (overflow to Inf) cannot be reached by an O element: |O| stays below
-/// the key count times max |V|.
+/// pattern_add_intended only where that returns a subnormal (|value| < 2^-126): a flush to zero;
+/// and on a non-finite element, which the add turns into garbage as the hardware form does (the
+/// Hopper kernel's O meets one only through an infinite K value, driver.cuh). The top of the
+/// window (overflow to Inf) cannot be reached by a finite O element: |O| stays below the key
+/// count times max |V|.
 __device__ __forceinline__ float amla_add_flush(float o, std::uint32_t k, std::uint32_t lo) {
   const std::uint32_t u = __float_as_uint(o);
   const std::uint32_t mag = u & 0x7FFFFFFFu;

@@ -5,22 +5,26 @@
 // h_kv = 1, BF16 q and cache, page_size a multiple of 64 or one of 8, 16, 32. Any batch, s_q, h_q,
 // seqlens, causal or not.
 //
-// ---- Work decomposition -------------------------------------------------------------------------
+// ---- Work decomposition: a tile schedule ------------------------------------------------------
 // The s_q * h_q query rows of a request (r = t * h_q + h, token-major as amla's HeadGroup) are cut
-// into blocks of 64 rows; a CTA owns one row block of one request and one contiguous range of
-// 64-key KV blocks (its split). Grid (row_blocks, batch, splits). With one split the CTA writes
-// out and lse; with several it writes a normalised FP32 partial and its lse, and combine.cuh
-// merges them.
+// into row blocks of 64 rows. The grid is (row_blocks, pieces): CTA (m, i) runs row block m of
+// piece i of the split-KV schedule (problem/split_schedule.hpp: piece_at), one request's
+// contiguous range of 64-key KV blocks. A piece that is a whole request writes out and lse; a
+// piece of a request cut into several writes its normalised FP32 partial and lse to its slot, and
+// combine.cuh merges the slots. CTAs past the schedule's last piece (the launch sizes the grid by
+// a bound, the GPU computes the plan) return at once.
 //
-// ---- Shared memory (218 KB) --------------------------------------------------------------
+// ---- Shared memory (220 KB) --------------------------------------------------------------
 //   Q         64 x 576 BF16 as 9 column chunks of 64 x 64 (8 KB each, 128-byte swizzle)  72 KB
 //   KV[0..1]  two KV blocks of 64 keys x 576, the same 9-chunk layout                    144 KB
-//   messages  per-row frames the warpgroups pass each other, the l exchange, mbarriers    2 KB
+//   messages  per-row frame steps (with AMLA's scalars) the warpgroups pass each other, the
+//             l exchange, mbarriers                                                       4 KB
 // Chunk c of a buffer holds columns [64c, 64c + 64). Chunks 0-3 are V's left half, 4-7 V's right
 // half, chunk 8 the RoPE part of K, used only by Q K^T; once that product is done, chunk 8 holds
 // the block's P (64 x 64 BF16, the same 8 KB swizzled layout) that both warpgroups' P V read. Every
 // chunk has its own mbarrier, so the TMA refills a chunk as soon as its last reader is done and Q
-// K^T consumes chunks in arrival order.
+// K^T consumes chunks in arrival order. The wgmma operands are addressed through descriptors built
+// once per buffer and stepped by one add (smem_desc).
 //
 // ---- The schedule: two warpgroups, O split by columns, blocks in pairs --------------------
 // Two consumer warpgroups, no producer warp: WG0 owns O_L = O[:, 0:256], WG1 owns
@@ -30,23 +34,41 @@
 //   1. WG0: S_A = Q K_A^T (wgmma SS, 36 x m64n64k16); WG1: S_B = Q K_B^T, issued once WG0 has
 //      issued S_A (named barrier 5, CudaDecodeOptions::stagger_qk), so that WG0's softmax of A
 //      overlaps S_B on the tensor cores.
-//   2. WG0: frame A = step(frame, rowmax S_A), P_A = exp2(S_A - m_A); publishes frame A and P_A
-//      (into KV[0] chunk 8); named barrier 1.
-//   3. WG0: O_L = step_A(O_L) + P_A V_A[:, L]; WG1: O_R = step_A(O_R) + P_A V_A[:, R] (both
-//      wgmma SS with P_A from shared memory: its fragments would cost 16 registers per thread
-//      across the O rescale, and the AMLA kernels have none to spare).
-//   4. WG1, while both halves of step 3 run: frame B = step(frame A, rowmax S_B), P_B; publishes
-//      them (P_B into KV[1] chunk 8); named barrier 2.
+//   2. WG0: frame A = step(frame, rowmax S_A), published at once (named barrier 8); then
+//      P_A = exp2(S_A - m_A) into KV[0] chunk 8 (named barrier 1).
+//   3. WG1, as soon as S_B and frame A are there: frame B = step(frame A, rowmax S_B) and
+//      P_B = exp2(S_B - m_B), its softmax overlapping WG0's; P_B into KV[1] chunk 8 (barrier 2)
+//      after O_R = step_A(O_R) + P_A V_A[:, R] is issued.
+//   4. WG0: O_L = step_A(O_L) + P_A V_A[:, L] (both halves wgmma SS with P_A from shared
+//      memory: its fragments would cost 16 registers per thread across the O rescale, and the
+//      AMLA kernels have none to spare).
 //   5. WG0: O_L = step_B(O_L) + P_B V_B[:, L]; WG1: O_R = step_B(O_R) + P_B V_B[:, R] (SS).
 // Both halves therefore follow the CPU recurrence's block order exactly, block size 64 (Base:
 // O = O exp(m_old - m_new) + BF16(P) V; AMLA: O = AS_FP32(AS_INT32(O) + k) + BF16(P S16) V).
 // This is the FlashMLA deep dive's idea (two warpgroups, one output split in halves, P handed
 // across in shared memory) without its seesaw reordering: block A's P V runs on both halves right
 // after frame A, so all of KV[0] is free one P V earlier and the next pair's first Q K^T finds its
-// data. Refills: KV[b] chunks 0-3 by WG0 after its step 3 (b = 0) or 5 (b = 1); KV[b] chunks
-// 4-8 by WG1 after its own step and after WG0 has signalled (named barriers 6, 7) that it is done
-// with chunk 8, the P tile both read. The refilling thread is the first of its warpgroup, after a
-// warpgroup barrier (every warp's wgmma is complete).
+// data. (The seesaw itself, with the next Q K^T issued behind the last P V and P from registers,
+// measured slower on an H100: bench/CUDA_RESULTS.md.) Refills: KV[b] chunks 0-3 by WG0 after its
+// step 4 (b = 0) or 5 (b = 1); KV[b] chunks 4-8 by WG1 after its own P V and after WG0 has
+// signalled (named barriers 6, 7) that it is done with chunk 8, the P tile both read. The
+// refilling thread is the first of its warpgroup, after a warpgroup barrier (every warp's wgmma
+// is complete).
+//
+// ---- Keys a row does not see (problem/conventions.hpp) --------------------------------------
+// Scores of keys past a row's visible count are -inf before the max. V rows the tensor cores
+// multiply by P = 0 must be finite (0 * NaN = NaN), so before each P V the warpgroup zeroes, in
+// its half of V, the keys past the CTA's last visible one (vis_max: past the sequence, or hidden
+// from every row), and replaces the non-finite values of the keys a causal mask shows to some
+// rows of the CTA only ([vis_min, vis_max), when a CTA holds several tokens) by 0. Those values
+// still reach the rows that see them: V is the first 512 columns of K, so a NaN or Inf there
+// makes the row's score NaN or +-inf, and a NaN or +inf score makes the row NaN. Only a score of
+// -inf (an infinite K value against a query value of the other sign) differs from the float64
+// golden: the key weighs 0, and golden's 0 * Inf puts NaN in the columns of its infinite values,
+// where the kernel has their value without that key. Scores are NaN-propagating: the row max uses
+// max.NaN, so a NaN in Q or a visible K makes the row's out and lse NaN; a score that overflows
+// FP32 to +inf makes the row NaN (inf - inf), and a row whose every visible score is -inf gets
+// NaN, not the empty-row result, which only a row with no visible key gets.
 //
 // ---- In the simulator's vocabulary (amla/sim) ---------------------------------------------
 //   Cube: the tensor cores, driven by wgmma from both warpgroups: C1 (Q K^T) per block, C2 (P V)
@@ -67,6 +89,7 @@
 
 #include "amla/backend/cuda/detail/check.cuh"
 #include "amla/backend/cuda/detail/ptx.cuh"
+#include "amla/backend/cuda/detail/split_plan.cuh"
 #include "amla/backend/cuda/rescale.cuh"
 
 #include <cuda.h>
@@ -75,6 +98,7 @@
 #include <cstdint>
 
 #include "amla/problem/shape.hpp"
+#include "amla/problem/split_schedule.hpp"
 
 namespace amla::cuda::detail::hopper {
 
@@ -88,20 +112,23 @@ inline constexpr int tile_bytes = chunks * chunk_bytes;
 inline constexpr int threads = 256;
 
 enum barrier_id : int {
-  bar_p_a = 1,     ///< WG0 -> WG1: frame A and P_A published
-  bar_p_b = 2,     ///< WG1 -> WG0: frame B and P_B published
-  bar_wg0 = 3,     ///< WG0 alone (128 threads)
-  bar_wg1 = 4,     ///< WG1 alone
-  bar_qk = 5,      ///< WG0 -> WG1: S_A issued, WG1 may issue S_B (params::stagger_qk)
-  bar_a_done = 6,  ///< WG0 -> WG1: WG0's P_A V_A done (KV[0] chunk 8 may be refilled)
-  bar_b_done = 7,  ///< WG0 -> WG1: WG0's P_B V_B done (KV[1] chunk 8 may be refilled)
+  bar_p_a = 1,      ///< WG0 -> WG1: frame A and P_A published
+  bar_p_b = 2,      ///< WG1 -> WG0: frame B and P_B published
+  bar_wg0 = 3,      ///< WG0 alone (128 threads)
+  bar_wg1 = 4,      ///< WG1 alone
+  bar_qk = 5,       ///< WG0 -> WG1: S_A issued, WG1 may issue S_B (params::stagger_qk)
+  bar_a_done = 6,   ///< WG0 -> WG1: WG0's P_A V_A done (KV[0] chunk 8 may be refilled)
+  bar_b_done = 7,   ///< WG0 -> WG1: WG0's P_B V_B done (KV[1] chunk 8 may be refilled)
+  bar_frame_a = 8,  ///< WG0 -> WG1: frame A published (before P_A)
 };
 
-/// A row's frame as published to the other warpgroup, with the step that produced it.
+/// A row's frame as published to the other warpgroup, with the step that produced it and (AMLA)
+/// the frame's scalars, which the next step starts from (rescale.cuh, step_frame).
 struct frame_message {
   row_frame frame;
   float o_scale;
   std::int32_t o_add;
+  amla_scalars scalars;
 };
 
 struct shared_storage {
@@ -114,68 +141,161 @@ struct shared_storage {
   std::uint64_t bar_kv[2][chunks];
 };
 
-/// Dynamic shared memory to request: the storage plus slack to align it to 1024 bytes (the
-/// 128-byte swizzle repeats every 1024 bytes and descriptors assume aligned tiles).
-inline constexpr std::size_t smem_bytes = sizeof(shared_storage) + 1024;
+/// The AMLA scalars of this warpgroup's frame `f` of a row, published in `msg` by the step that
+/// made it: the defaults while the row has seen no key (msg not yet written), nothing in the
+/// standard mode.
+template <rescale_mode Mode>
+__device__ __forceinline__ amla_scalars scalars_of(const row_frame& f, const frame_message& msg) {
+  if constexpr (Mode == rescale_mode::amla) {
+    if (f.m != neg_inf_f) return msg.scalars;
+  }
+  return amla_scalars{};
+}
+
+/// Dynamic shared memory to request. Its start is 1024-byte aligned (the 128-byte swizzle repeats
+/// every 1024 bytes and the descriptors assume aligned tiles; the kernel checks it).
+inline constexpr std::size_t smem_bytes = sizeof(shared_storage);
 static_assert(smem_bytes <= 227 * 1024, "the Hopper kernel's shared memory exceeds 227 KB");
 
 struct params {
   DecodeShape shape;  ///< offsets and the mask come from problem/shape.hpp (h_kv = 1)
   int rows;           ///< s_q * h_q
   int row_blocks;     ///< ceil(rows / 64)
-  int num_splits;
   bool causal;
-  int kv_l2_hint;  ///< 0 none, 1 evict first, 2 evict last (TMA loads of the KV cache)
+  int kv_l2_hint;  ///< 0 none, 1 evict first, 2 evict last (TMA loads of Q and the KV cache)
   int stagger_qk;  ///< 1: WG1 issues S_B only after WG0 has issued S_A
   float scale_log2;
   const std::int32_t* block_table;
   const std::int32_t* seqlens;
-  __nv_bfloat16* out;  ///< final output (num_splits == 1)
+  /// The split-KV schedule: its seqlens are `seqlens`; a sized one takes its piece length from
+  /// `plan` (split_plan.cuh computes it on the GPU).
+  SplitScheduleView schedule;
+  const split_plan::header* plan;
+  __nv_bfloat16* out;  ///< final outputs (pieces with slot -1)
   float* lse;
-  float* out_part;  ///< [num_splits, batch, rows, 512] (num_splits > 1)
-  float* lse_part;  ///< [num_splits, batch, rows]
+  float* out_part;  ///< [slots, rows, 512]
+  float* lse_part;  ///< [slots, rows]
 };
+
+/// The schedule as the kernel reads it: a sized one's piece length comes from the plan the kernel
+/// before this one wrote.
+__device__ __forceinline__ SplitScheduleView schedule_of(const params& p) {
+  SplitScheduleView v = p.schedule;
+  if (v.num_splits == 0) {
+    v.piece_blocks = p.plan->piece_blocks;
+  }
+  return v;
+}
 
 /// Visible keys of request row r (token t = r / h_q).
 __device__ __forceinline__ int row_visible(const params& p, int seqlen, int r) {
   return visible_keys(seqlen, p.shape.s_q, r / p.shape.h_q, p.causal);
 }
 
+/// One piece as this CTA's rows see it: the block range clipped to the row block's last visible
+/// key, the visible counts of this thread's rows r0, r1 and of the CTA's first and last real rows.
+struct piece_rows {
+  int request, slot, seqlen;
+  int kb_begin, kb_end;
+  int vis0, vis1, vis_min, vis_max;
+  const std::int32_t* table;
+};
+
+__device__ __forceinline__ piece_rows rows_of(const params& p, const SplitPiece& pc, int row_first,
+                                              int r0, int r1) {
+  piece_rows c;
+  c.request = pc.request;
+  c.slot = pc.slot;
+  c.seqlen = p.seqlens[pc.request];
+  const int row_last = min(row_first + rows_per_cta, p.rows) - 1;
+  c.vis_min = row_visible(p, c.seqlen, row_first);
+  c.vis_max = row_visible(p, c.seqlen, row_last);
+  // Padding rows (past p.rows) see as much as the last real row: they compute finite garbage
+  // that is never written, and never widen the key range.
+  c.vis0 = row_first + r0 <= row_last ? row_visible(p, c.seqlen, row_first + r0) : c.vis_max;
+  c.vis1 = row_first + r1 <= row_last ? row_visible(p, c.seqlen, row_first + r1) : c.vis_max;
+  const int n_blocks = (c.vis_max + block_keys - 1) / block_keys;
+  c.kb_end = min(pc.block_end, n_blocks);
+  c.kb_begin = min(pc.block_begin, c.kb_end);
+  c.table = p.block_table + p.shape.table_offset(pc.request, 0);
+  return c;
+}
+
+/// One bulk tensor copy with the kernel's L2 policy (evict normal when there is no hint).
+__device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, int c0, int c1,
+                                         std::uint64_t* bar, std::uint64_t policy) {
+  ptx::tma_load_2d_hint(dst, map, c0, c1, bar, policy);
+}
+
 /// Issues the TMA loads of chunks [c_lo, c_hi) of KV block kb into buffer `buf` (one thread).
 /// Sub-pages of a block past the sequence's length are loaded from a negative, out-of-bounds row
 /// (zeros) so their block_table entries are never read.
 __device__ __forceinline__ void load_kv(shared_storage& sm, const CUtensorMap* map, const params& p,
-                                        const std::int32_t* table, int seqlen, int buf, int kb,
+                                        const piece_rows& pr, std::uint64_t policy, int buf, int kb,
                                         int c_lo, int c_hi) {
   const int key0 = kb * block_keys;
-  if (p.shape.page_size >= block_keys) {
-    const int row = table[key0 / p.shape.page_size] * p.shape.page_size + key0 % p.shape.page_size;
+  const int ps = p.shape.page_size;
+  if (ps >= block_keys) {
+    const int row = pr.table[key0 / ps] * ps + key0 % ps;
     for (int c = c_lo; c < c_hi; ++c) {
       ptx::mbar_arrive_expect_tx(&sm.bar_kv[buf][c], chunk_bytes);
-      ptx::tma_load_2d(sm.kv[buf] + c * chunk_bytes, map, c * 64, row, &sm.bar_kv[buf][c]);
+      tma_load(sm.kv[buf] + c * chunk_bytes, map, c * 64, row, &sm.bar_kv[buf][c], policy);
     }
   } else {
-    const int subs = block_keys / p.shape.page_size;
+    const int subs = block_keys / ps;
     for (int c = c_lo; c < c_hi; ++c) {
       ptx::mbar_arrive_expect_tx(&sm.bar_kv[buf][c], chunk_bytes);
       for (int s = 0; s < subs; ++s) {
-        const int key = key0 + s * p.shape.page_size;
-        const int row =
-            key < seqlen ? table[key / p.shape.page_size] * p.shape.page_size : -p.shape.page_size;
-        ptx::tma_load_2d(sm.kv[buf] + c * chunk_bytes + s * p.shape.page_size * 128, map, c * 64,
-                         row, &sm.bar_kv[buf][c]);
+        const int key = key0 + s * ps;
+        const int row = key < pr.seqlen ? pr.table[key / ps] * ps : -ps;
+        tma_load(sm.kv[buf] + c * chunk_bytes + s * ps * 128, map, c * 64, row, &sm.bar_kv[buf][c],
+                 policy);
       }
     }
   }
 }
 
+/// The loads a piece starts with (one thread): its Q row block and its first two KV blocks. A
+/// piece with no block for this row block loads nothing.
+__device__ __forceinline__ void load_piece(shared_storage& sm, const CUtensorMap* tm_q,
+                                           const CUtensorMap* tm_kv, const params& p,
+                                           const piece_rows& pr, int row_first,
+                                           std::uint64_t policy) {
+  if (pr.kb_begin >= pr.kb_end) return;
+  ptx::mbar_arrive_expect_tx(&sm.bar_q, tile_bytes);
+  const int q_row = pr.request * p.rows + row_first;
+  for (int c = 0; c < chunks; ++c) {
+    tma_load(sm.q + c * chunk_bytes, tm_q, c * 64, q_row, &sm.bar_q, policy);
+  }
+  load_kv(sm, tm_kv, p, pr, policy, 0, pr.kb_begin, 0, chunks);
+  if (pr.kb_begin + 1 < pr.kb_end) load_kv(sm, tm_kv, p, pr, policy, 1, pr.kb_begin + 1, 0, chunks);
+}
+
+/// A shared memory matrix descriptor (ptx::smem_desc_sw128, 128-byte swizzle, 1024-byte 8-row
+/// groups) kept as its two 32-bit words, built once per buffer and stepped per wgmma: the start
+/// address (bytes / 16) is the low word's lowest 14 bits, and every address of the kernel's storage
+/// lies below 2^18 bytes, so moving the descriptor by a multiple of 16 bytes is one 32-bit add to
+/// the low word with no carry out of the field (building it anew costs about eight
+/// uniform-datapath instructions per wgmma).
+struct smem_desc {
+  std::uint32_t lo, hi;
+  __device__ __forceinline__ std::uint64_t at(std::uint32_t bytes) const {
+    return static_cast<std::uint64_t>(hi) << 32 | (lo + (bytes >> 4));
+  }
+};
+/// The descriptor of `base` with the given leading byte offset (K-major tiles: unused, 16;
+/// V as an MN-major operand: the distance between its 64-column chunks).
+__device__ __forceinline__ smem_desc make_desc(const std::uint8_t* base, std::uint32_t lead_bytes) {
+  const std::uint64_t d = ptx::smem_desc_sw128(ptx::smem_u32(base), lead_bytes, 1024);
+  return smem_desc{static_cast<std::uint32_t>(d), static_cast<std::uint32_t>(d >> 32)};
+}
 /// Descriptor of a K-major 64-row tile chunk (Q, K or P), k-step kk (16 columns) within it.
 __device__ __forceinline__ std::uint64_t desc_kmajor(const std::uint8_t* chunk, int kk) {
-  return ptx::smem_desc_sw128(ptx::smem_u32(chunk) + kk * 32, 16, 1024);
+  return make_desc(chunk, 16).at(kk * 32);
 }
 /// Descriptor of V (MN-major B operand): 16 keys from key 16 kk, 256 columns from chunk c0.
 __device__ __forceinline__ std::uint64_t desc_v(const std::uint8_t* buf, int c0, int kk) {
-  return ptx::smem_desc_sw128(ptx::smem_u32(buf + c0 * chunk_bytes) + kk * 2048, chunk_bytes, 1024);
+  return make_desc(buf, chunk_bytes).at(c0 * chunk_bytes + kk * 2048);
 }
 
 /// S = Q K^T for the block in buffer `buf`, consuming chunks in the order given. With `signal`,
@@ -184,6 +304,7 @@ template <int C0, int C1, int C2, int C3, int C4, int C5, int C6, int C7, int C8
 __device__ __forceinline__ void qk_product(float (&s)[32], shared_storage& sm, int buf,
                                            std::uint32_t parity, bool signal = false) {
   constexpr int order[chunks] = {C0, C1, C2, C3, C4, C5, C6, C7, C8};
+  const smem_desc dq = make_desc(sm.q, 16), dk = make_desc(sm.kv[buf], 16);
 #pragma unroll
   for (int i = 0; i < 32; ++i) s[i] = 0.0f;
   ptx::fence_regs(s);
@@ -196,9 +317,8 @@ __device__ __forceinline__ void qk_product(float (&s)[32], shared_storage& sm, i
     ptx::wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
-      ptx::wgmma_m64n64k16_ss_kmajor(s, desc_kmajor(sm.q + c * chunk_bytes, kk),
-                                     desc_kmajor(sm.kv[buf] + c * chunk_bytes, kk),
-                                     (ci | kk) != 0 ? 1 : 0);
+      const std::uint32_t at = c * chunk_bytes + kk * 32;
+      ptx::wgmma_m64n64k16_ss_kmajor(s, dq.at(at), dk.at(at), (ci | kk) != 0 ? 1 : 0);
     }
   }
   ptx::wgmma_commit();
@@ -207,47 +327,53 @@ __device__ __forceinline__ void qk_product(float (&s)[32], shared_storage& sm, i
   ptx::fence_regs(s);
 }
 
-/// Scales scores to base 2 and masks keys a row cannot see (-inf). Rows r0 (elements e < 2) and
+/// Masks the raw scores of keys a row cannot see (-inf). Rows r0 (elements e < 2) and
 /// r1 = r0 + 8 (e >= 2); element i holds key 8 (i / 4) + 2 quad + (i & 1) of the block.
-__device__ __forceinline__ void scale_mask(float (&s)[32], float scale_log2, bool masked,
-                                           int key_base, int vis0, int vis1, int quad) {
+__device__ __forceinline__ void mask_scores(float (&s)[32], int key_base, int vis0, int vis1,
+                                            int quad) {
 #pragma unroll
   for (int i = 0; i < 32; ++i) {
     const int key = key_base + 8 * (i / 4) + 2 * quad + (i & 1);
-    const int vis = (i & 2) ? vis1 : vis0;
-    const float v = s[i] * scale_log2;
-    s[i] = (!masked || key < vis) ? v : neg_inf_f;
+    if (key >= ((i & 2) ? vis1 : vis0)) s[i] = neg_inf_f;
   }
 }
 
-__device__ __forceinline__ void row_max(const float (&s)[32], float& mx0, float& mx1) {
+/// Row maxima of rows r0 (mx0) and r1 (mx1) over the block in base 2, NaN-propagating
+/// (rescale.cuh): the raw maximum times scale_log2, which is the maximum of the scaled scores bit
+/// for bit (rounding a product by a positive constant is monotonic), one multiply per row instead
+/// of one per score on the way to the frame step.
+__device__ __forceinline__ void row_max(const float (&s)[32], float scale_log2, float& mx0,
+                                        float& mx1) {
   mx0 = neg_inf_f;
   mx1 = neg_inf_f;
 #pragma unroll
   for (int i = 0; i < 32; ++i) {
     if (i & 2) {
-      mx1 = fmaxf(mx1, s[i]);
+      mx1 = max_nan(mx1, s[i]);
     } else {
-      mx0 = fmaxf(mx0, s[i]);
+      mx0 = max_nan(mx0, s[i]);
     }
   }
 #pragma unroll
   for (int o = 1; o <= 2; o <<= 1) {
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, o));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, o));
+    mx0 = max_nan(mx0, __shfl_xor_sync(0xffffffffu, mx0, o));
+    mx1 = max_nan(mx1, __shfl_xor_sync(0xffffffffu, mx1, o));
   }
+  mx0 = __fmul_rn(mx0, scale_log2);
+  mx1 = __fmul_rn(mx1, scale_log2);
 }
 
-/// s <- exp2(s - m) per row; returns this thread's partial row sums (the quad reduction waits
-/// until the end, since l only ever gets per-row scales).
-__device__ __forceinline__ void exponentiate(float (&s)[32], float m0, float m1, float& sum0,
-                                             float& sum1) {
+/// s <- exp2(s scale_log2 - m) per row (the product rounded on its own, as the CPU recurrence
+/// scales its scores); returns this thread's partial row sums (the quad reduction waits until the
+/// end, since l only ever gets per-row scales).
+__device__ __forceinline__ void exponentiate(float (&s)[32], float scale_log2, float m0, float m1,
+                                             float& sum0, float& sum1) {
   const float u0 = usable_max(m0), u1 = usable_max(m1);
   sum0 = 0.0f;
   sum1 = 0.0f;
 #pragma unroll
   for (int i = 0; i < 32; ++i) {
-    const float e = fast_exp2(s[i] - ((i & 2) ? u1 : u0));
+    const float e = fast_exp2(__fmul_rn(s[i], scale_log2) - ((i & 2) ? u1 : u0));
     s[i] = e;
     if (i & 2) {
       sum1 += e;
@@ -301,19 +427,26 @@ __device__ __forceinline__ void store_p_tile(std::uint8_t* tile, const std::uint
   }
 }
 
-/// Zeroes V rows [first_key, 64) of chunks [c_lo, c_hi) (the keys past the CTA's last visible
-/// one, which may hold anything, NaN included, and would poison P V with 0 * NaN). Called by one
+/// Prepares V rows [first_key, 64) of chunks [c0, c0 + 4) for the tensor cores, which multiply
+/// every row of V by every row's P, 0 included (0 * NaN = NaN): rows from `hidden_key` on (past
+/// the CTA's last visible key: anything, NaN included, may be there) become zeros; rows in
+/// [first_key, hidden_key) (keys a causal mask shows to some rows of the CTA and hides from
+/// others) keep their finite values and have their non-finite ones replaced by 0. Called by one
 /// warpgroup (128 threads) that then fences and syncs before its wgmma reads them.
-__device__ __forceinline__ void zero_tail(std::uint8_t* buf, int first_key, int c_lo, int c_hi,
-                                          int tid_wg) {
-  const int rows = block_keys - first_key;
-  const int units = rows * 8 * (c_hi - c_lo);  // 16-byte units
-  for (int u = tid_wg; u < units; u += 128) {
-    const int c = c_lo + u / (rows * 8);
-    const int rem = u % (rows * 8);
-    const int row = first_key + rem / 8;
-    *reinterpret_cast<uint4*>(buf + c * chunk_bytes + row * 128 + (rem % 8) * 16) =
-        make_uint4(0u, 0u, 0u, 0u);
+__device__ __forceinline__ void prepare_v_rows(std::uint8_t* buf, int first_key, int hidden_key,
+                                               int c0, int tid_wg) {
+  // Thread t of the warpgroup owns word t % 32 (two BF16) of chunk c0 + t / 32 in every row: no
+  // index arithmetic and few live registers, since the accumulators are live across this.
+  std::uint32_t* w =
+      reinterpret_cast<std::uint32_t*>(buf + (c0 + tid_wg / 32) * chunk_bytes) + tid_wg % 32;
+  for (int row = first_key; row < block_keys; ++row) {
+    std::uint32_t x = 0u;
+    if (row < hidden_key) {
+      x = w[row * 32];  // exponent all ones: Inf or NaN
+      if ((x & 0x7F800000u) == 0x7F800000u) x &= 0x0000FFFFu;
+      if ((x & 0x00007F80u) == 0x00007F80u) x &= 0xFFFF0000u;
+    }
+    w[row * 32] = x;
   }
 }
 
@@ -346,8 +479,52 @@ __device__ __forceinline__ void rescale_rows(float (&o)[N], const frame_step& st
   }
 }
 
+/// Issues O (+)= P V for one warpgroup's half and commits it (the caller waits): P is the block's
+/// 64 x 64 tile in chunk 8 of `buf`, V the 256 columns from chunk c0.
+__device__ __forceinline__ void pv_issue(float (&o)[128], const std::uint8_t* buf, int c0) {
+  const smem_desc dp = make_desc(buf + 8 * chunk_bytes, 16), dv = make_desc(buf, chunk_bytes);
+  ptx::fence_regs(o);
+  ptx::wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    ptx::wgmma_m64n256k16_ss<true>(o, dp.at(kk * 32), dv.at(c0 * chunk_bytes + kk * 2048), 1);
+  }
+  ptx::wgmma_commit();
+}
+
+/// Whether block kb holds keys some row of the CTA does not see (keys from vis_min on).
+__device__ __forceinline__ bool hides_keys(const piece_rows& pr, int kb) {
+  return (kb + 1) * block_keys > pr.vis_min;
+}
+
+/// prepare_v_rows for block kb of the piece, this warpgroup's half of V (chunks c0..c0 + 3).
+__device__ __forceinline__ void hide_keys(std::uint8_t* buf, int c0, int kb, const piece_rows& pr,
+                                          int tid_wg) {
+  const int key0 = kb * block_keys;
+  prepare_v_rows(buf, max(pr.vis_min - key0, 0), max(pr.vis_max - key0, 0), c0, tid_wg);
+}
+
+/// One warpgroup's P V of block kb in `buf` (its half of V: chunks c0..c0 + 3): O moved to the
+/// block's frame (rescale_rows), the V rows some row of the CTA does not see prepared
+/// (hide_keys), the wgmma issued and committed; the caller waits. own_p: this warpgroup stored
+/// the P tile itself, so all its warps must have written it before the wgmma reads it (a tile
+/// from the other warpgroup was ordered by the named barrier that published it).
+template <rescale_mode Mode, bool SafeAdd>
+__device__ __forceinline__ void pv_step(float (&o)[128], const frame_step& st0,
+                                        const frame_step& st1, std::uint8_t* buf, int c0, int kb,
+                                        const piece_rows& pr, int bar, int tid_wg, bool own_p) {
+  rescale_rows<Mode, SafeAdd>(o, st0, st1);
+  const bool hide = hides_keys(pr, kb);
+  if (hide) hide_keys(buf, c0, kb, pr, tid_wg);
+  if (hide || own_p) {
+    ptx::fence_proxy_async_smem();
+    ptx::bar_sync(bar, 128);  // the P tile and the prepared rows written
+  }
+  pv_issue(o, buf, c0);
+}
+
 /// Writes 1 to *flag when the code running it was compiled for sm_90a (the Hopper kernel's real
-/// body is there), 0 otherwise. The host asks once per device (decode.cuh, hopper_kernel_built).
+/// body is there), 0 otherwise. The host asks once per device (driver.cuh, hopper_kernel_built).
 __global__ void sm90a_probe(int* flag) {
 #if defined(AMLA_CUDA_SM90A_ENABLED)
   *flag = 1;
@@ -366,308 +543,263 @@ __global__ void __launch_bounds__(threads, 1)
 #if defined(__CUDA_ARCH__) && !defined(AMLA_CUDA_SM90A_ENABLED)
   AMLA_CUDA_ARCH_UNSUPPORTED("the Hopper decode kernel (wgmma, TMA)");
 #else
-  extern __shared__ std::uint8_t smem_raw[];
-  shared_storage& sm = *reinterpret_cast<shared_storage*>(
-      (reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) & ~static_cast<std::uintptr_t>(1023));
+  // Dynamic shared memory starts 1024-byte aligned (the kernel has no static shared memory), so
+  // the storage is the array itself: every address in it is a constant offset the compiler sees.
+  extern __shared__ __align__(1024) std::uint8_t smem_raw[];
+  shared_storage& sm = *reinterpret_cast<shared_storage*>(smem_raw);
+  if (ptx::smem_u32(smem_raw) % 1024 != 0) __trap();
 
-  const int row_block = blockIdx.x, b = blockIdx.y, split = blockIdx.z;
+  const int row_block = blockIdx.x;
   const int wg = threadIdx.x / 128;
   const int tid_wg = threadIdx.x % 128;
   const int warp = tid_wg / 32, lane = threadIdx.x % 32;
   const int quad = lane % 4;
   const int r0 = warp * 16 + lane / 4, r1 = r0 + 8;  // this thread's two rows within the CTA
-
-  // ---- this CTA's rows and key range ----
-  const int seqlen = p.seqlens[b];
   const int row_first = row_block * rows_per_cta;
-  const int row_last = min(row_first + rows_per_cta, p.rows) - 1;
-  const int vis_min = row_visible(p, seqlen, row_first);
-  const int vis_max = row_visible(p, seqlen, row_last);
-  // Padding rows (past p.rows) see as much as the last real row: they compute finite garbage
-  // that is never written, and never widen the key range.
-  const int vis0 = row_first + r0 <= row_last ? row_visible(p, seqlen, row_first + r0) : vis_max;
-  const int vis1 = row_first + r1 <= row_last ? row_visible(p, seqlen, row_first + r1) : vis_max;
-  const int n_blocks = (vis_max + block_keys - 1) / block_keys;
-  const int per_split = (n_blocks + p.num_splits - 1) / p.num_splits;
-  const int kb_begin = min(n_blocks, split * per_split);
-  const int kb_end = min(n_blocks, kb_begin + per_split);
-  const int tail_block = vis_max % block_keys != 0 ? n_blocks - 1 : -1;
-  const int tail_first = vis_max % block_keys;
-  const std::int32_t* table = p.block_table + p.shape.table_offset(b, 0);
+  const bool leader = tid_wg == 0;
 
   if (threadIdx.x == 0) {
     ptx::mbar_init(&sm.bar_q, 1);
     for (int i = 0; i < 2; ++i)
       for (int c = 0; c < chunks; ++c) ptx::mbar_init(&sm.bar_kv[i][c], 1);
     ptx::fence_mbar_init();
-  }
-  __syncthreads();
-  if (threadIdx.x == 0 && kb_begin < kb_end) {
     ptx::prefetch_tensor_map(&tm_q);
     ptx::prefetch_tensor_map(&tm_kv);
-    ptx::mbar_arrive_expect_tx(&sm.bar_q, tile_bytes);
-    const int q_row = b * p.rows + row_first;
-    for (int c = 0; c < chunks; ++c) {
-      ptx::tma_load_2d(sm.q + c * chunk_bytes, &tm_q, c * 64, q_row, &sm.bar_q);
-    }
-    load_kv(sm, &tm_kv, p, table, seqlen, 0, kb_begin, 0, chunks);
-    if (kb_begin + 1 < kb_end) load_kv(sm, &tm_kv, p, table, seqlen, 1, kb_begin + 1, 0, chunks);
-  }
-
-  float o[128];
-#pragma unroll
-  for (int i = 0; i < 128; ++i) o[i] = 0.0f;
-  row_frame f0, f1;            // frames of rows r0, r1 (after the last block seen by this WG)
-  float l0 = 0.0f, l1 = 0.0f;  // this thread's partial row sums of its own blocks
-  const bool leader = tid_wg == 0;
-
-  if (kb_begin < kb_end) ptx::mbar_wait(&sm.bar_q, 0);
-
-  for (int j = 0;; ++j) {
-    const int kb_a = kb_begin + 2 * j;
-    if (kb_a >= kb_end) break;
-    const int kb_b = kb_a + 1;
-    const bool has_b = kb_b < kb_end;
-    const std::uint32_t parity = static_cast<std::uint32_t>(j & 1);
-    float s[32];
-
-    if (wg == 0) {
-      // ---- WG0: S_A, frame A, P_A (into KV[0] chunk 8, for both warpgroups) ----
-      qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 0, parity, p.stagger_qk != 0);
-      const bool masked = (kb_a + 1) * block_keys > vis_min;
-      scale_mask(s, p.scale_log2, masked, kb_a * block_keys, vis0, vis1, quad);
-      float mx0, mx1;
-      row_max(s, mx0, mx1);
-      const frame_step sa0 = step_frame<Mode>(f0, fmaxf(f0.m, mx0));
-      const frame_step sa1 = step_frame<Mode>(f1, fmaxf(f1.m, mx1));
-      if (quad == 0) {
-        sm.msg_a[r0] = frame_message{sa0.next, sa0.o_scale, sa0.o_add};
-        sm.msg_a[r1] = frame_message{sa1.next, sa1.o_scale, sa1.o_add};
-      }
-      float sum0, sum1;
-      exponentiate(s, sa0.next.m, sa1.next.m, sum0, sum1);
-      l0 = l0 * sa0.l_scale + sum0;
-      l1 = l1 * sa1.l_scale + sum1;
-      {
-        std::uint32_t pa[4][4];
-        make_p_fragments<Mode == rescale_mode::amla>(pa, s, sa0.p_scale, sa1.p_scale);
-        store_p_tile(sm.kv[0] + 8 * chunk_bytes, pa, r0, quad);
-      }
-      ptx::fence_proxy_async_smem();
-      ptx::bar_arrive(bar_p_a, 256);
-
-      // ---- WG0: O_L = step_A(O_L) + P_A V_A[:, L] (P_A from shared memory: holding its
-      // fragments in registers across the rescale would cost 16 registers per thread) ----
-      rescale_rows<Mode, SafeAdd>(o, sa0, sa1);
-      if (kb_a == tail_block) zero_tail(sm.kv[0], tail_first, 0, 4, tid_wg);
-      ptx::fence_proxy_async_smem();
-      ptx::bar_sync(bar_wg0, 128);  // all of P_A (and the zeroed tail) written
-      ptx::fence_regs(o);
-      ptx::wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        ptx::wgmma_m64n256k16_ss_btrans(o, desc_kmajor(sm.kv[0] + 8 * chunk_bytes, kk),
-                                        desc_v(sm.kv[0], 0, kk), 1);
-      }
-      ptx::wgmma_commit();
-      ptx::wgmma_wait<0>();
-      ptx::fence_regs(o);
-      ptx::bar_sync(bar_wg0, 128);  // every warp of WG0 is done reading KV[0] chunks 0-3 and 8
-      ptx::bar_arrive(bar_a_done, 256);
-      if (leader && kb_a + 2 < kb_end) load_kv(sm, &tm_kv, p, table, seqlen, 0, kb_a + 2, 0, 4);
-
-      // ---- WG0: O_L = step_B(O_L) + P_B V_B[:, L] (P_B from WG1 through KV[1] chunk 8) ----
-      ptx::bar_sync(bar_p_b, 256);
-      if (has_b) {
-        const frame_message mb0 = sm.msg_b[r0], mb1 = sm.msg_b[r1];
-        const frame_step sb0{mb0.frame, mb0.o_scale, mb0.o_add, 1.0f, 1.0f};
-        const frame_step sb1{mb1.frame, mb1.o_scale, mb1.o_add, 1.0f, 1.0f};
-        rescale_rows<Mode, SafeAdd>(o, sb0, sb1);
-        if (kb_b == tail_block) {
-          zero_tail(sm.kv[1], tail_first, 0, 4, tid_wg);
-          ptx::fence_proxy_async_smem();
-          ptx::bar_sync(bar_wg0, 128);
-        }
-        ptx::fence_regs(o);
-        ptx::wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
-          ptx::wgmma_m64n256k16_ss_btrans(o, desc_kmajor(sm.kv[1] + 8 * chunk_bytes, kk),
-                                          desc_v(sm.kv[1], 0, kk), 1);
-        }
-        ptx::wgmma_commit();
-        // l_L (blocks A so far) moves from frame A to frame B.
-        if (sa0.next.m != neg_inf_f) l0 *= fast_exp2(sa0.next.m - mb0.frame.m);
-        if (sa1.next.m != neg_inf_f) l1 *= fast_exp2(sa1.next.m - mb1.frame.m);
-        f0 = mb0.frame;
-        f1 = mb1.frame;
-        ptx::wgmma_wait<0>();
-        ptx::fence_regs(o);
-        ptx::bar_sync(bar_wg0, 128);
-        ptx::bar_arrive(bar_b_done, 256);
-        if (leader && kb_b + 2 < kb_end) load_kv(sm, &tm_kv, p, table, seqlen, 1, kb_b + 2, 0, 4);
-      } else {
-        f0 = sa0.next;
-        f1 = sa1.next;
-      }
-    } else {
-      // ---- WG1: S_B (after S_A on the tensor cores when staggered, so WG0's softmax of block A
-      // overlaps it) ----
-      if (p.stagger_qk) ptx::bar_sync(bar_qk, 256);
-      if (has_b) {
-        qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 1, parity);
-        const bool masked = (kb_b + 1) * block_keys > vis_min;
-        scale_mask(s, p.scale_log2, masked, kb_b * block_keys, vis0, vis1, quad);
-      } else {
-#pragma unroll
-        for (int i = 0; i < 32; ++i) s[i] = neg_inf_f;
-      }
-
-      // ---- WG1: O_R = step_A(O_R) + P_A V_A[:, R] (P_A from WG0 through KV[0] chunk 8) ----
-      ptx::bar_sync(bar_p_a, 256);
-      const frame_message ma0 = sm.msg_a[r0], ma1 = sm.msg_a[r1];
-      {
-        const frame_step sa0{ma0.frame, ma0.o_scale, ma0.o_add, 1.0f, 1.0f};
-        const frame_step sa1{ma1.frame, ma1.o_scale, ma1.o_add, 1.0f, 1.0f};
-        rescale_rows<Mode, SafeAdd>(o, sa0, sa1);
-      }
-      if (kb_a == tail_block) {
-        zero_tail(sm.kv[0], tail_first, 4, 8, tid_wg);
-        ptx::fence_proxy_async_smem();
-        ptx::bar_sync(bar_wg1, 128);
-      }
-      ptx::fence_regs(o);
-      ptx::wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        ptx::wgmma_m64n256k16_ss_btrans(o, desc_kmajor(sm.kv[0] + 8 * chunk_bytes, kk),
-                                        desc_v(sm.kv[0], 4, kk), 1);
-      }
-      ptx::wgmma_commit();
-
-      // ---- WG1: frame B and P_B while P_A V_A runs ----
-      float mx0, mx1;
-      row_max(s, mx0, mx1);
-      // An absent block B is the identity step (no add, no scale): frame B = frame A.
-      const frame_step sb0 =
-          has_b ? step_frame<Mode>(ma0.frame, fmaxf(ma0.frame.m, mx0)) : frame_step{ma0.frame};
-      const frame_step sb1 =
-          has_b ? step_frame<Mode>(ma1.frame, fmaxf(ma1.frame.m, mx1)) : frame_step{ma1.frame};
-      if (quad == 0) {
-        sm.msg_b[r0] = frame_message{sb0.next, sb0.o_scale, sb0.o_add};
-        sm.msg_b[r1] = frame_message{sb1.next, sb1.o_scale, sb1.o_add};
-      }
-      float sum0 = 0.0f, sum1 = 0.0f;
-      if (has_b) {
-        exponentiate(s, sb0.next.m, sb1.next.m, sum0, sum1);
-        std::uint32_t pb[4][4];
-        make_p_fragments<Mode == rescale_mode::amla>(pb, s, sb0.p_scale, sb1.p_scale);
-        store_p_tile(sm.kv[1] + 8 * chunk_bytes, pb, r0, quad);
-        ptx::fence_proxy_async_smem();
-      }
-      ptx::bar_arrive(bar_p_b, 256);
-      // l_R (blocks B so far) moves from frame f to frame B: exp2(f.m - m_B), 0 when f is empty.
-      l0 = (f0.m == neg_inf_f ? 0.0f : l0 * fast_exp2(f0.m - sb0.next.m)) + sum0;
-      l1 = (f1.m == neg_inf_f ? 0.0f : l1 * fast_exp2(f1.m - sb1.next.m)) + sum1;
-      f0 = sb0.next;
-      f1 = sb1.next;
-      ptx::wgmma_wait<0>();
-      ptx::fence_regs(o);
-      ptx::bar_sync(bar_wg1, 128);     // every warp of WG1 is done reading KV[0] chunks 4-8
-      ptx::bar_sync(bar_a_done, 256);  // and WG0 with chunk 8 (P_A)
-      if (leader && kb_a + 2 < kb_end) load_kv(sm, &tm_kv, p, table, seqlen, 0, kb_a + 2, 4, 9);
-
-      // ---- WG1: O_R = step_B(O_R) + P_B V_B[:, R] (P_B from shared memory; the barrier above
-      // ordered all four warps' rows of it) ----
-      if (has_b) {
-        rescale_rows<Mode, SafeAdd>(o, sb0, sb1);
-        if (kb_b == tail_block) {
-          zero_tail(sm.kv[1], tail_first, 4, 8, tid_wg);
-          ptx::fence_proxy_async_smem();
-          ptx::bar_sync(bar_wg1, 128);
-        }
-        ptx::fence_regs(o);
-        ptx::wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
-          ptx::wgmma_m64n256k16_ss_btrans(o, desc_kmajor(sm.kv[1] + 8 * chunk_bytes, kk),
-                                          desc_v(sm.kv[1], 4, kk), 1);
-        }
-        ptx::wgmma_commit();
-        ptx::wgmma_wait<0>();
-        ptx::fence_regs(o);
-        ptx::bar_sync(bar_wg1, 128);
-        ptx::bar_sync(bar_b_done, 256);  // WG0 is done with KV[1] chunk 8 (P_B)
-        if (leader && kb_b + 2 < kb_end) load_kv(sm, &tm_kv, p, table, seqlen, 1, kb_b + 2, 4, 9);
-      }
-    }
-  }
-
-  // ---- epilogue: l = l_L + l_R (same frame), normalise, write ----
-  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-  if (quad == 0) {
-    sm.l_part[wg][r0] = l0;
-    sm.l_part[wg][r1] = l1;
   }
   __syncthreads();
-  const float lt0 = sm.l_part[0][r0] + sm.l_part[1][r0];
-  const float lt1 = sm.l_part[0][r1] + sm.l_part[1][r1];
-  const bool empty0 = f0.m == neg_inf_f, empty1 = f1.m == neg_inf_f;
-  const float inv0 = empty0 ? 0.0f : 1.0f / output_divisor<Mode>(f0, lt0);
-  const float inv1 = empty1 ? 0.0f : 1.0f / output_divisor<Mode>(f1, lt1);
-  const int col0 = wg * 256 + 2 * quad;
-  const bool write0 = row_first + r0 < p.rows, write1 = row_first + r1 < p.rows;
-  const std::int64_t grow0 = static_cast<std::int64_t>(b) * p.rows + row_first + r0;
-  const std::int64_t grow1 = grow0 + 8;
-  // Output rows (b, t, h) of request rows r = t * h_q + h.
-  const int h_q = p.shape.h_q;
-  const int rr0 = row_first + r0, rr1 = row_first + r1;
-  const std::size_t out0 = p.shape.out_offset(b, rr0 / h_q, rr0 % h_q);
-  const std::size_t out1 = p.shape.out_offset(b, rr1 / h_q, rr1 % h_q);
-  if (p.num_splits == 1) {
+  // Nothing global is read before the kernels this one may overlap (programmatic dependent
+  // launch: the plan, or whatever produced the inputs) are complete.
+  ptx::griddep_wait();
+
+  SplitPiece piece;
+  if (!split_schedule::piece_at(schedule_of(p), blockIdx.y, piece)) return;  // past the last piece
+  const piece_rows pr = rows_of(p, piece, row_first, r0, r1);
+  const std::uint64_t policy = ptx::make_l2_policy(p.kv_l2_hint);
+  if (threadIdx.x == 0) load_piece(sm, &tm_q, &tm_kv, p, pr, row_first, policy);
+  {
+    float o[128];
 #pragma unroll
-    for (int jj = 0; jj < 32; ++jj) {
-      const int col = col0 + 8 * jj;
-      if (write0) {
-        *reinterpret_cast<__nv_bfloat162*>(p.out + out0 + col) =
-            __floats2bfloat162_rn(o[4 * jj + 0] * inv0, o[4 * jj + 1] * inv0);
-      }
-      if (write1) {
-        *reinterpret_cast<__nv_bfloat162*>(p.out + out1 + col) =
-            __floats2bfloat162_rn(o[4 * jj + 2] * inv1, o[4 * jj + 3] * inv1);
+    for (int i = 0; i < 128; ++i) o[i] = 0.0f;
+    row_frame f0, f1;            // frames of rows r0, r1 (after the last block seen by this WG)
+    float l0 = 0.0f, l1 = 0.0f;  // this thread's partial row sums of its own blocks
+
+    if (pr.kb_begin < pr.kb_end) ptx::mbar_wait(&sm.bar_q, 0);
+
+    for (int j = 0;; ++j) {
+      const int kb_a = pr.kb_begin + 2 * j;
+      if (kb_a >= pr.kb_end) break;
+      const int kb_b = kb_a + 1;
+      const bool has_b = kb_b < pr.kb_end;
+      const std::uint32_t parity = static_cast<std::uint32_t>(j & 1);
+      float s[32];
+
+      if (wg == 0) {
+        // ---- WG0: S_A, frame A, P_A (into KV[0] chunk 8, for both warpgroups) ----
+        qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 0, parity, p.stagger_qk != 0);
+        if (hides_keys(pr, kb_a)) mask_scores(s, kb_a * block_keys, pr.vis0, pr.vis1, quad);
+        float mx0, mx1;
+        row_max(s, p.scale_log2, mx0, mx1);
+        // The previous frame's AMLA scalars: frame B of the last pair, published in msg_b (which
+        // WG1 rewrites only after this pair's frame A).
+        amla_scalars fa0, fa1;
+        const frame_step sa0 =
+            step_frame<Mode>(f0, scalars_of<Mode>(f0, sm.msg_b[r0]), max_nan(f0.m, mx0), fa0);
+        const frame_step sa1 =
+            step_frame<Mode>(f1, scalars_of<Mode>(f1, sm.msg_b[r1]), max_nan(f1.m, mx1), fa1);
+        if (quad == 0) {
+          sm.msg_a[r0] = frame_message{sa0.next, sa0.o_scale, sa0.o_add, fa0};
+          sm.msg_a[r1] = frame_message{sa1.next, sa1.o_scale, sa1.o_add, fa1};
+        }
+        ptx::bar_arrive(bar_frame_a, 256);  // WG1's softmax of block B may start
+        float sum0, sum1;
+        exponentiate(s, p.scale_log2, sa0.next.m, sa1.next.m, sum0, sum1);
+        l0 = l0 * sa0.l_scale + sum0;
+        l1 = l1 * sa1.l_scale + sum1;
+        {
+          std::uint32_t pa[4][4];
+          make_p_fragments<Mode == rescale_mode::amla>(pa, s, sa0.p_scale, sa1.p_scale);
+          store_p_tile(sm.kv[0] + 8 * chunk_bytes, pa, r0, quad);
+        }
+        ptx::fence_proxy_async_smem();
+        ptx::bar_arrive(bar_p_a, 256);
+
+        // ---- WG0: O_L = step_A(O_L) + P_A V_A[:, L] (P_A from shared memory: holding its
+        // fragments in registers across the rescale would cost 16 registers per thread) ----
+        pv_step<Mode, SafeAdd>(o, sa0, sa1, sm.kv[0], 0, kb_a, pr, bar_wg0, tid_wg, true);
+        ptx::wgmma_wait<0>();
+        ptx::fence_regs(o);
+        ptx::bar_sync(bar_wg0, 128);  // every warp of WG0 is done reading KV[0] chunks 0-3 and 8
+        ptx::bar_arrive(bar_a_done, 256);
+        if (leader && kb_a + 2 < pr.kb_end) load_kv(sm, &tm_kv, p, pr, policy, 0, kb_a + 2, 0, 4);
+
+        // ---- WG0: O_L = step_B(O_L) + P_B V_B[:, L] (P_B from WG1 through KV[1] chunk 8) ----
+        ptx::bar_sync(bar_p_b, 256);
+        if (has_b) {
+          const frame_message mb0 = sm.msg_b[r0], mb1 = sm.msg_b[r1];
+          const frame_step sb0{mb0.frame, mb0.o_scale, mb0.o_add, 1.0f, 1.0f};
+          const frame_step sb1{mb1.frame, mb1.o_scale, mb1.o_add, 1.0f, 1.0f};
+          pv_step<Mode, SafeAdd>(o, sb0, sb1, sm.kv[1], 0, kb_b, pr, bar_wg0, tid_wg, false);
+          // l_L (blocks A so far) moves from frame A to frame B.
+          if (sa0.next.m != neg_inf_f) l0 *= fast_exp2(sa0.next.m - mb0.frame.m);
+          if (sa1.next.m != neg_inf_f) l1 *= fast_exp2(sa1.next.m - mb1.frame.m);
+          f0 = mb0.frame;
+          f1 = mb1.frame;
+          ptx::wgmma_wait<0>();
+          ptx::fence_regs(o);
+          ptx::bar_sync(bar_wg0, 128);
+          ptx::bar_arrive(bar_b_done, 256);
+          if (leader && kb_b + 2 < pr.kb_end) {
+            load_kv(sm, &tm_kv, p, pr, policy, 1, kb_b + 2, 0, 4);
+          }
+        } else {
+          f0 = sa0.next;
+          f1 = sa1.next;
+        }
+      } else {
+        // ---- WG1: S_B (after S_A on the tensor cores when staggered, so WG0's softmax of block
+        // A overlaps it) ----
+        if (p.stagger_qk) ptx::bar_sync(bar_qk, 256);
+        if (has_b) {
+          qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 1, parity);
+          if (hides_keys(pr, kb_b)) mask_scores(s, kb_b * block_keys, pr.vis0, pr.vis1, quad);
+        } else {
+#pragma unroll
+          for (int i = 0; i < 32; ++i) s[i] = neg_inf_f;
+        }
+
+        // ---- WG1: frame B and the exponentials of S_B, while WG0 finishes block A's softmax ----
+        float mx0, mx1;
+        row_max(s, p.scale_log2, mx0, mx1);
+        ptx::bar_sync(bar_frame_a, 256);
+        const frame_message ma0 = sm.msg_a[r0], ma1 = sm.msg_a[r1];
+        // An absent block B is the identity step (no add, no scale): frame B = frame A.
+        amla_scalars fb0 = ma0.scalars, fb1 = ma1.scalars;
+        const frame_step sb0 =
+            has_b ? step_frame<Mode>(ma0.frame, ma0.scalars, max_nan(ma0.frame.m, mx0), fb0)
+                  : frame_step{ma0.frame};
+        const frame_step sb1 =
+            has_b ? step_frame<Mode>(ma1.frame, ma1.scalars, max_nan(ma1.frame.m, mx1), fb1)
+                  : frame_step{ma1.frame};
+        if (quad == 0) {
+          sm.msg_b[r0] = frame_message{sb0.next, sb0.o_scale, sb0.o_add, fb0};
+          sm.msg_b[r1] = frame_message{sb1.next, sb1.o_scale, sb1.o_add, fb1};
+        }
+        float sum0 = 0.0f, sum1 = 0.0f;
+        if (has_b) exponentiate(s, p.scale_log2, sb0.next.m, sb1.next.m, sum0, sum1);
+
+        // ---- WG1: O_R = step_A(O_R) + P_A V_A[:, R] (P_A from WG0 through KV[0] chunk 8) ----
+        ptx::bar_sync(bar_p_a, 256);
+        {
+          const frame_step sa0{ma0.frame, ma0.o_scale, ma0.o_add, 1.0f, 1.0f};
+          const frame_step sa1{ma1.frame, ma1.o_scale, ma1.o_add, 1.0f, 1.0f};
+          pv_step<Mode, SafeAdd>(o, sa0, sa1, sm.kv[0], 4, kb_a, pr, bar_wg1, tid_wg, false);
+        }
+
+        // ---- WG1: P_B published while P_A V_A runs ----
+        if (has_b) {
+          std::uint32_t pb[4][4];
+          make_p_fragments<Mode == rescale_mode::amla>(pb, s, sb0.p_scale, sb1.p_scale);
+          store_p_tile(sm.kv[1] + 8 * chunk_bytes, pb, r0, quad);
+          ptx::fence_proxy_async_smem();
+        }
+        ptx::bar_arrive(bar_p_b, 256);
+        // l_R (blocks B so far) moves from frame f to frame B: exp2(f.m - m_B), 0 when f is empty.
+        l0 = (f0.m == neg_inf_f ? 0.0f : l0 * fast_exp2(f0.m - sb0.next.m)) + sum0;
+        l1 = (f1.m == neg_inf_f ? 0.0f : l1 * fast_exp2(f1.m - sb1.next.m)) + sum1;
+        f0 = sb0.next;
+        f1 = sb1.next;
+        ptx::wgmma_wait<0>();
+        ptx::fence_regs(o);
+        ptx::bar_sync(bar_wg1, 128);     // every warp of WG1 is done reading KV[0] chunks 4-8
+        ptx::bar_sync(bar_a_done, 256);  // and WG0 with chunk 8 (P_A)
+        if (leader && kb_a + 2 < pr.kb_end) load_kv(sm, &tm_kv, p, pr, policy, 0, kb_a + 2, 4, 9);
+
+        // ---- WG1: O_R = step_B(O_R) + P_B V_B[:, R] (P_B from shared memory; the barrier
+        // above ordered all four warps' rows of it) ----
+        if (has_b) {
+          pv_step<Mode, SafeAdd>(o, sb0, sb1, sm.kv[1], 4, kb_b, pr, bar_wg1, tid_wg, false);
+          ptx::wgmma_wait<0>();
+          ptx::fence_regs(o);
+          ptx::bar_sync(bar_wg1, 128);
+          ptx::bar_sync(bar_b_done, 256);  // WG0 is done with KV[1] chunk 8 (P_B)
+          if (leader && kb_b + 2 < pr.kb_end) {
+            load_kv(sm, &tm_kv, p, pr, policy, 1, kb_b + 2, 4, 9);
+          }
+        }
       }
     }
-  } else {
-    float* part = p.out_part + static_cast<std::int64_t>(split) * p.shape.batch * p.rows * d_v;
-#pragma unroll
-    for (int jj = 0; jj < 32; ++jj) {
-      const int col = col0 + 8 * jj;
-      if (write0) {
-        *reinterpret_cast<float2*>(part + grow0 * d_v + col) =
-            make_float2(o[4 * jj + 0] * inv0, o[4 * jj + 1] * inv0);
-      }
-      if (write1) {
-        *reinterpret_cast<float2*>(part + grow1 * d_v + col) =
-            make_float2(o[4 * jj + 2] * inv1, o[4 * jj + 3] * inv1);
-      }
+
+    // ---- epilogue: l = l_L + l_R (same frame), normalise, write ----
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    if (quad == 0) {
+      sm.l_part[wg][r0] = l0;
+      sm.l_part[wg][r1] = l1;
     }
-  }
-  if (wg == 0 && quad == 0) {
-    constexpr float ln2 = 0.693147180559945309f;
-    const float lse0 = empty0 ? neg_inf_f : (f0.m + log2f(lt0)) * ln2;
-    const float lse1 = empty1 ? neg_inf_f : (f1.m + log2f(lt1)) * ln2;
-    if (p.num_splits == 1) {
-      if (write0) p.lse[p.shape.lse_offset(b, rr0 / h_q, rr0 % h_q)] = lse0;
-      if (write1) p.lse[p.shape.lse_offset(b, rr1 / h_q, rr1 % h_q)] = lse1;
+    __syncthreads();
+    const float lt0 = sm.l_part[0][r0] + sm.l_part[1][r0];
+    const float lt1 = sm.l_part[0][r1] + sm.l_part[1][r1];
+    // A row with no visible key in this piece gets (0, -inf): its O is exactly 0 (P = 0 and every
+    // V row of the piece zeroed), times 0. One whose running max stayed -inf although it saw keys
+    // (every score -inf) gets NaN: O / l = 0 / 0, and its lse below.
+    const int key_lo = pr.kb_begin * block_keys, key_hi = pr.kb_end * block_keys;
+    const bool empty0 = min(pr.vis0, key_hi) <= key_lo, empty1 = min(pr.vis1, key_hi) <= key_lo;
+    const float inv0 = empty0 ? 0.0f : 1.0f / output_divisor<Mode>(f0, lt0);
+    const float inv1 = empty1 ? 0.0f : 1.0f / output_divisor<Mode>(f1, lt1);
+    const int col0 = wg * 256 + 2 * quad;
+    const bool write0 = row_first + r0 < p.rows, write1 = row_first + r1 < p.rows;
+    const int rr0 = row_first + r0, rr1 = row_first + r1;  // request rows r = t * h_q + h
+    const int h_q = p.shape.h_q;
+    if (pr.slot < 0) {
+      const std::size_t out0 = p.shape.out_offset(pr.request, rr0 / h_q, rr0 % h_q);
+      const std::size_t out1 = p.shape.out_offset(pr.request, rr1 / h_q, rr1 % h_q);
+#pragma unroll
+      for (int jj = 0; jj < 32; ++jj) {
+        const int col = col0 + 8 * jj;
+        if (write0) {
+          *reinterpret_cast<__nv_bfloat162*>(p.out + out0 + col) =
+              __floats2bfloat162_rn(o[4 * jj + 0] * inv0, o[4 * jj + 1] * inv0);
+        }
+        if (write1) {
+          *reinterpret_cast<__nv_bfloat162*>(p.out + out1 + col) =
+              __floats2bfloat162_rn(o[4 * jj + 2] * inv1, o[4 * jj + 3] * inv1);
+        }
+      }
     } else {
-      float* lp = p.lse_part + static_cast<std::int64_t>(split) * p.shape.batch * p.rows;
-      if (write0) lp[grow0] = lse0;
-      if (write1) lp[grow1] = lse1;
+      float* part_out = p.out_part + static_cast<std::int64_t>(pr.slot) * p.rows * d_v;
+#pragma unroll
+      for (int jj = 0; jj < 32; ++jj) {
+        const int col = col0 + 8 * jj;
+        if (write0) {
+          *reinterpret_cast<float2*>(part_out + static_cast<std::int64_t>(rr0) * d_v + col) =
+              make_float2(o[4 * jj + 0] * inv0, o[4 * jj + 1] * inv0);
+        }
+        if (write1) {
+          *reinterpret_cast<float2*>(part_out + static_cast<std::int64_t>(rr1) * d_v + col) =
+              make_float2(o[4 * jj + 2] * inv1, o[4 * jj + 3] * inv1);
+        }
+      }
+    }
+    if (wg == 0 && quad == 0) {
+      constexpr float ln2 = 0.693147180559945309f;
+      const float nan = __uint_as_float(0x7FC00000u);
+      const float lse0 = empty0 ? neg_inf_f : (f0.m == neg_inf_f ? nan : (f0.m + log2f(lt0)) * ln2);
+      const float lse1 = empty1 ? neg_inf_f : (f1.m == neg_inf_f ? nan : (f1.m + log2f(lt1)) * ln2);
+      if (pr.slot < 0) {
+        if (write0) p.lse[p.shape.lse_offset(pr.request, rr0 / h_q, rr0 % h_q)] = lse0;
+        if (write1) p.lse[p.shape.lse_offset(pr.request, rr1 / h_q, rr1 % h_q)] = lse1;
+      } else {
+        float* lp = p.lse_part + static_cast<std::int64_t>(pr.slot) * p.rows;
+        if (write0) lp[rr0] = lse0;
+        if (write1) lp[rr1] = lse1;
+      }
     }
   }
+  // Only now may the combine start launching: its CTAs must never take an SM that a CTA of this
+  // grid still waits for.
+  ptx::griddep_launch_dependents();
 #endif  // the Hopper body
 }
 

@@ -5,7 +5,8 @@
 // product over d_qk), the block's max updates the row's frame (rescale.cuh), and every thread
 // accumulates its own output columns (j = tid, tid + 128, ...) over the block's keys in FP32, in
 // key order. Only keys below the row's visible count are read, so pages past a sequence's length
-// are never touched.
+// and keys the causal mask hides are never touched; the running max propagates NaN and only a
+// row with no visible key gets the empty-row result (driver.cuh states the semantics).
 //
 // Standard mode computes exact softmax attention in FP32 (P is NOT rounded to BF16): the GPU's
 // float reference, used as the oracle of the fast kernel. AMLA mode runs the AMLA recurrence per
@@ -44,7 +45,7 @@ struct params {
 
 __device__ __forceinline__ float warp_max(float x) {
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+  for (int o = 16; o > 0; o >>= 1) x = max_nan(x, __shfl_xor_sync(0xffffffffu, x, o));
   return x;
 }
 __device__ __forceinline__ float warp_sum(float x) {
@@ -92,7 +93,7 @@ __global__ void __launch_bounds__(threads) decode_kernel(const params p) {
       const __nv_bfloat16* k_row = p.k + cache_row(k0 + tid) * sh.d_qk;
       float acc = 0.0f;
       for (int d = 0; d < sh.d_qk; ++d) acc = fmaf(q_s[d], __bfloat162float(k_row[d]), acc);
-      s = acc * p.scale_log2;
+      s = __fmul_rn(acc, p.scale_log2);  // never fused with the later s - m
     }
     // Block max over the 64 candidates (warps 0 and 1).
     if (tid < 64) {
@@ -100,7 +101,7 @@ __global__ void __launch_bounds__(threads) decode_kernel(const params p) {
       if ((tid & 31) == 0) red[tid >> 5] = wm;
     }
     __syncthreads();
-    const float m_new = fmaxf(frame.m, fmaxf(red[0], red[1]));
+    const float m_new = max_nan(frame.m, max_nan(red[0], red[1]));
     const frame_step st = step_frame<Mode>(frame, m_new);
     const float mu = usable_max(st.next.m);
     float pe = 0.0f;  // exp2(s - m) in FP32, the value l sums
@@ -135,14 +136,18 @@ __global__ void __launch_bounds__(threads) decode_kernel(const params p) {
     __syncthreads();  // p_s and red are rewritten by the next block
   }
 
+  // Only a row with no visible key is empty; one whose max stayed -inf although it saw keys
+  // (every score -inf) gets NaN: O / l = 0 / 0, and a NaN lse.
   __nv_bfloat16* out_row = p.out + sh.out_offset(b, t, h);
-  const bool empty = frame.m == detail::neg_inf_f;
+  const bool empty = visible == 0;
   const float denom = empty ? 1.0f : output_divisor<Mode>(frame, l);
   for (int d = tid; d < sh.d_v; d += threads) {
     out_row[d] = __float2bfloat16_rn(empty ? 0.0f : o_s[d] / denom);
   }
   if (tid == 0) {
-    const float lse = empty ? detail::neg_inf_f : (frame.m + log2f(l)) * 0.693147180559945309f;
+    const float lse = empty                          ? detail::neg_inf_f
+                      : frame.m == detail::neg_inf_f ? __uint_as_float(0x7FC00000u)
+                                                     : (frame.m + log2f(l)) * 0.693147180559945309f;
     p.lse[sh.lse_offset(b, t, h)] = lse;
   }
 }

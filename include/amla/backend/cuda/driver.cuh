@@ -1,4 +1,4 @@
-// amla/backend/cuda/decode.cuh: MLA/GQA decode on a CUDA GPU, the device mirror of
+// amla/backend/cuda/driver.cuh: MLA/GQA decode on a CUDA GPU, the device mirror of
 // attention/driver.hpp: the same tensors, shapes, mask and outputs, as device pointers.
 //
 // Tensors (row-major, last index fastest), all in device memory, all BF16 except the tables:
@@ -11,14 +11,29 @@
 // Semantics exactly as attention/driver.hpp: query head h uses KV head h / (h_q / h_kv);
 // with causal = true token t sees keys [0, seqlen - s_q + t]; a row that sees no key (a sequence
 // of length 0, or a row masked entirely) gets out = 0 and lse = -inf; only the first
-// ceil(seqlen / page_size) block_table entries of a sequence are read, and cache pages (and
-// slots) past a sequence's length are never read, so they may hold anything, NaN included.
+// ceil(seqlen / page_size) block_table entries of a sequence are read, and a key a row does not
+// see (past the sequence, or hidden by the causal mask) never contributes to it, whatever its
+// cache slot holds, NaN included. Non-finite values a row does see propagate as in the float64
+// golden: NaN in its Q row or a visible K row makes its out and lse NaN, NaN in a visible V
+// column makes that output column NaN; a score that overflows FP32 makes the row NaN, never the
+// empty-row result (problem/conventions.hpp). Exceptions: the AMLA hardware add is the raw add on
+// every element, so it turns a non-finite O element into garbage like any element outside
+// Lemma 3.1 (attention/amla.hpp keeps Inf and NaN through the add in every mode and locates
+// them as violations; the GPU's safe add does not). In the
+// Hopper kernel (V the first 512 columns of K) a non-finite V value is a non-finite K value, so it
+// makes the score of every row that sees it NaN or +-inf; a NaN or +inf score makes the row NaN as
+// golden does, but a -inf score (an infinite K value against a query value of the other sign) only
+// weighs the key 0, and the NaN golden's 0 * Inf puts in the columns of its infinite values
+// survives in the kernel only where no later AMLA add (either form) reaches it, and not for a key a
+// causal mask shows to some rows of a CTA only (detail/hopper_kernel.cuh).
 //
 // Kernels:
 //   simple  any shape: one CTA per query row, FP32 throughout (detail/simple_kernel.cuh).
 //   hopper  the DeepSeek shape (d_qk 576, d_v 512, V inside kv, h_kv 1, page size a multiple of
-//           64 or 8/16/32) on compute capability 9.0: wgmma + TMA, two warpgroups, split-KV with
-//           an LSE combine (detail/hopper_kernel.cuh documents its schedule).
+//           64 or 8/16/32) on compute capability 9.0: wgmma + TMA, two warpgroups, a split-KV
+//           tile schedule (problem/split_schedule.hpp, computed on the GPU by
+//           detail/split_plan.cuh) with an LSE combine, the three kernels chained by programmatic
+//           dependent launch (detail/hopper_kernel.cuh documents the schedule).
 //   automatic picks hopper when the problem, the device (compute capability 9.0) and the build
 //           (an sm_90a target: AMLA_CUDA_ARCHITECTURES holding 90a) allow it, else simple. The
 //           simple kernel builds and runs on sm_80 and later: it is the fallback off Hopper.
@@ -37,6 +52,7 @@
 #include "amla/backend/cuda/detail/combine.cuh"
 #include "amla/backend/cuda/detail/hopper_kernel.cuh"
 #include "amla/backend/cuda/detail/simple_kernel.cuh"
+#include "amla/backend/cuda/detail/split_plan.cuh"
 #include "amla/backend/cuda/rescale.cuh"
 
 #include <cuda.h>
@@ -49,6 +65,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "amla/config.hpp"
@@ -57,6 +74,7 @@
 #include "amla/numeric/pow2.hpp"
 #include "amla/problem/options.hpp"
 #include "amla/problem/shape.hpp"
+#include "amla/problem/split_schedule.hpp"
 #include "amla/problem/validate.hpp"
 
 namespace amla::cuda {
@@ -91,9 +109,21 @@ struct CudaDecodeOptions {
   std::optional<float> softmax_scale;  ///< default 1 / sqrt(d_qk); finite and > 0
   rescale_mode mode = rescale_mode::standard;
   kernel_kind kernel = kernel_kind::automatic;
-  /// KV splits of the Hopper kernel: 0 picks enough to fill the GPU, 1 disables split-KV,
-  /// at most 64. The simple kernel never splits.
+  /// Split-KV of the Hopper kernel (problem/split_schedule.hpp): 0 sizes the pieces from the batch
+  /// and the lengths (a batch that fills a wave of CTAs is not cut; a smaller one is cut into one
+  /// wave of pieces of about equal length, the longest requests into the most); k in [1, 64]
+  /// cuts every request in k equal pieces (1: no split-KV). The simple kernel never splits.
   int num_splits = 0;
+  /// Chain the Hopper kernel's plan, decode and combine kernels with programmatic dependent
+  /// launch (each starts while the one before finishes). A tuning knob.
+  bool pdl = true;
+  /// Device memory for the Hopper kernel's split-KV plan and partial outputs, at least
+  /// decode_workspace_bytes(shape, options) bytes, 256-byte aligned, used in stream order (a
+  /// later decode on the same stream may reuse it). nullptr: decode() allocates it with
+  /// cudaMallocAsync and frees it after the launch, which costs a pool allocation per call (and an
+  /// OS mapping when the pool has released its memory), as a caching allocator would avoid.
+  void* workspace = nullptr;
+  std::size_t workspace_bytes = 0;  ///< the size of `workspace`
   /// Copy seqlens and block_table to the host and validate them (synchronises the stream).
   bool check_tables = true;
   /// Cache policy of the Hopper kernel's KV loads (a tuning knob; results do not depend on it).
@@ -113,13 +143,14 @@ struct CudaDecodeOptions {
 /// What decode() launched.
 struct DecodeLaunch {
   kernel_kind kernel = kernel_kind::simple;
-  int num_splits = 1;
+  int num_splits = 1;  ///< the fixed split count, or 0 for the balanced schedule
+  int pieces = 1;      ///< CTAs per row block (the grid's y: the schedule's bound of pieces)
   std::string fallback_reason;  ///< why automatic chose the simple kernel (empty otherwise)
 };
 
 namespace detail {
 
-inline constexpr int max_splits = combine::max_splits;
+inline constexpr int max_splits = 64;
 
 /// Why the Hopper kernel cannot run this problem (empty: it can). Device-independent part.
 inline std::string hopper_unsupported(const DeviceDecodeInputs& in) {
@@ -141,29 +172,39 @@ inline std::string hopper_unsupported(const DeviceDecodeInputs& in) {
   return {};
 }
 
-/// Host-only validation (no CUDA call): throws amla::invalid_argument. Returns the softmax scale.
-inline float validate_host(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& out,
-                           const CudaDecodeOptions& opt) {
+/// Throws amla::invalid_argument naming `name` when p is null.
+inline void require_device_pointer(const char* fn, const char* name, const void* p,
+                                   const char* layout) {
+  if (p == nullptr) {
+    amla::detail::throw_invalid(fn, name, "nullptr",
+                                std::string("must point to ") + layout + " in device memory");
+  }
+}
+
+/// Host-only validation of the inputs (no CUDA call): the problem layer's shape check, the
+/// kernels' int indexing of cache rows, and null pointers.
+inline void validate_inputs(const char* fn, const DeviceDecodeInputs& in) {
   const DecodeShape& s = in.shape;
-  const char* fn = "amla::cuda::decode";
   validate_shape(fn, s, in.v == nullptr);
   // The kernels index cache rows (page, slot, head) with int.
   if (static_cast<std::int64_t>(s.num_pages) * s.page_size * s.h_kv > INT32_MAX) {
     amla::detail::throw_invalid(fn, "shape.num_pages", std::to_string(s.num_pages),
                                 "num_pages * page_size * h_kv must stay below 2^31 (cache rows)");
   }
-  auto nonnull = [&](const char* name, const void* p, const char* layout) {
-    if (p == nullptr) {
-      amla::detail::throw_invalid(fn, name, "nullptr",
-                                  std::string("must point to ") + layout + " in device memory");
-    }
-  };
-  nonnull("q", in.q, "[batch, s_q, h_q, d_qk] BF16");
-  nonnull("kv", in.kv, "[num_pages, page_size, h_kv, d_qk] BF16");
-  nonnull("block_table", in.block_table, "[batch, max_pages_per_seq] int32");
-  nonnull("seqlens", in.seqlens, "[batch] int32");
-  nonnull("out", out.out, "[batch, s_q, h_q, d_v] BF16");
-  nonnull("lse", out.lse, "[batch, h_q, s_q] float");
+  require_device_pointer(fn, "q", in.q, "[batch, s_q, h_q, d_qk] BF16");
+  require_device_pointer(fn, "kv", in.kv, "[num_pages, page_size, h_kv, d_qk] BF16");
+  require_device_pointer(fn, "block_table", in.block_table, "[batch, max_pages_per_seq] int32");
+  require_device_pointer(fn, "seqlens", in.seqlens, "[batch] int32");
+}
+
+/// Host-only validation (no CUDA call): throws amla::invalid_argument. Returns the softmax scale.
+inline float validate_host(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& out,
+                           const CudaDecodeOptions& opt) {
+  const DecodeShape& s = in.shape;
+  const char* fn = "amla::cuda::decode";
+  validate_inputs(fn, in);
+  require_device_pointer(fn, "out", out.out, "[batch, s_q, h_q, d_v] BF16");
+  require_device_pointer(fn, "lse", out.lse, "[batch, h_q, s_q] float");
   DecodeOptions problem;
   problem.causal = opt.causal;
   problem.softmax_scale = opt.softmax_scale;
@@ -177,10 +218,14 @@ inline float validate_host(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
               opt.kernel == kernel_kind::hopper,
           "options.kernel", static_cast<int>(opt.kernel), "must be automatic, simple or hopper");
   require(opt.num_splits >= 0 && opt.num_splits <= max_splits, "options.num_splits", opt.num_splits,
-          "must lie in [0, 64] (0 = automatic)");
+          "must lie in [0, 64] (0 = sized from the batch and lengths)");
   require(opt.rescale == pow2_mode::hardware || opt.rescale == pow2_mode::safe, "options.rescale",
           static_cast<int>(opt.rescale),
           "must be pow2_mode::hardware or safe (checked needs the CPU recurrence's report)");
+  if (opt.workspace != nullptr) {
+    require(reinterpret_cast<std::uintptr_t>(opt.workspace) % 256 == 0, "options.workspace",
+            reinterpret_cast<std::uintptr_t>(opt.workspace), "must be 256-byte aligned");
+  }
   if (opt.kernel == kernel_kind::hopper) {
     const std::string why = hopper_unsupported(in);
     if (!why.empty()) {
@@ -192,8 +237,9 @@ inline float validate_host(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
 }
 
 /// Copies seqlens and block_table to the host and checks them with amla::validate_tables (the
-/// CPU recurrences' check). Returns the largest seqlen.
-inline int validate_tables_on_host(const DeviceDecodeInputs& in, cudaStream_t stream) {
+/// CPU recurrences' check).
+inline void validate_tables_on_host(const char* fn, const DeviceDecodeInputs& in,
+                                    cudaStream_t stream) {
   const DecodeShape& s = in.shape;
   std::vector<std::int32_t> lens(s.seqlens_elems());
   std::vector<std::int32_t> table(s.block_table_elems());
@@ -202,8 +248,7 @@ inline int validate_tables_on_host(const DeviceDecodeInputs& in, cudaStream_t st
   AMLA_CUDA_CHECK(cudaMemcpyAsync(table.data(), in.block_table, table.size() * sizeof(std::int32_t),
                                   cudaMemcpyDeviceToHost, stream));
   AMLA_CUDA_CHECK(cudaStreamSynchronize(stream));
-  validate_tables("amla::cuda::decode", s, table, lens);
-  return lens.empty() ? 0 : *std::max_element(lens.begin(), lens.end());
+  validate_tables(fn, s, table, lens);
 }
 
 /// cuTensorMapEncodeTiled through the runtime's driver entry point (no -lcuda needed).
@@ -263,14 +308,56 @@ inline device_facts current_device() {
   return f;
 }
 
-/// Splits for the Hopper kernel: enough CTAs for about one wave, at least two 64-key blocks
-/// per split.
-inline int choose_splits(int requested, int ctas, int sms, int max_len) {
-  const int blocks = (max_len + hopper::block_keys - 1) / hopper::block_keys;
-  const int cap = std::max(1, std::min(max_splits, blocks / 2));
-  if (requested > 0) return std::min(requested, std::max(1, blocks));
-  if (ctas >= sms) return 1;
-  return std::max(1, std::min(cap, sms / ctas));
+/// The schedule bounds of a shape on a GPU of `sms` SMs (the Hopper kernel's row blocks).
+inline SplitScheduleBounds split_bounds(const DecodeShape& s, const CudaDecodeOptions& opt,
+                                        int sms) {
+  const int row_blocks = (s.rows_per_group() + hopper::rows_per_cta - 1) / hopper::rows_per_cta;
+  SplitScheduleOptions so;
+  so.sms = sms;
+  so.block_keys = hopper::block_keys;
+  so.num_splits = opt.num_splits;
+  return split_schedule_bounds(s.batch, row_blocks, so);
+}
+
+/// The Hopper path's workspace: the sized plan (header, piece and slot prefixes, the list of
+/// split requests; plan_bytes, a multiple of 256), then the partial outputs and lse of every slot
+/// the schedule may write.
+struct workspace_layout {
+  std::size_t plan_bytes = 0;
+  std::size_t bytes = 0;
+};
+
+inline workspace_layout workspace_layout_of(const DecodeShape& s, const CudaDecodeOptions& opt,
+                                            int sms) {
+  const int rows = s.rows_per_group();
+  const SplitScheduleBounds bounds = split_bounds(s, opt, sms);
+  workspace_layout w;
+  if (opt.num_splits == 0) {
+    const std::size_t batch1 = static_cast<std::size_t>(s.batch) + 1;
+    const std::size_t plan = 256 + 3 * batch1 * sizeof(std::int32_t);
+    w.plan_bytes = (plan + 255) / 256 * 256;
+  }
+  const std::size_t part_rows = static_cast<std::size_t>(bounds.partials) * rows;
+  w.bytes = w.plan_bytes + part_rows * (hopper::d_v + 1) * sizeof(float);
+  return w;
+}
+
+/// Launches `kernel` on `stream`, with programmatic dependent launch when `pdl` (the kernel
+/// waits for the one before it with griddep_wait before it reads anything).
+template <class... Params, class... Args>
+void launch_ex(void (*kernel)(Params...), dim3 grid, int block, std::size_t smem, bool pdl,
+               cudaStream_t stream, Args&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(static_cast<unsigned>(block));
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  AMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
 }
 
 template <rescale_mode Mode>
@@ -304,17 +391,15 @@ void launch_simple(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& out,
 }
 
 template <rescale_mode Mode>
-int launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& out, float scale,
-                  const CudaDecodeOptions& opt, int max_len, const device_facts& dev,
-                  cudaStream_t stream) {
-  const bool causal = opt.causal;
-  const int requested_splits = opt.num_splits;
+DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& out,
+                           float scale, const CudaDecodeOptions& opt, const device_facts& dev,
+                           cudaStream_t stream) {
   const DecodeShape& s = in.shape;
   hopper::params p{};
   p.shape = s;
   p.rows = s.rows_per_group();
   p.row_blocks = (p.rows + hopper::rows_per_cta - 1) / hopper::rows_per_cta;
-  p.causal = causal;
+  p.causal = opt.causal;
   p.kv_l2_hint = static_cast<int>(opt.kv_l2_hint);
   p.stagger_qk = opt.stagger_qk ? 1 : 0;
   p.scale_log2 = static_cast<float>(static_cast<double>(scale) * 1.4426950408889634);
@@ -322,7 +407,46 @@ int launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& out, 
   p.seqlens = in.seqlens;
   p.out = reinterpret_cast<__nv_bfloat16*>(out.out);
   p.lse = out.lse;
-  p.num_splits = choose_splits(requested_splits, p.row_blocks * s.batch, dev.sms, max_len);
+
+  const SplitScheduleBounds bounds = split_bounds(s, opt, dev.sms);
+  const bool sized = opt.num_splits == 0;
+  SplitScheduleView& v = p.schedule;
+  v.batch = s.batch;
+  v.num_splits = opt.num_splits;
+  v.block_keys = hopper::block_keys;
+  v.seqlens = in.seqlens;
+  // A split request has two pieces or more.
+  const int split_requests = sized ? std::min(s.batch, bounds.partials / 2) : s.batch;
+
+  // One workspace: the plan (sized), then the partial outputs (when some request is cut).
+  const std::size_t batch1 = static_cast<std::size_t>(s.batch) + 1;
+  const workspace_layout w = workspace_layout_of(s, opt, dev.sms);
+  const std::size_t part_rows = static_cast<std::size_t>(bounds.partials) * p.rows;
+  std::uint8_t* workspace = static_cast<std::uint8_t*>(opt.workspace);
+  if (workspace != nullptr && opt.workspace_bytes < w.bytes) {
+    amla::detail::throw_invalid(
+        "amla::cuda::decode", "options.workspace_bytes", std::to_string(opt.workspace_bytes),
+        "must be at least decode_workspace_bytes() = " + std::to_string(w.bytes) +
+            " for this shape and schedule");
+  }
+  const bool own_workspace = workspace == nullptr && w.bytes > 0;
+  if (own_workspace) AMLA_CUDA_CHECK(cudaMallocAsync(&workspace, w.bytes, stream));
+  std::int32_t* split_list = nullptr;
+  if (sized) {
+    auto* header = reinterpret_cast<split_plan::header*>(workspace);
+    auto* piece_prefix = reinterpret_cast<std::int32_t*>(workspace + 256);
+    auto* slot_prefix = piece_prefix + batch1;
+    split_list = slot_prefix + batch1;
+    p.plan = header;
+    v.piece_prefix = piece_prefix;
+    v.slot_prefix = slot_prefix;
+    launch_ex(split_plan::plan_kernel, dim3(1), split_plan::threads, 0, false, stream, v,
+              bounds.slots, header, piece_prefix, slot_prefix, split_list);
+  }
+  if (part_rows > 0) {
+    p.out_part = reinterpret_cast<float*>(workspace + w.plan_bytes);
+    p.lse_part = p.out_part + part_rows * hopper::d_v;
+  }
 
   const CUtensorMap tm_q =
       make_tensor_map(in.q, hopper::d_qk, static_cast<std::uint64_t>(s.batch) * p.rows,
@@ -331,15 +455,6 @@ int launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& out, 
       make_tensor_map(in.kv, hopper::d_qk, static_cast<std::uint64_t>(s.num_pages) * s.page_size,
                       hopper::d_qk * sizeof(bf16), 64,
                       static_cast<std::uint32_t>(std::min(s.page_size, hopper::block_keys)));
-
-  void* workspace = nullptr;
-  if (p.num_splits > 1) {
-    const std::size_t rows_all = static_cast<std::size_t>(p.num_splits) * s.batch * p.rows;
-    AMLA_CUDA_CHECK(
-        cudaMallocAsync(&workspace, rows_all * (hopper::d_v + 1) * sizeof(float), stream));
-    p.out_part = static_cast<float*>(workspace);
-    p.lse_part = p.out_part + rows_all * hopper::d_v;
-  }
   // AMLA's safe add is its own instantiation: its rare fix-up path must not cost the others
   // registers.
   using kernel_t = void (*)(CUtensorMap, CUtensorMap, hopper::params);
@@ -349,24 +464,29 @@ int launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& out, 
   }
   AMLA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(hopper::smem_bytes)));
-  const dim3 grid(static_cast<unsigned>(p.row_blocks), static_cast<unsigned>(s.batch),
-                  static_cast<unsigned>(p.num_splits));
-  kernel<<<grid, hopper::threads, hopper::smem_bytes, stream>>>(tm_q, tm_kv, p);
-  AMLA_CUDA_CHECK_LAUNCH("amla::cuda::detail::hopper::decode_kernel");
-  if (p.num_splits > 1) {
+  launch_ex(kernel, dim3(static_cast<unsigned>(p.row_blocks), static_cast<unsigned>(bounds.pieces)),
+            hopper::threads, hopper::smem_bytes, opt.pdl, stream, tm_q, tm_kv, p);
+  if (bounds.partials > 0) {
     combine::params c{};
     c.shape = s;
-    c.num_splits = p.num_splits;
+    c.rows = p.rows;
+    c.schedule = v;
+    c.plan = p.plan;
+    c.split_list = split_list;
     c.out_part = p.out_part;
     c.lse_part = p.lse_part;
-    c.out = reinterpret_cast<__nv_bfloat16*>(out.out);
-    c.lse = out.lse;
-    combine::combine_kernel<<<dim3(static_cast<unsigned>(p.rows), static_cast<unsigned>(s.batch)),
-                              combine::threads, 0, stream>>>(c);
-    AMLA_CUDA_CHECK_LAUNCH("amla::cuda::detail::combine::combine_kernel");
-    AMLA_CUDA_CHECK(cudaFreeAsync(workspace, stream));
+    c.out = p.out;
+    c.lse = p.lse;
+    launch_ex(combine::combine_kernel,
+              dim3(static_cast<unsigned>(p.rows), static_cast<unsigned>(split_requests)),
+              combine::threads, 0, opt.pdl, stream, c);
   }
-  return p.num_splits;
+  if (own_workspace) AMLA_CUDA_CHECK(cudaFreeAsync(workspace, stream));
+  DecodeLaunch launch;
+  launch.kernel = kernel_kind::hopper;
+  launch.num_splits = opt.num_splits;
+  launch.pieces = bounds.pieces;
+  return launch;
 }
 
 /// Whether the code loaded for the current device holds the Hopper kernel's real body, i.e. this
@@ -397,7 +517,7 @@ inline bool hopper_kernel_built(int device) {
 
 template <rescale_mode Mode>
 DecodeLaunch dispatch(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& out, float scale,
-                      const CudaDecodeOptions& opt, int max_len, cudaStream_t stream) {
+                      const CudaDecodeOptions& opt, cudaStream_t stream) {
   DecodeLaunch launch;
   const device_facts dev = current_device();
   std::string why = hopper_unsupported(in);
@@ -413,8 +533,7 @@ DecodeLaunch dispatch(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& o
   }
   const bool hopper_ok = why.empty() && opt.kernel != kernel_kind::simple;
   if (hopper_ok) {
-    launch.kernel = kernel_kind::hopper;
-    launch.num_splits = launch_hopper<Mode>(in, out, scale, opt, max_len, dev, stream);
+    launch = launch_hopper<Mode>(in, out, scale, opt, dev, stream);
   } else {
     launch.kernel = kernel_kind::simple;
     launch.num_splits = 1;
@@ -432,14 +551,20 @@ DecodeLaunch dispatch(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& o
 inline DecodeLaunch decode(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& out,
                            const CudaDecodeOptions& options = {}, cudaStream_t stream = nullptr) {
   const float scale = detail::validate_host(in, out, options);
-  const int max_len =
-      options.check_tables
-          ? detail::validate_tables_on_host(in, stream)
-          : static_cast<int>(std::min<std::int64_t>(in.shape.max_seqlen(), INT32_MAX));
+  if (options.check_tables) detail::validate_tables_on_host("amla::cuda::decode", in, stream);
   if (options.mode == rescale_mode::amla) {
-    return detail::dispatch<rescale_mode::amla>(in, out, scale, options, max_len, stream);
+    return detail::dispatch<rescale_mode::amla>(in, out, scale, options, stream);
   }
-  return detail::dispatch<rescale_mode::standard>(in, out, scale, options, max_len, stream);
+  return detail::dispatch<rescale_mode::standard>(in, out, scale, options, stream);
+}
+
+/// Bytes of CudaDecodeOptions::workspace that decode() needs for this shape and options on the
+/// current device (the Hopper kernel's split-KV plan and partial outputs; 0 when it needs none).
+/// An upper bound for any seqlens: it depends on the batch, not on the lengths.
+inline std::size_t decode_workspace_bytes(const DecodeShape& shape,
+                                          const CudaDecodeOptions& options = {}) {
+  validate_shape("amla::cuda::decode_workspace_bytes", shape, true);
+  return detail::workspace_layout_of(shape, options, detail::current_device().sms).bytes;
 }
 
 }  // namespace amla::cuda

@@ -1,0 +1,125 @@
+"""amla's CUDA backend from Python: the float64 golden and the decode kernels (Base and AMLA) over
+CUDA tensors, taken through DLPack without a copy (torch CUDA tensors; torch is never required by
+amla itself, only by the caller that holds such tensors).
+
+Present when the package was built with the CUDA backend::
+
+    pip install . -C cmake.define.AMLA_ENABLE_CUDA=ON
+
+otherwise ``amla.cuda.available`` is False (and ``amla.cuda.unavailable_reason`` says why) and the
+functions raise RuntimeError. Layouts are amla's (the FlashMLA layout, see amla._decode):
+
+    q            [batch, s_q, h_q, d_qk]                    bfloat16
+    kv           [num_pages, page_size, h_kv, d_qk]         bfloat16 (V its first d_v columns)
+    v            [num_pages, page_size, h_kv, d_v] or None  bfloat16
+    block_table  [batch, max_pages_per_seq]                 int32
+    seqlens      [batch]                                    int32
+
+    out, lse = amla.cuda.golden(q, kv, block_table, seqlens, d_v=512)   # float64 on the GPU
+    out, lse = amla.cuda.base(q, kv, block_table, seqlens, d_v=512)     # bfloat16 out, float32 lse
+    out, lse = amla.cuda.amla(q, kv, block_table, seqlens, d_v=512)     # AMLA's integer add
+
+Keywords: v, d_v (needed when V lives in kv), causal, softmax_scale, out and lse (caller tensors
+to write; else new torch tensors on q's device), and for base/amla/decode kernel ("automatic",
+"simple" or "hopper"), num_splits (0: sized from the batch and lengths), check_tables (copy the
+tables to the host and validate them: synchronises; False for timing) and, for amla, rescale
+("hardware" or "safe"). The work goes on torch's current stream of q's device. Errors in the
+arguments are ValueError naming the argument, its value and the rule; CUDA failures RuntimeError.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+__all__ = ["available", "unavailable_reason", "golden", "decode", "base", "amla"]
+
+import importlib.util
+
+_ext = None
+if importlib.util.find_spec(f"{__package__}._amla_cuda") is None:
+    unavailable_reason = ("the package was built without the CUDA backend (pip install . -C "
+                          "cmake.define.AMLA_ENABLE_CUDA=ON)")
+else:
+    try:
+        from . import _amla_cuda as _ext
+        unavailable_reason = ""
+    except ImportError as e:  # e.g. no CUDA runtime on this machine
+        unavailable_reason = f"its extension does not load: {e}"
+available = _ext is not None
+
+
+def _require():
+    if _ext is None:
+        raise RuntimeError(f"amla.cuda is not available: {unavailable_reason}")
+
+
+def _torch_context(q):
+    """torch (imported only now: the caller holds torch tensors), the device guard and stream."""
+    import torch
+    if not isinstance(q, torch.Tensor) or q.device.type != "cuda":
+        return torch, None, 0
+    return torch, torch.cuda.device(q.device), torch.cuda.current_stream(q.device).cuda_stream
+
+
+def _outputs(torch, q, kv, v, d_v, out, lse, out_dtype, lse_dtype):
+    if out is not None and lse is not None:
+        return out, lse
+    batch, s_q, h_q = q.shape[0], q.shape[1], q.shape[2]
+    dv = v.shape[3] if v is not None else d_v
+    if dv is None:
+        raise ValueError("amla.cuda: argument 'd_v' = None violates: must be given when V is the "
+                         "first d_v columns of kv (MLA: 512)")
+    if out is None:
+        out = torch.empty((batch, s_q, h_q, dv), dtype=out_dtype, device=q.device)
+    if lse is None:
+        lse = torch.empty((batch, h_q, s_q), dtype=lse_dtype, device=q.device)
+    return out, lse
+
+
+def golden(q, kv, block_table, seqlens, *, v=None, d_v: Optional[int] = None,
+           causal: bool = False, softmax_scale: Optional[float] = None, out=None, lse=None,
+           check_tables: bool = True):
+    """Float64 softmax attention on the GPU (backend/cuda/golden.cuh, the mirror of
+    attention/golden.hpp): (out [batch, s_q, h_q, d_v] float64, lse [batch, h_q, s_q] float64)."""
+    _require()
+    torch, guard, stream = _torch_context(q)
+    out, lse = _outputs(torch, q, kv, v, d_v, out, lse, torch.float64, torch.float64)
+    if guard is None:
+        _ext.golden(q, kv, block_table, seqlens, out, lse, v=v, d_v=d_v, causal=causal,
+                    softmax_scale=softmax_scale, check_tables=check_tables, stream=stream)
+    else:
+        with guard:
+            _ext.golden(q, kv, block_table, seqlens, out, lse, v=v, d_v=d_v, causal=causal,
+                        softmax_scale=softmax_scale, check_tables=check_tables, stream=stream)
+    return out, lse
+
+
+def decode(q, kv, block_table, seqlens, *, mode: str = "standard", v=None,
+           d_v: Optional[int] = None, causal: bool = False, softmax_scale: Optional[float] = None,
+           kernel: str = "automatic", rescale: str = "hardware", num_splits: int = 0,
+           check_tables: bool = True, out=None, lse=None, return_launch: bool = False):
+    """amla::cuda::decode: (out [batch, s_q, h_q, d_v] bfloat16, lse [batch, h_q, s_q] float32),
+    and with return_launch a dict saying which kernel ran, its pieces and why automatic fell
+    back to the simple kernel."""
+    _require()
+    torch, guard, stream = _torch_context(q)
+    out, lse = _outputs(torch, q, kv, v, d_v, out, lse, torch.bfloat16, torch.float32)
+    args = dict(v=v, d_v=d_v, causal=causal, softmax_scale=softmax_scale, mode=mode,
+                kernel=kernel, rescale=rescale, num_splits=num_splits,
+                check_tables=check_tables, stream=stream)
+    if guard is None:
+        launch = _ext.decode(q, kv, block_table, seqlens, out, lse, **args)
+    else:
+        with guard:
+            launch = _ext.decode(q, kv, block_table, seqlens, out, lse, **args)
+    return (out, lse, launch) if return_launch else (out, lse)
+
+
+def base(q, kv, block_table, seqlens, **kw):
+    """decode with Base's rescale (backend/cuda/online_softmax.cuh)."""
+    return decode(q, kv, block_table, seqlens, mode="standard", **kw)
+
+
+def amla(q, kv, block_table, seqlens, **kw):
+    """decode with AMLA's integer-add rescale (backend/cuda/amla.cuh)."""
+    return decode(q, kv, block_table, seqlens, mode="amla", **kw)

@@ -1,0 +1,70 @@
+// python/src/cuda_bridge.cu: see cuda_bridge.hpp.
+#include "amla/backend/cuda/cuda.cuh"
+#include "cuda_bridge.hpp"
+
+#include "amla/numeric/pow2.hpp"
+
+namespace amla::python::cuda_bridge {
+namespace {
+
+namespace ac = amla::cuda;
+
+ac::DeviceDecodeInputs device_inputs(const Inputs& in) {
+  ac::DeviceDecodeInputs d;
+  d.shape = in.shape;
+  d.q = static_cast<const bf16*>(in.q);
+  d.kv = static_cast<const bf16*>(in.kv);
+  d.v = static_cast<const bf16*>(in.v);
+  d.block_table = in.block_table;
+  d.seqlens = in.seqlens;
+  return d;
+}
+
+template <class T>
+T choose(const char* arg, const std::string& text,
+         std::initializer_list<std::pair<const char*, T>> choices) {
+  std::string names = "must be one of ";
+  bool first = true;
+  for (const auto& [name, value] : choices) {
+    if (text == name) return value;
+    names.append(first ? "'" : ", '").append(name).append("'");
+    first = false;
+  }
+  std::string given = "'";
+  given.append(text).append("'");
+  amla::detail::throw_invalid("amla.cuda.decode", arg, given, names);
+}
+
+}  // namespace
+
+Launch decode(const Inputs& in, void* out, float* lse, const DecodeOptions& options,
+              std::uintptr_t stream) {
+  ac::CudaDecodeOptions o;
+  o.causal = options.causal;
+  o.softmax_scale = options.softmax_scale;
+  o.mode = choose<ac::rescale_mode>(
+      "mode", options.mode,
+      {{"standard", ac::rescale_mode::standard}, {"amla", ac::rescale_mode::amla}});
+  o.kernel = choose<ac::kernel_kind>("kernel", options.kernel,
+                                     {{"automatic", ac::kernel_kind::automatic},
+                                      {"simple", ac::kernel_kind::simple},
+                                      {"hopper", ac::kernel_kind::hopper}});
+  o.rescale = choose<pow2_mode>("rescale", options.rescale,
+                                {{"hardware", pow2_mode::hardware}, {"safe", pow2_mode::safe}});
+  o.num_splits = options.num_splits;
+  o.check_tables = options.check_tables;
+  const ac::DecodeLaunch l = ac::decode(device_inputs(in), {static_cast<bf16*>(out), lse}, o,
+                                        reinterpret_cast<cudaStream_t>(stream));
+  return Launch{ac::to_string(l.kernel), l.pieces, l.fallback_reason};
+}
+
+void golden(const Inputs& in, double* out, double* lse, bool causal,
+            std::optional<float> softmax_scale, bool check_tables, std::uintptr_t stream) {
+  ac::CudaGoldenOptions o;
+  o.causal = causal;
+  o.softmax_scale = softmax_scale;
+  o.check_tables = check_tables;
+  ac::golden_decode(device_inputs(in), {out, lse}, o, reinterpret_cast<cudaStream_t>(stream));
+}
+
+}  // namespace amla::python::cuda_bridge

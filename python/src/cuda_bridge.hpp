@@ -1,0 +1,52 @@
+// python/src/cuda_bridge.hpp: the CUDA backend as the amla._amla_cuda module calls it. A plain C++
+// interface (no CUDA or nanobind types), so that the module's nanobind code stays with the host
+// compiler and only cuda_bridge.cu goes through nvcc.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "amla/problem/shape.hpp"
+
+namespace amla::python::cuda_bridge {
+
+/// Device pointers of a decode problem (layouts as amla::cuda::DeviceDecodeInputs).
+struct Inputs {
+  DecodeShape shape;
+  const void* q = nullptr;
+  const void* kv = nullptr;
+  const void* v = nullptr;  ///< nullptr: V is the first d_v columns of kv
+  const std::int32_t* block_table = nullptr;
+  const std::int32_t* seqlens = nullptr;
+};
+
+/// The options of amla::cuda::CudaDecodeOptions, by name.
+struct DecodeOptions {
+  bool causal = false;
+  std::optional<float> softmax_scale;
+  std::string mode = "standard";     ///< "standard" | "amla"
+  std::string kernel = "automatic";  ///< "automatic" | "simple" | "hopper"
+  std::string rescale = "hardware";  ///< "hardware" | "safe" (AMLA's add)
+  int num_splits = 0;
+  bool check_tables = true;
+};
+
+/// What amla::cuda::decode launched.
+struct Launch {
+  std::string kernel;
+  int pieces = 1;
+  std::string fallback_reason;
+};
+
+/// amla::cuda::decode on `stream` (a cudaStream_t as an integer; 0 the default stream). out:
+/// BF16 [batch, s_q, h_q, d_v]; lse: float [batch, h_q, s_q].
+Launch decode(const Inputs& in, void* out, float* lse, const DecodeOptions& options,
+              std::uintptr_t stream);
+
+/// amla::cuda::golden_decode on `stream`. out: double [batch, s_q, h_q, d_v]; lse: double
+/// [batch, h_q, s_q].
+void golden(const Inputs& in, double* out, double* lse, bool causal,
+            std::optional<float> softmax_scale, bool check_tables, std::uintptr_t stream);
+
+}  // namespace amla::python::cuda_bridge

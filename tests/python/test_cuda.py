@@ -1,0 +1,92 @@
+"""amla.cuda: the CUDA backend on torch CUDA tensors (skipped without the backend, torch or a
+GPU). Compared with amla's CPU references on problems built by amla.cases."""
+
+import numpy as np
+import pytest
+
+import amla
+
+if not amla.cuda.available:
+    pytest.skip(f"amla.cuda not built: {amla.cuda.unavailable_reason}", allow_module_level=True)
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device", allow_module_level=True)
+
+
+def to_cuda(case):
+    """The case's inputs as torch CUDA tensors (bfloat16 from the BF16 bit patterns; no rounding)."""
+    d = {}
+    for name in ("q", "kv", "v"):
+        x = getattr(case, name)
+        if x is None:
+            d[name] = None
+            continue
+        bits = torch.from_numpy(np.ascontiguousarray(x).view(np.int16))
+        d[name] = bits.view(torch.bfloat16).cuda()
+    d["block_table"] = torch.from_numpy(case.block_table).cuda()
+    d["seqlens"] = torch.from_numpy(case.seqlens).cuda()
+    return d
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_golden_matches_the_cpu_golden(causal):
+    c = amla.cases.build(batch=3, s_q=2, h_q=16, seqlens=[300, 0, 65], seed=3, causal=causal)
+    ref = amla.golden(**c.inputs())
+    t = to_cuda(c)
+    out, lse = amla.cuda.golden(t["q"], t["kv"], t["block_table"], t["seqlens"], d_v=c.d_v,
+                                causal=causal)
+    assert out.dtype == torch.float64 and out.is_cuda
+    np.testing.assert_allclose(out.cpu().numpy(), ref.out, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(lse.cpu().numpy(), ref.lse, rtol=1e-12, atol=1e-12)
+
+
+def test_golden_with_a_separate_v():
+    c = amla.cases.build(batch=2, s_q=1, h_q=8, h_kv=2, d_qk=64, d_v=32, page_size=16,
+                         seqlens=[40, 9], separate_v=True, seed=4)
+    ref = amla.golden(**c.inputs())
+    t = to_cuda(c)
+    out, lse = amla.cuda.golden(t["q"], t["kv"], t["block_table"], t["seqlens"], v=t["v"])
+    np.testing.assert_allclose(out.cpu().numpy(), ref.out, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("mode", ["base", "amla"])
+def test_kernels_match_the_golden(mode):
+    c = amla.cases.build(batch=2, s_q=2, h_q=128, seqlens=[1000, 64], seed=5)
+    ref = amla.golden(**c.inputs())
+    t = to_cuda(c)
+    run = amla.cuda.base if mode == "base" else amla.cuda.amla
+    out, lse, launch = run(t["q"], t["kv"], t["block_table"], t["seqlens"], d_v=c.d_v,
+                           return_launch=True)
+    assert out.dtype == torch.bfloat16 and lse.dtype == torch.float32
+    assert launch["kernel"] in ("hopper", "simple")
+    o = out.float().cpu().numpy()
+    rel = np.linalg.norm(o - ref.out) / np.linalg.norm(ref.out)
+    assert rel < 3e-3
+    np.testing.assert_allclose(lse.cpu().numpy(), ref.lse, atol=1e-3)
+
+
+def test_writes_into_caller_tensors_without_a_copy():
+    c = amla.cases.build(batch=1, s_q=1, h_q=16, seqlens=[100], seed=6)
+    t = to_cuda(c)
+    out = torch.empty((1, 1, 16, c.d_v), dtype=torch.bfloat16, device="cuda")
+    lse = torch.empty((1, 16, 1), dtype=torch.float32, device="cuda")
+    o, l = amla.cuda.base(t["q"], t["kv"], t["block_table"], t["seqlens"], d_v=c.d_v, out=out,
+                          lse=lse)
+    assert o is out and l is lse
+    assert torch.isfinite(out.float()).all()
+
+
+def test_bad_arguments_are_value_errors_naming_them():
+    c = amla.cases.build(batch=1, s_q=1, h_q=16, seqlens=[10], seed=7)
+    t = to_cuda(c)
+    with pytest.raises(ValueError, match="'q'"):
+        amla.cuda.base(t["q"].float(), t["kv"], t["block_table"], t["seqlens"], d_v=c.d_v)
+    with pytest.raises(ValueError, match="'kv'"):
+        amla.cuda.base(t["q"], t["kv"].cpu(), t["block_table"], t["seqlens"], d_v=c.d_v)
+    with pytest.raises(ValueError, match="'d_v'"):
+        amla.cuda.golden(t["q"], t["kv"], t["block_table"], t["seqlens"])
+    with pytest.raises(ValueError, match="'mode'"):
+        amla.cuda.decode(t["q"], t["kv"], t["block_table"], t["seqlens"], d_v=c.d_v, mode="x")
+    with pytest.raises(ValueError, match="softmax_scale"):
+        amla.cuda.base(t["q"], t["kv"], t["block_table"], t["seqlens"], d_v=c.d_v,
+                       softmax_scale=-1.0)
