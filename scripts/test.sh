@@ -101,12 +101,12 @@ while [ ${#pass_of[@]} -gt 0 ]; do
   unset "pass_of[$done_pid]"
   if [ "$status" -ne 0 ]; then
     failed=$pass
-    echo "test.sh: the $pass pass failed (exit code $status); stopping the others" >&2
+    echo "test.sh: the $pass pass failed (exit code $status) after ${SECONDS} s; stopping the others" >&2
     stop_all
     break
   fi
-  echo "test.sh: the $pass pass is green"
+  echo "test.sh: the $pass pass is green after ${SECONDS} s"
 done
 wait 2>/dev/null || true
 [ -z "$failed" ] || exit 1
-echo "test.sh: all passes green"
+echo "test.sh: all passes green in ${SECONDS} s"
