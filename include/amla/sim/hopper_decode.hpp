@@ -328,8 +328,8 @@ inline double unit_rescale_probability(int k) {
 /// Builds the operations of CTAs on one SM for a kernel, a chip and a workload.
 class CtaEmitter {
  public:
-  CtaEmitter(Engine& e, const GpuChip& chip, const HopperKernel& k, const Workload& w, LinkId hbm)
-      : e_(e), chip_(chip), k_(k), w_(w), hbm_(hbm) {
+  CtaEmitter(Engine& e, const GpuChip& chip, const HopperKernel& k, LinkId hbm)
+      : e_(e), chip_(chip), k_(k), hbm_(hbm) {
     qk_ = e.category("QK");
     pv_ = e.category("PV");
     softmax_ = e.category("softmax");
@@ -691,7 +691,6 @@ class CtaEmitter {
   Engine& e_;
   const GpuChip& chip_;
   const HopperKernel& k_;
-  const Workload& w_;
   LinkId hbm_;
   SmUnits* s_ = nullptr;
   std::string tag_;
@@ -863,7 +862,7 @@ inline HopperDecodeResult simulate_hopper_decode(const GpuChip& chip, const Work
     auto estimate = [&](int blocks) {
       Engine e(false);
       const LinkId hbm = e.add_link("HBM", BytesPerCycle{chip.hbm_bytes_per_cycle()});
-      detail::CtaEmitter em(e, chip, kernel, w, hbm);
+      detail::CtaEmitter em(e, chip, kernel, hbm);
       detail::SmUnits sm = em.add_sm("sm", static_cast<double>(chip.sms));
       CtaSegment s{0, 0, kernel.rows_per_cta, 0, blocks, res.row_blocks, false};
       em.emit(sm, CtaWork{{s}}, "");
@@ -909,7 +908,7 @@ inline HopperDecodeResult simulate_hopper_decode(const GpuChip& chip, const Work
   // ---- the engine ----
   Engine e(opt.record_timeline);
   const LinkId hbm = e.add_link("HBM", BytesPerCycle{chip.hbm_bytes_per_cycle()});
-  detail::CtaEmitter em(e, chip, kernel, w, hbm);
+  detail::CtaEmitter em(e, chip, kernel, hbm);
   std::vector<detail::SmUnits> units;
   for (std::size_t c = 0; c < rep.size(); ++c) {
     units.push_back(em.add_sm("SM" + std::to_string(rep[c]), size[c]));
