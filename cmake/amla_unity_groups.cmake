@@ -15,8 +15,8 @@
 # namespace alias clashes only with uses as a qualifier (`x::`). Files are placed, in path order,
 # into the first group they do not clash with; a group holds at most AMLA_UNITY_GROUP_MAX files.
 # Fewer groups are faster: every group instantiates and optimises the templates its files share
-# (Eigen's product kernels above all) once more, and with the test names kept apart each test
-# area is one group.
+# (Eigen's product kernels above all) once more, so test files keep their namespace-scope names
+# apart: a file whose names clash with an earlier file's starts a second group.
 #
 # A file the scan misapprehends can be compiled on its own with
 #   set_source_files_properties(<file> PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)

@@ -15,9 +15,9 @@
 #   python    the Python package built and installed with pip, and its pytest suite
 #             (scripts/python-test.sh)
 # The script fails when any pass fails, and stops the others then. Each tests/<area>/ is one
-# program compiled as one unity translation unit over one precompiled header (tests/CMakeLists.txt),
-# so the templates a test area shares are compiled once per build; ctest still lists every test
-# case as <area>/<test case>.
+# program compiled as one or two unity translation units over one precompiled header
+# (tests/CMakeLists.txt), so the templates a test area shares are compiled once or twice per build;
+# ctest still lists every test case as <area>/<test case>.
 # Build folders: build/, build-sanitize/, build-fuzz/ and build-python/ (override with
 # AMLA_BUILD_DIR, AMLA_SAN_DIR, AMLA_FUZZ_DIR and AMLA_PY_BUILD_DIR); Ninja when it is installed,
 # for folders not yet configured with another generator. AMLA_SAN_CXX names the sanitizer pass's
