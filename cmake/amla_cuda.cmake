@@ -22,6 +22,18 @@ enable_language(CUDA)
 find_package(CUDAToolkit REQUIRED)
 
 option(AMLA_BUILD_CUDA_TESTS "Build the CUDA backend's tests" ${AMLA_BUILD_TESTS})
+
+# The virtual architectures of AMLA_CUDA_ARCHITECTURES (90a -> 90a-virtual: PTX, no ptxas), for
+# the checks that need amla's CUDA headers to compile but not their machine code.
+set(AMLA_CUDA_VIRTUAL_ARCHITECTURES)
+foreach(arch IN LISTS AMLA_CUDA_ARCHITECTURES)
+  if(arch MATCHES "^([0-9]+[af]?)(-real|-virtual)?$")
+    list(APPEND AMLA_CUDA_VIRTUAL_ARCHITECTURES ${CMAKE_MATCH_1}-virtual)
+  else()
+    list(APPEND AMLA_CUDA_VIRTUAL_ARCHITECTURES ${arch})  # native, all, all-major: as given
+  endif()
+endforeach()
+list(REMOVE_DUPLICATES AMLA_CUDA_VIRTUAL_ARCHITECTURES)
 option(AMLA_BUILD_CUDA_BENCH "Build the CUDA backend's timing program" ${AMLA_BUILD_BENCH})
 
 add_library(amla_cuda INTERFACE)
@@ -63,7 +75,9 @@ if(AMLA_BUILD_CUDA_TESTS)
 
   # Every public .cuh compiles on its own under nvcc (detail/ excepted), included twice to prove
   # its guard, as tests/CMakeLists.txt does for the .hpp headers; building the object library is
-  # the check.
+  # the check. It stops at unoptimised PTX (the virtual architectures, cicc at -O0): whether a
+  # header compiles alone is settled by the front ends, and the kernels are optimised and go
+  # through ptxas for every real architecture in cuda_decode and bm_cuda_decode.
   if(AMLA_TEST_HEADERS)
     file(GLOB_RECURSE _amla_cuh CONFIGURE_DEPENDS RELATIVE ${PROJECT_SOURCE_DIR}/include
          ${PROJECT_SOURCE_DIR}/include/amla/*.cuh)
@@ -82,8 +96,10 @@ if(AMLA_BUILD_CUDA_TESTS)
     list(APPEND _amla_cuh_sources ${PROJECT_SOURCE_DIR}/python/src/cuda_bridge.cu)
     add_library(cuda_self_contained_headers OBJECT ${_amla_cuh_sources})
     target_link_libraries(cuda_self_contained_headers PRIVATE amla::cuda amla_cuda_dev_options)
+    target_compile_options(cuda_self_contained_headers PRIVATE
+                           $<$<COMPILE_LANGUAGE:CUDA>:-Xcicc=-O0>)
     set_target_properties(cuda_self_contained_headers PROPERTIES
-                          CUDA_ARCHITECTURES "${AMLA_CUDA_ARCHITECTURES}")
+                          CUDA_ARCHITECTURES "${AMLA_CUDA_VIRTUAL_ARCHITECTURES}")
   endif()
 endif()
 

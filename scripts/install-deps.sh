@@ -2,7 +2,8 @@
 # Installs, with apt-get, whatever of amla's build dependencies is missing (Debian 12 or later).
 # Runs as root, or through sudo when it is available.
 set -euo pipefail
-# clang and libclang-rt-dev: the libFuzzer runtime of scripts/fuzz.sh.
+# clang and its sanitizer runtimes (libclang-rt-dev): the sanitizer pass of scripts/test.sh and the
+# libFuzzer targets of scripts/fuzz.sh.
 pkgs=(cmake g++ make ninja-build libeigen3-dev catch2 libbenchmark-dev clang-format clang
   libclang-rt-dev)
 missing=()

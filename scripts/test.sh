@@ -1,18 +1,27 @@
 #!/usr/bin/env bash
-# amla's whole test pass, the one CI runs (.ci/run calls exactly this):
-#   1. install missing build dependencies with apt-get
-#   2. check formatting with clang-format
-#   3. Release build, warnings as errors, of the tests, benchmarks and examples, and where nvcc is
-#      found of the CUDA programs and the standalone .cuh check; ctest runs every Catch2 test case,
-#      the examples' --demo runs, the standalone-header check and the packaging check
-#   4. the tests built again with AddressSanitizer + UBSan and run
-#   5. the fuzz targets (fuzz/fuzz_*.cpp) built with clang, libFuzzer, ASan and UBSan and run 20 s
-#      each from their committed corpora (scripts/fuzz.sh)
-#   6. the Python package built and installed with pip, and its pytest suite (scripts/python-test.sh)
-# Each tests/<area>/ is one program compiled as a few unity translation units over one precompiled
-# header (tests/CMakeLists.txt); ctest still lists every test case as <area>/<test case>.
-# Build folders: build/ and build-sanitize/ (override with AMLA_BUILD_DIR / AMLA_SAN_DIR); Ninja
-# when it is installed, for folders not yet configured with another generator.
+# amla's whole test pass, the one CI runs (.ci/run calls exactly this). The build dependencies
+# are installed with apt-get where missing and the formatting is checked with clang-format; then
+# four passes run at the same time, sharing the machine's cores, each line they print prefixed
+# with the pass's name:
+#   release   Release build, warnings as errors, of the tests, benchmarks and examples, and where
+#             nvcc is found of the CUDA programs (every public .cuh also compiled alone, to PTX);
+#             ctest runs every Catch2 test case at full size, the examples' --demo runs, the
+#             standalone-header check (every public .hpp compiled alone) and the packaging check
+#   sanitize  the tests built again with AddressSanitizer + UBSan (clang when it is installed, the
+#             default compiler otherwise), warnings as errors, assertions on, at -O1 with the
+#             exhaustive sweeps shrunk (AMLA_TEST_REDUCED); ctest runs them
+#   fuzz      the libFuzzer targets (fuzz/fuzz_*.cpp) built with clang, ASan and UBSan and run
+#             20 s each from their committed corpora (scripts/fuzz.sh)
+#   python    the Python package built and installed with pip, and its pytest suite
+#             (scripts/python-test.sh)
+# The script fails when any pass fails, and stops the others then. Each tests/<area>/ is one
+# program compiled as one or two unity translation units over one precompiled header
+# (tests/CMakeLists.txt), so the templates a test area shares are compiled once or twice per build;
+# ctest still lists every test case as <area>/<test case>.
+# Build folders: build/, build-sanitize/, build-fuzz/ and build-python/ (override with
+# AMLA_BUILD_DIR, AMLA_SAN_DIR, AMLA_FUZZ_DIR and AMLA_PY_BUILD_DIR); Ninja when it is installed,
+# for folders not yet configured with another generator. AMLA_SAN_CXX names the sanitizer pass's
+# C++ compiler for a folder not yet configured (default clang++ when found).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
@@ -30,22 +39,74 @@ configure() {
   cmake -S . -B "$dir" "${gen[@]}" "$@"
 }
 
-build=${AMLA_BUILD_DIR:-build}
-configure "$build" -DCMAKE_BUILD_TYPE=Release -DAMLA_WERROR=ON
-cmake --build "$build" -j "$jobs"
-ctest --test-dir "$build" --output-on-failure -j "$jobs"
+release_pass() {
+  local build=${AMLA_BUILD_DIR:-build}
+  configure "$build" -DCMAKE_BUILD_TYPE=Release -DAMLA_WERROR=ON
+  cmake --build "$build" -j "$jobs"
+  ctest --test-dir "$build" --output-on-failure -j "$jobs"
+}
 
-san=${AMLA_SAN_DIR:-build-sanitize}
-# -O1 without -g and with assertions on (no build type): the sanitizers need no debug info to name
-# the failing line of a test. The standalone-header check, already done above, is left out.
-configure "$san" -DCMAKE_BUILD_TYPE= -DAMLA_WERROR=ON \
-  -DAMLA_BUILD_BENCH=OFF -DAMLA_BUILD_EXAMPLES=OFF -DAMLA_ENABLE_CUDA=OFF \
-  -DAMLA_TEST_REDUCED=ON -DAMLA_TEST_HEADERS=OFF -DAMLA_INSTALL=OFF \
-  "-DCMAKE_CXX_FLAGS=-O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
-cmake --build "$san" -j "$jobs"
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --test-dir "$san" --output-on-failure -j "$jobs"
+sanitize_pass() {
+  local san=${AMLA_SAN_DIR:-build-sanitize}
+  local compiler=()
+  if [ ! -f "$san/CMakeCache.txt" ]; then
+    local cxx=${AMLA_SAN_CXX:-$(command -v clang++ || true)}
+    [ -n "$cxx" ] && compiler=("-DCMAKE_CXX_COMPILER=$cxx")
+  fi
+  # -O1 without -g and with assertions on (no build type): the sanitizers name the failing
+  # function without debug info. Benchmarks, examples, CUDA and the standalone-header check are
+  # the release pass's.
+  configure "$san" "${compiler[@]}" -DCMAKE_BUILD_TYPE= -DAMLA_WERROR=ON \
+    -DAMLA_BUILD_BENCH=OFF -DAMLA_BUILD_EXAMPLES=OFF -DAMLA_ENABLE_CUDA=OFF \
+    -DAMLA_TEST_REDUCED=ON -DAMLA_TEST_HEADERS=OFF -DAMLA_INSTALL=OFF \
+    "-DCMAKE_CXX_FLAGS=-O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
+  cmake --build "$san" -j "$jobs"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest --test-dir "$san" --output-on-failure -j "$jobs"
+}
 
-scripts/fuzz.sh
-scripts/python-test.sh
-echo "test.sh: all passes green"
+fuzz_pass() {
+  scripts/fuzz.sh
+}
+
+python_pass() {
+  scripts/python-test.sh
+}
+
+# Each pass runs in its own process group (so that a failure can stop a pass with everything it
+# started), its output prefixed line by line.
+set -m
+declare -A pass_of=()
+for pass in release sanitize fuzz python; do
+  (
+    set +m
+    "${pass}_pass" 2>&1 | sed -u "s/^/[$pass] /"
+  ) &
+  pass_of[$!]=$pass
+done
+set +m
+
+stop_all() {
+  for pid in "${!pass_of[@]}"; do
+    kill -- -"$pid" 2>/dev/null || true
+  done
+}
+trap 'stop_all; exit 130' INT TERM
+
+failed=""
+while [ ${#pass_of[@]} -gt 0 ]; do
+  status=0
+  wait -n -p done_pid "${!pass_of[@]}" || status=$?
+  pass=${pass_of[$done_pid]}
+  unset "pass_of[$done_pid]"
+  if [ "$status" -ne 0 ]; then
+    failed=$pass
+    echo "test.sh: the $pass pass failed (exit code $status) after ${SECONDS} s; stopping the others" >&2
+    stop_all
+    break
+  fi
+  echo "test.sh: the $pass pass is green after ${SECONDS} s"
+done
+wait 2>/dev/null || true
+[ -z "$failed" ] || exit 1
+echo "test.sh: all passes green in ${SECONDS} s"

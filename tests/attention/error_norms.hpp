@@ -9,6 +9,9 @@
 
 namespace amla_test {
 
+/// The lse of an empty row in a float result.
+inline constexpr float finf = std::numeric_limits<float>::infinity();
+
 /// ||got - want|| / (||want|| + 1e-10) over flat output buffers.
 template <class A, class B>
 double rel_frobenius(const std::vector<A>& got, const std::vector<B>& want) {

@@ -34,7 +34,7 @@ namespace {
 // Calls golden_decode and returns the message of the amla::invalid_argument it throws ("" if
 // none).
 template <class T>
-std::string error_of(const DecodeInputs<T>& in, const DecodeOptions& opt = {}) {
+std::string decode_error_of(const DecodeInputs<T>& in, const DecodeOptions& opt = {}) {
   DecodeResult<float, float> r(in.shape.batch > 0 && in.shape.s_q > 0 && in.shape.h_q > 0 &&
                                        in.shape.d_v > 0
                                    ? in.shape
@@ -69,7 +69,7 @@ TEST_CASE("validation names every bad shape argument", "[decode_problem][validat
   auto with = [&](auto edit) {
     DecodeInputs<float> in = p.inputs();
     edit(in);
-    return error_of(in);
+    return decode_error_of(in);
   };
   CHECK(with([](auto&) {}).empty());
   CHECK(names(with([](auto& in) { in.shape.batch = 0; }), "shape.batch"));
@@ -98,7 +98,7 @@ TEST_CASE("validation of spans: sizes and null pointers", "[decode_problem][vali
   auto with = [&](const DecodeProblem<float>& prob, auto edit) {
     DecodeInputs<float> in = prob.inputs();
     edit(in);
-    return error_of(in);
+    return decode_error_of(in);
   };
   CHECK(names(with(p, [](auto& in) { in.q = in.q.first(in.q.size() - 1); }), "q"));
   CHECK(names(with(p, [](auto& in) { in.q = null_span<float>(in.q.size()); }), "q"));
@@ -123,20 +123,20 @@ TEST_CASE("validation of seqlens and block_table entries", "[decode_problem][val
   const DecodeShape s = p.shape;
   SECTION("negative and too long seqlens") {
     p.seqlens[1] = -1;
-    const std::string m = error_of(p.inputs());
+    const std::string m = decode_error_of(p.inputs());
     CHECK(names(m, "seqlens"));
     CHECK(m.find("seqlens[1] = -1") != std::string::npos);
     p.seqlens[1] = static_cast<std::int32_t>(s.max_seqlen() + 1);
-    CHECK(names(error_of(p.inputs()), "seqlens"));
+    CHECK(names(decode_error_of(p.inputs()), "seqlens"));
     p.seqlens[1] = static_cast<std::int32_t>(s.max_seqlen());  // exactly full: valid
     p.block_table.assign(p.block_table.size(), 0);
-    CHECK(error_of(p.inputs()).empty());
+    CHECK(decode_error_of(p.inputs()).empty());
   }
   SECTION("an entry for a page in use must lie in the cache") {
     for (const std::int32_t bad : {-1, s.num_pages, s.num_pages + 100}) {
       auto q = p;
       q.block_table[static_cast<std::size_t>(s.max_pages_per_seq) + 1] = bad;  // b=1, page 1
-      const std::string m = error_of(q.inputs());
+      const std::string m = decode_error_of(q.inputs());
       CHECK(names(m, "block_table"));
       CHECK(m.find("block_table[1][1] = " + std::to_string(bad)) != std::string::npos);
     }
@@ -148,7 +148,7 @@ TEST_CASE("validation of seqlens and block_table entries", "[decode_problem][val
     }
     p.seqlens[0] = 0;  // a length-0 sequence reads no entry at all
     p.block_table.front() = 99999;
-    CHECK(error_of(p.inputs()).empty());
+    CHECK(decode_error_of(p.inputs()).empty());
   }
 }
 
@@ -158,14 +158,14 @@ TEST_CASE("validation of the scale, options and outputs", "[decode_problem][vali
                           std::numeric_limits<float>::quiet_NaN()}) {
     DecodeOptions o;
     o.softmax_scale = bad;
-    CHECK(names(error_of(p.inputs(), o), "options.softmax_scale"));
+    CHECK(names(decode_error_of(p.inputs(), o), "options.softmax_scale"));
   }
   DecodeOptions o;
   o.threads = -1;
-  CHECK(names(error_of(p.inputs(), o), "options.threads"));
+  CHECK(names(decode_error_of(p.inputs(), o), "options.threads"));
   o = {};
   o.rows_per_task = -2;
-  CHECK(names(error_of(p.inputs(), o), "options.rows_per_task"));
+  CHECK(names(decode_error_of(p.inputs(), o), "options.rows_per_task"));
 
   DecodeResult<float, float> r(p.shape);
   std::vector<float> short_out(r.out.size() - 1), bad_lse(r.lse.size() + 1);

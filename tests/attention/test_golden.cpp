@@ -22,7 +22,7 @@ namespace vt = amla_test::variants;
 
 namespace {
 
-constexpr double inf = std::numeric_limits<double>::infinity();
+constexpr double dinf = std::numeric_limits<double>::infinity();
 
 // Softmax attention in long double straight from the paged cache (no gather, no GEMM, no
 // HeadGroup): out[b, t, h, :] and lse[b, h, t].
@@ -62,14 +62,14 @@ DecodeResult<double, double> naive_attention(const DecodeProblem<T>& p, const De
         for (int d = 0; d < s.d_v; ++d) {
           out[d] = vis > 0 ? static_cast<double>(acc[static_cast<std::size_t>(d)] / sum) : 0.0;
         }
-        r.lse[s.lse_offset(b, t, h)] = vis > 0 ? static_cast<double>(m + std::log(sum)) : -inf;
+        r.lse[s.lse_offset(b, t, h)] = vis > 0 ? static_cast<double>(m + std::log(sum)) : -dinf;
       }
     }
   }
   return r;
 }
 
-double rel_frobenius(const std::vector<double>& a, const std::vector<double>& b) {
+double rel_frobenius64(const std::vector<double>& a, const std::vector<double>& b) {
   double num = 0, den = 0;
   for (std::size_t i = 0; i < a.size(); ++i) {
     num += (a[i] - b[i]) * (a[i] - b[i]);
@@ -125,7 +125,7 @@ TEST_CASE("golden agrees with a long-double attention over the shape sweep", "[g
                           CAPTURE(c.h_q, c.h_kv, c.s_q, c.page, o.causal, p.v_in_kv());
                           const auto got = golden_decode(p.inputs(), o);
                           const auto want = naive_attention(p, o);
-                          CHECK(rel_frobenius(got.out, want.out) < 1e-13);
+                          CHECK(rel_frobenius64(got.out, want.out) < 1e-13);
                           check_lse(got.lse, want.lse, 1e-13);
                           for (const double x : got.out) REQUIRE(std::isfinite(x));  // unread pages
                         });
@@ -138,7 +138,7 @@ TEST_CASE("golden on a DeepSeek-shaped head group", "[golden]") {
   o.causal = true;
   const auto got = golden_decode(p.inputs(), o);
   const auto want = naive_attention(p, o);
-  CHECK(rel_frobenius(got.out, want.out) < 1e-13);
+  CHECK(rel_frobenius64(got.out, want.out) < 1e-13);
   check_lse(got.lse, want.lse, 1e-13);
 }
 

@@ -19,7 +19,7 @@ using namespace amla::attention;
 
 namespace {
 
-constexpr float finf = std::numeric_limits<float>::infinity();
+using amla_test::finf;
 
 using amla_test::max_lse_error;
 using amla_test::rel_frobenius;

@@ -39,7 +39,7 @@ using at::precision;
 
 namespace {
 
-constexpr float finf = std::numeric_limits<float>::infinity();
+using amla_test::finf;
 
 // ---- One adapter per recurrence: its entry points, options and traits ----------------------
 

@@ -24,7 +24,7 @@ namespace vt = amla_test::variants;
 
 namespace {
 
-constexpr float finf = std::numeric_limits<float>::infinity();
+using amla_test::finf;
 
 using amla_test::rel_frobenius;
 

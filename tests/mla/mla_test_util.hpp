@@ -24,6 +24,9 @@ namespace mla = amla::mla;
 /// Real head-dim ratios in miniature: 3 heads, D_n 16, D_r 8, D_v 12, D_l 32.
 inline constexpr mla::MlaDims small{3, 16, 8, 12, 32};
 
+/// Smaller still, for validation and builder tests: 2 heads, D_n 8, D_r 4, D_v 6, D_l 16.
+inline constexpr mla::MlaDims tiny{2, 8, 4, 6, 16};
+
 template <class T>
 long double val(T x) {
   if constexpr (std::is_same_v<T, amla::bf16>) {

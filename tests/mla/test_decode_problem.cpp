@@ -8,12 +8,11 @@
 #include "amla/mla/decode_problem.hpp"
 #include "amla/mla/naive.hpp"
 #include "amla/mla/problem_builder.hpp"
+#include "mla/mla_test_util.hpp"
 
 namespace mla = amla::mla;
 
-namespace {
-constexpr mla::MlaDims small{2, 8, 4, 6, 16};
-}
+using mla_test::tiny;
 
 TEST_CASE("visible_keys: all keys, or a causal window aligned to the end", "[mla][problem]") {
   CHECK(mla::visible_keys(10, 2, 0, false) == 10);
@@ -25,7 +24,7 @@ TEST_CASE("visible_keys: all keys, or a causal window aligned to the end", "[mla
 }
 
 TEST_CASE("Every malformed input is rejected with its name, value and rule", "[mla][problem]") {
-  const auto p = mla::MlaProblemBuilder(small)
+  const auto p = mla::MlaProblemBuilder(tiny)
                      .batch(2)
                      .prefix_len(3)
                      .suffix_lens({4, 2})
@@ -113,12 +112,8 @@ TEST_CASE("Every malformed input is rejected with its name, value and rule", "[m
 
 TEST_CASE("Block-table entries past a request's pages may hold anything", "[mla][problem]") {
   // The builder poisons them (and unused pages hold NaN); decoding must not look at them.
-  const auto p = mla::MlaProblemBuilder(small)
-                     .batch(2)
-                     .suffix_lens({1, 5})
-                     .page_size(2)
-                     .seed(3)
-                     .build<float>();
+  const auto p =
+      mla::MlaProblemBuilder(tiny).batch(2).suffix_lens({1, 5}).page_size(2).seed(3).build<float>();
   bool poisoned = false;
   for (int i = 1; i < p.shape.max_pages_per_seq; ++i)
     poisoned |= p.block_table[i] < 0 || p.block_table[i] >= p.shape.num_pages;
@@ -128,7 +123,7 @@ TEST_CASE("Block-table entries past a request's pages may hold anything", "[mla]
 }
 
 TEST_CASE("The step's layouts are problem-layer DecodeShapes", "[mla][problem]") {
-  const auto p = mla::MlaProblemBuilder(small)
+  const auto p = mla::MlaProblemBuilder(tiny)
                      .batch(3)
                      .s_q(2)
                      .prefix_len(5)
@@ -138,14 +133,14 @@ TEST_CASE("The step's layouts are problem-layer DecodeShapes", "[mla][problem]")
                      .build<float>();
   const auto in = p.inputs();
   // The suffix cache: one KV head of D_l + D_r columns, paged as the inputs say.
-  const amla::DecodeShape s = mla::suffix_shape(small, in);
+  const amla::DecodeShape s = mla::suffix_shape(tiny, in);
   CHECK(s.h_kv == 1);
-  CHECK(s.d_qk == small.absorb_d_qk());
-  CHECK(s.d_v == small.d_latent);
+  CHECK(s.d_qk == tiny.absorb_d_qk());
+  CHECK(s.d_v == tiny.d_latent);
   CHECK(s.kv_elems() == in.suffix.data.size());
   CHECK(s.block_table_elems() == in.suffix.block_table.size());
   // q, out and lse: the naive view's layouts.
-  const amla::DecodeShape io = mla::io_shape(small, 3, 2);
+  const amla::DecodeShape io = mla::io_shape(tiny, 3, 2);
   CHECK(io.q_elems() == in.q.size());
   auto r = mla::naive_decode(p.model(), in);
   CHECK(r.shape.out_elems() == r.out.size());
@@ -154,11 +149,11 @@ TEST_CASE("The step's layouts are problem-layer DecodeShapes", "[mla][problem]")
   CHECK(&r.lse_at(2, 1, 1) == r.lse.data() + io.lse_offset(2, 1, 1));
   CHECK(r.out_row(2, 1, 1) == r.out.data() + io.out_offset(2, 1, 1));
   // The attention workload: every request attends the prefix and its suffix.
-  const amla::Workload w = mla::workload(small, in, true);
+  const amla::Workload w = mla::workload(tiny, in, true);
   CHECK(w.seqlens == std::vector<int>{9, 5, 12});
   CHECK(w.causal);
   CHECK(w.v_in_kv);
-  const mla::DecodeStep step = mla::decode_step(small, in);
+  const mla::DecodeStep step = mla::decode_step(tiny, in);
   CHECK(step.batch == 3);
   CHECK(step.prefix_len == 5);
   CHECK(step.suffix_len == 4);  // (4 + 0 + 7) / 3 = 3.67

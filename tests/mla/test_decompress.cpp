@@ -9,9 +9,7 @@
 
 namespace mla = amla::mla;
 
-namespace {
-constexpr mla::MlaDims small{3, 16, 8, 12, 32};
-}
+using mla_test::small;
 
 TEST_CASE("decompress_prefix<double> is W_KVb1 c_n, c_r and W_KVb2 c_n per head",
           "[mla][decompress]") {

@@ -6,15 +6,14 @@
 
 #include "amla/mla/naive.hpp"
 #include "amla/mla/problem_builder.hpp"
+#include "mla/mla_test_util.hpp"
 
 namespace mla = amla::mla;
 
-namespace {
-constexpr mla::MlaDims small{2, 8, 4, 6, 16};
-}
+using mla_test::tiny;
 
 TEST_CASE("MlaProblemBuilder is reproducible and seed-dependent", "[mla][builder]") {
-  auto b = mla::MlaProblemBuilder(small).prefix_len(3).suffix_lens({4, 0, 2}).seed(5);
+  auto b = mla::MlaProblemBuilder(tiny).prefix_len(3).suffix_lens({4, 0, 2}).seed(5);
   const auto p1 = b.build<amla::bf16>();
   const auto p2 = b.build<amla::bf16>();
   CHECK(p1.shape.batch == 3);
@@ -25,13 +24,13 @@ TEST_CASE("MlaProblemBuilder is reproducible and seed-dependent", "[mla][builder
   CHECK_FALSE(p1.q == p3.q);
   // Every value is BF16 in a float problem too.
   const auto pf =
-      mla::MlaProblemBuilder(small).prefix_len(2).suffix_lens({3}).seed(5).build<float>();
+      mla::MlaProblemBuilder(tiny).prefix_len(2).suffix_lens({3}).seed(5).build<float>();
   for (float x : pf.q) CHECK(amla::round_bf16(x) == x);
   for (float x : pf.prefix_latent) CHECK(amla::round_bf16(x) == x);
 }
 
 TEST_CASE("Paging does not change the problem's meaning", "[mla][builder]") {
-  auto b = mla::MlaProblemBuilder(small).prefix_len(2).suffix_lens({5, 3}).seed(9);
+  auto b = mla::MlaProblemBuilder(tiny).prefix_len(2).suffix_lens({5, 3}).seed(9);
   const auto p1 = b.page_size(1).build<float>();
   const auto p4 = b.page_size(4).build<float>();
   const auto p64 = b.page_size(64).build<float>();
@@ -57,18 +56,17 @@ TEST_CASE("Weights have the requested scale and unused cache is poisoned", "[mla
 }
 
 TEST_CASE("MlaProblemBuilder rejects bad settings", "[mla][builder]") {
-  CHECK_THROWS_WITH(mla::MlaProblemBuilder(small).batch(0).build<float>(),
-                    Catch::Contains("batch"));
+  CHECK_THROWS_WITH(mla::MlaProblemBuilder(tiny).batch(0).build<float>(), Catch::Contains("batch"));
   CHECK_THROWS_WITH(
-      mla::MlaProblemBuilder(small).batch(3).suffix_lens({1, 2}).batch(3).build<float>(),
+      mla::MlaProblemBuilder(tiny).batch(3).suffix_lens({1, 2}).batch(3).build<float>(),
       Catch::Contains("suffix_lens"));
-  CHECK_THROWS_WITH(mla::MlaProblemBuilder(small).suffix_lens({-1}).build<float>(),
+  CHECK_THROWS_WITH(mla::MlaProblemBuilder(tiny).suffix_lens({-1}).build<float>(),
                     Catch::Contains("suffix_lens"));
-  CHECK_THROWS_WITH(mla::MlaProblemBuilder(small).prefix_len(-1).build<float>(),
+  CHECK_THROWS_WITH(mla::MlaProblemBuilder(tiny).prefix_len(-1).build<float>(),
                     Catch::Contains("prefix_len"));
-  CHECK_THROWS_WITH(mla::MlaProblemBuilder(small).weight_std(-1).build<float>(),
+  CHECK_THROWS_WITH(mla::MlaProblemBuilder(tiny).weight_std(-1).build<float>(),
                     Catch::Contains("weight_std"));
-  CHECK_THROWS_WITH(mla::MlaProblemBuilder(small).value_std(0).build<float>(),
+  CHECK_THROWS_WITH(mla::MlaProblemBuilder(tiny).value_std(0).build<float>(),
                     Catch::Contains("value_std"));
   CHECK_THROWS_WITH(mla::MlaProblemBuilder(mla::MlaDims{}).build<float>(),
                     Catch::Contains("dims.heads"));

@@ -18,7 +18,7 @@ using namespace amla::sim;
 namespace {
 
 // One Cube core and one Vector core, no latencies, round rates, an HBM that is never the limit.
-Chip toy_chip() {
+Chip one_core_chip() {
   Chip c = amla::sim::ascend910();
   c.dies = 1;
   c.cube_cores_per_die = 1;
@@ -99,7 +99,8 @@ TEST_CASE("AMLA on a one-core toy chip, by hand", "[sim][decode]") {
   //   C2[0]: P0 (after V1[0]) 177-193, V0 193-209, MTE1 209-225, MMAD 225, FixP 226-258.
   //   C2[1]: P1 (after V1[1]) 273-289, V1 289-305, MTE1 305-321, MMAD 321, FixP 322-354.
   //   last V (after C2[1]): O in 1 KB + out 512 B: 48 + 16 = 64: 354-418.
-  const auto r = amla::sim::simulate_decode(toy_chip(), toy_workload(), toy_options(Variant::amla));
+  const auto r =
+      amla::sim::simulate_decode(one_core_chip(), toy_workload(), toy_options(Variant::amla));
   REQUIRE(r.ok);
   CHECK(r.cycles == Cycles{418});
   CHECK(r.tasks == 1);
@@ -123,7 +124,8 @@ TEST_CASE("Base on a one-core toy chip, serial order, by hand", "[sim][decode]")
   //          FixP 387-419;
   //   V1[1] 419-483; C2[1]: P 483-499, V 499-515, MTE1 515-531, MMAD 531, FixP 532-564;
   //   V2[1]: T and O in (2 KB), O out (1 KB): 96 + 16 = 112: 564-676; last V 676-740.
-  const auto r = amla::sim::simulate_decode(toy_chip(), toy_workload(), toy_options(Variant::base));
+  const auto r =
+      amla::sim::simulate_decode(one_core_chip(), toy_workload(), toy_options(Variant::base));
   REQUIRE(r.ok);
   CHECK(r.cycles == Cycles{740});
 }
@@ -286,7 +288,7 @@ TEST_CASE("the Timeline shows stages, pipes and Vector cores with phases", "[sim
 TEST_CASE("the decode model runs any arrangement of its stage chain", "[sim][decode]") {
   using amla::sim::Arrangement;
   using amla::sim::DecodeSchedule;
-  const Chip chip = toy_chip();
+  const Chip chip = one_core_chip();
   const Workload w = toy_workload();
   DecodeOptions o = toy_options(Variant::amla);
   // The stage durations the preload theory sees on the toy chip (one full block, a later one):
@@ -351,14 +353,14 @@ TEST_CASE("a varlen batch: each sequence runs its own KV blocks", "[sim][decode]
   // O out, no O to read), last V 64: 402 cycles. 740 + 402 = 1142 in either order.
   Workload w = toy_workload();
   w.seqlens = {32, 16};
-  const auto r = amla::sim::simulate_decode(toy_chip(), w, toy_options(Variant::base));
+  const auto r = amla::sim::simulate_decode(one_core_chip(), w, toy_options(Variant::base));
   REQUIRE(r.ok);
   CHECK(r.cycles == Cycles{1142});
   CHECK(r.tasks == 2);
   CHECK(r.blocks_per_task == 2);
   CHECK(r.flops == 2.0 * 16 * (32 + 16) * (32 + 16));
   w.seqlens = {16, 32};
-  CHECK(amla::sim::simulate_decode(toy_chip(), w, toy_options(Variant::base)).cycles ==
+  CHECK(amla::sim::simulate_decode(one_core_chip(), w, toy_options(Variant::base)).cycles ==
         Cycles{1142});
   // The same batch read off the very problem a reference would compute (paged, 16-key pages).
   const amla::DecodeShape shape{2, 1, 16, 1, 32, 16, 4, 16, 2};
@@ -367,17 +369,17 @@ TEST_CASE("a varlen batch: each sequence runs its own KV blocks", "[sim][decode]
   const std::vector<std::int32_t> table{0, 1, 2, 3}, seqlens{32, 16};
   const amla::DecodeInputs<float> in{shape, q, kv, {}, table, seqlens};
   const auto from_problem =
-      amla::sim::simulate_decode(toy_chip(), Workload::of(in), toy_options(Variant::base));
+      amla::sim::simulate_decode(one_core_chip(), Workload::of(in), toy_options(Variant::base));
   REQUIRE(from_problem.ok);
   CHECK(from_problem.cycles == Cycles{1142});
   // An empty sequence has no task; a batch of them only starts and ends.
   w.seqlens = {0, 32};
-  const auto one = amla::sim::simulate_decode(toy_chip(), w, toy_options(Variant::amla));
+  const auto one = amla::sim::simulate_decode(one_core_chip(), w, toy_options(Variant::amla));
   REQUIRE(one.ok);
   CHECK(one.tasks == 1);
   CHECK(one.cycles == Cycles{418});
   w.seqlens = {0, 0};
-  const auto none = amla::sim::simulate_decode(toy_chip(), w, toy_options(Variant::amla));
+  const auto none = amla::sim::simulate_decode(one_core_chip(), w, toy_options(Variant::amla));
   REQUIRE(none.ok);
   CHECK(none.cycles == Cycles{0});
   CHECK(none.flops == 0);
@@ -386,9 +388,9 @@ TEST_CASE("a varlen batch: each sequence runs its own KV blocks", "[sim][decode]
 TEST_CASE("a causal mask counts the attended pairs, the Cube runs every block", "[sim][decode]") {
   // 8 heads x S_q 2 = the toy's 16 rows: the same 418 cycles. Token 0 sees 31 keys, token 1 32.
   Workload w = Workload::uniform(1, 2, 8, 32, 32, 16);
-  const auto full = amla::sim::simulate_decode(toy_chip(), w, toy_options(Variant::amla));
+  const auto full = amla::sim::simulate_decode(one_core_chip(), w, toy_options(Variant::amla));
   w.causal = true;
-  const auto causal = amla::sim::simulate_decode(toy_chip(), w, toy_options(Variant::amla));
+  const auto causal = amla::sim::simulate_decode(one_core_chip(), w, toy_options(Variant::amla));
   REQUIRE(full.ok);
   REQUIRE(causal.ok);
   CHECK(full.cycles == Cycles{418});

@@ -33,17 +33,16 @@ struct JValue {
   double num = 0;
   std::string str;
   std::vector<JValue> arr;
-  std::vector<std::pair<std::string, JValue>> obj;
+  std::vector<std::string> keys;  // an object: keys[i] names values[i]
+  std::vector<JValue> values;
 
   const JValue& at(const std::string& key) const {
-    for (const auto& [k, v] : obj)
-      if (k == key) return v;
+    for (std::size_t i = 0; i < keys.size(); ++i)
+      if (keys[i] == key) return values[i];
     throw std::runtime_error("missing key " + key);
   }
   bool has(const std::string& key) const {
-    for (const auto& kv : obj)
-      if (kv.first == key) return true;
-    return false;
+    return std::find(keys.begin(), keys.end(), key) != keys.end();
   }
 };
 
@@ -115,7 +114,8 @@ class JsonReader : TextCursor {
         if (peek() != '"') fail("expected a key");
         std::string k = string();
         expect(':');
-        v.obj.emplace_back(std::move(k), value());
+        v.keys.push_back(std::move(k));
+        v.values.push_back(value());
       });
       return v;
     }
@@ -143,7 +143,7 @@ class JsonReader : TextCursor {
     return number();
   }
   JValue number() {
-    const std::size_t start = i_;
+    const std::size_t first = i_;
     auto digits = [&] {
       const std::size_t d = i_;
       while (i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9') ++i_;
@@ -165,7 +165,7 @@ class JsonReader : TextCursor {
     }
     JValue v;
     v.kind = JValue::Kind::number;
-    v.num = std::strtod(std::string(s_.substr(start, i_ - start)).c_str(), nullptr);
+    v.num = std::strtod(std::string(s_.substr(first, i_ - first)).c_str(), nullptr);
     return v;
   }
   static void put_utf8(std::string& out, std::uint32_t cp) {
@@ -376,10 +376,10 @@ class XmlReader : TextCursor {
       if (s_[i_] != '=') fail("expected '='");
       ++i_;
       if (s_[i_] != '"') fail("attribute values must be double-quoted");
-      const auto end = s_.find('"', i_ + 1);
-      if (end == std::string_view::npos) fail("unterminated attribute");
-      n.attrs.emplace_back(a, unescape(s_.substr(i_ + 1, end - i_ - 1)));
-      i_ = end + 1;
+      const auto close = s_.find('"', i_ + 1);
+      if (close == std::string_view::npos) fail("unterminated attribute");
+      n.attrs.emplace_back(a, unescape(s_.substr(i_ + 1, close - i_ - 1)));
+      i_ = close + 1;
     }
     for (;;) {
       const auto lt = s_.find('<', i_);

@@ -356,7 +356,7 @@ inline bool starts_cold(const GpuChip& chip, const Workload& w) {
 class CtaEmitter {
  public:
   CtaEmitter(Engine& e, const GpuChip& chip, const HopperKernel& k, const Workload& w, LinkId hbm)
-      : e_(e), chip_(chip), k_(k), w_(w), hbm_(hbm), cold_(starts_cold(chip, w)) {
+      : e_(e), chip_(chip), k_(k), hbm_(hbm), cold_(starts_cold(chip, w)) {
     qk_ = e.category("QK");
     pv_ = e.category("PV");
     softmax_ = e.category("softmax");
@@ -731,7 +731,6 @@ class CtaEmitter {
   Engine& e_;
   const GpuChip& chip_;
   const HopperKernel& k_;
-  const Workload& w_;
   LinkId hbm_;
   bool cold_ = false;
   SmUnits* s_ = nullptr;
