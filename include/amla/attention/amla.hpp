@@ -392,22 +392,13 @@ inline void amla_core(const HeadGroup& caller, Eigen::Ref<MatrixF> o, std::span<
   }
 
   // Line 22: O / (l_N S16_N); lse from the FP32 statistics as in Base.
-  for (Eigen::Index r = 0; r < rows; ++r) {
-    const auto ru = static_cast<std::size_t>(r);
-    switch (row_end_of(g.visible_keys(r), l[ru])) {
-      case row_end::empty:
-        o.row(r).setZero();
-        break;
-      case row_end::lost:
-        o.row(r).setConstant(std::numeric_limits<float>::quiet_NaN());
-        lse[ru] = std::numeric_limits<float>::quiet_NaN();
-        break;
-      case row_end::normal:
-        o.row(r) /= l[ru] * last[ru].s16;
-        lse[ru] = m[ru] + std::log(l[ru]);
-        break;
-    }
-  }
+  end_rows(
+      g, o, lse, [&](Eigen::Index r) { return l[static_cast<std::size_t>(r)]; },
+      [&](Eigen::Index r, float l_r) {
+        const auto ru = static_cast<std::size_t>(r);
+        o.row(r) /= l_r * last[ru].s16;
+        return m[ru] + std::log(l_r);
+      });
   shield.restore(o);
 }
 
