@@ -268,15 +268,13 @@ inline void amla_validate_options(const char* fn, const char* name, const AmlaOp
 inline void amla_locate(AmlaReport& report, Eigen::Index block, Eigen::Index row, Eigen::Index col,
                         std::int32_t k, float before, float after, float intended) {
   ++report.violations;
-  AmlaViolation v;
-  v.block = block;
-  v.row = row;
-  v.col = col;
-  v.add = k;
-  v.before = before;
-  v.after = after;
-  v.intended = intended;
-  report.located.push_back(v);
+  report.located.push_back(AmlaViolation{.block = block,
+                                         .row = row,
+                                         .col = col,
+                                         .add = k,
+                                         .before = before,
+                                         .after = after,
+                                         .intended = intended});
 }
 
 /// Lines 13-17 on one row of O: the add of the step from `prev` to `now` (both frames of finite
