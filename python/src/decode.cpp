@@ -66,27 +66,28 @@ nb::ndarray<nb::numpy, Field> column(const std::vector<Record>& records, Field R
   return owned_array(std::move(values), {records.size()});
 }
 
+/// A dict of numpy columns over `records`, one per (name, member) pair, in the pairs' order.
+template <class Record, class... Field>
+nb::dict columns(const std::vector<Record>& records,
+                 std::pair<const char*, Field Record::*>... named) {
+  nb::dict d;
+  ((d[named.first] = column(records, named.second)), ...);
+  return d;
+}
+
 /// Report of amla_decode as plain Python values: counts, the located violations and the located
 /// clamp events column by column (amla/_decode.py turns the columns into numpy record arrays).
 nb::dict report_dict(const at::AmlaReport& r) {
   using V = at::AmlaViolation;
-  nb::dict located;
-  located["batch"] = column(r.located, &V::batch);
-  located["kv_head"] = column(r.located, &V::kv_head);
-  located["block"] = column(r.located, &V::block);
-  located["row"] = column(r.located, &V::row);
-  located["col"] = column(r.located, &V::col);
-  located["add"] = column(r.located, &V::add);
-  located["before"] = column(r.located, &V::before);
-  located["after"] = column(r.located, &V::after);
-  located["intended"] = column(r.located, &V::intended);
+  const nb::dict located =
+      columns(r.located, std::pair{"batch", &V::batch}, std::pair{"kv_head", &V::kv_head},
+              std::pair{"block", &V::block}, std::pair{"row", &V::row}, std::pair{"col", &V::col},
+              std::pair{"add", &V::add}, std::pair{"before", &V::before},
+              std::pair{"after", &V::after}, std::pair{"intended", &V::intended});
   using C = at::AmlaClampEvent;
-  nb::dict clamps;
-  clamps["batch"] = column(r.clamps, &C::batch);
-  clamps["kv_head"] = column(r.clamps, &C::kv_head);
-  clamps["block"] = column(r.clamps, &C::block);
-  clamps["row"] = column(r.clamps, &C::row);
-  clamps["step"] = column(r.clamps, &C::step);
+  const nb::dict clamps = columns(r.clamps, std::pair{"batch", &C::batch},
+                                  std::pair{"kv_head", &C::kv_head}, std::pair{"block", &C::block},
+                                  std::pair{"row", &C::row}, std::pair{"step", &C::step});
   nb::dict d;
   d["violations"] = r.violations;
   d["rescaled_elements"] = r.rescaled_elements;
