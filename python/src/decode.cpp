@@ -58,53 +58,36 @@ std::span<T> span_of(A& a) {
   return {static_cast<T*>(const_cast<void*>(static_cast<const void*>(a.data()))), a.size()};
 }
 
+/// Field `field` of each record as a numpy column.
+template <class Record, class Field>
+nb::ndarray<nb::numpy, Field> column(const std::vector<Record>& records, Field Record::*field) {
+  std::vector<Field> values(records.size());
+  for (std::size_t i = 0; i < records.size(); ++i) values[i] = records[i].*field;
+  return owned_array(std::move(values), {records.size()});
+}
+
+/// A dict of numpy columns over `records`, one per (name, member) pair, in the pairs' order.
+template <class Record, class... Field>
+nb::dict columns(const std::vector<Record>& records,
+                 std::pair<const char*, Field Record::*>... named) {
+  nb::dict d;
+  ((d[named.first] = column(records, named.second)), ...);
+  return d;
+}
+
 /// Report of amla_decode as plain Python values: counts, the located violations and the located
 /// clamp events column by column (amla/_decode.py turns the columns into numpy record arrays).
 nb::dict report_dict(const at::AmlaReport& r) {
-  const std::size_t n = r.located.size();
-  std::vector<std::int64_t> block(n), row(n), col(n);
-  std::vector<std::int32_t> add(n), batch(n), kv_head(n);
-  std::vector<float> before(n), after(n), intended(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    const at::AmlaViolation& v = r.located[i];
-    block[i] = v.block;
-    row[i] = v.row;
-    col[i] = v.col;
-    add[i] = v.add;
-    before[i] = v.before;
-    after[i] = v.after;
-    intended[i] = v.intended;
-    batch[i] = v.batch;
-    kv_head[i] = v.kv_head;
-  }
-  nb::dict located;
-  located["batch"] = owned_array(std::move(batch), {n});
-  located["kv_head"] = owned_array(std::move(kv_head), {n});
-  located["block"] = owned_array(std::move(block), {n});
-  located["row"] = owned_array(std::move(row), {n});
-  located["col"] = owned_array(std::move(col), {n});
-  located["add"] = owned_array(std::move(add), {n});
-  located["before"] = owned_array(std::move(before), {n});
-  located["after"] = owned_array(std::move(after), {n});
-  located["intended"] = owned_array(std::move(intended), {n});
-  const std::size_t m = r.clamps.size();
-  std::vector<std::int64_t> c_block(m), c_row(m);
-  std::vector<std::int32_t> c_batch(m), c_kv_head(m);
-  std::vector<float> c_step(m);
-  for (std::size_t i = 0; i < m; ++i) {
-    const at::AmlaClampEvent& e = r.clamps[i];
-    c_block[i] = e.block;
-    c_row[i] = e.row;
-    c_batch[i] = e.batch;
-    c_kv_head[i] = e.kv_head;
-    c_step[i] = e.step;
-  }
-  nb::dict clamps;
-  clamps["batch"] = owned_array(std::move(c_batch), {m});
-  clamps["kv_head"] = owned_array(std::move(c_kv_head), {m});
-  clamps["block"] = owned_array(std::move(c_block), {m});
-  clamps["row"] = owned_array(std::move(c_row), {m});
-  clamps["step"] = owned_array(std::move(c_step), {m});
+  using V = at::AmlaViolation;
+  const nb::dict located =
+      columns(r.located, std::pair{"batch", &V::batch}, std::pair{"kv_head", &V::kv_head},
+              std::pair{"block", &V::block}, std::pair{"row", &V::row}, std::pair{"col", &V::col},
+              std::pair{"add", &V::add}, std::pair{"before", &V::before},
+              std::pair{"after", &V::after}, std::pair{"intended", &V::intended});
+  using C = at::AmlaClampEvent;
+  const nb::dict clamps = columns(r.clamps, std::pair{"batch", &C::batch},
+                                  std::pair{"kv_head", &C::kv_head}, std::pair{"block", &C::block},
+                                  std::pair{"row", &C::row}, std::pair{"step", &C::step});
   nb::dict d;
   d["violations"] = r.violations;
   d["rescaled_elements"] = r.rescaled_elements;
@@ -229,13 +212,12 @@ nb::object decode(const std::string& name, InArray q, InArray kv, std::optional<
   s.d_v = d_v;
   s.max_pages_per_seq = dim(fn, "block_table.shape[1]", block_table.shape(1));
 
-  DecodeOptions opt;
-  opt.causal = causal;
-  opt.softmax_scale = softmax_scale;
-  opt.round_output_bf16 = round_output_bf16;
-  opt.round_output_fp16 = round_output_fp16;
-  opt.threads = threads;
-  opt.rows_per_task = rows_per_task;
+  const DecodeOptions opt{.causal = causal,
+                          .softmax_scale = softmax_scale,
+                          .round_output_bf16 = round_output_bf16,
+                          .round_output_fp16 = round_output_fp16,
+                          .threads = threads,
+                          .rows_per_task = rows_per_task};
   const LseConvention convention = parse_convention(fn, lse_base, empty_lse);
   // Every Python object is read here, with the GIL held; the recurrence runs without it.
   const RecurrenceOptions ro = RecurrenceArgs(fn, options).parse(rec->name);

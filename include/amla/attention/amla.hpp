@@ -268,15 +268,13 @@ inline void amla_validate_options(const char* fn, const char* name, const AmlaOp
 inline void amla_locate(AmlaReport& report, Eigen::Index block, Eigen::Index row, Eigen::Index col,
                         std::int32_t k, float before, float after, float intended) {
   ++report.violations;
-  AmlaViolation v;
-  v.block = block;
-  v.row = row;
-  v.col = col;
-  v.add = k;
-  v.before = before;
-  v.after = after;
-  v.intended = intended;
-  report.located.push_back(v);
+  report.located.push_back(AmlaViolation{.block = block,
+                                         .row = row,
+                                         .col = col,
+                                         .add = k,
+                                         .before = before,
+                                         .after = after,
+                                         .intended = intended});
 }
 
 /// Lines 13-17 on one row of O: the add of the step from `prev` to `now` (both frames of finite
@@ -392,22 +390,13 @@ inline void amla_core(const HeadGroup& caller, Eigen::Ref<MatrixF> o, std::span<
   }
 
   // Line 22: O / (l_N S16_N); lse from the FP32 statistics as in Base.
-  for (Eigen::Index r = 0; r < rows; ++r) {
-    const auto ru = static_cast<std::size_t>(r);
-    switch (row_end_of(g.visible_keys(r), l[ru])) {
-      case row_end::empty:
-        o.row(r).setZero();
-        break;
-      case row_end::lost:
-        o.row(r).setConstant(std::numeric_limits<float>::quiet_NaN());
-        lse[ru] = std::numeric_limits<float>::quiet_NaN();
-        break;
-      case row_end::normal:
-        o.row(r) /= l[ru] * last[ru].s16;
-        lse[ru] = m[ru] + std::log(l[ru]);
-        break;
-    }
-  }
+  end_rows(
+      g, o, lse, [&](Eigen::Index r) { return l[static_cast<std::size_t>(r)]; },
+      [&](Eigen::Index r, float l_r) {
+        const auto ru = static_cast<std::size_t>(r);
+        o.row(r) /= l_r * last[ru].s16;
+        return m[ru] + std::log(l_r);
+      });
   shield.restore(o);
 }
 

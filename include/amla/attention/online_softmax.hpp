@@ -125,23 +125,12 @@ inline void base_core(const HeadGroup& caller, const BaseOptions& options, Eigen
       out += t;
     }
   }
-  for (Index r = 0; r < rows; ++r) {
-    const std::size_t ri = static_cast<std::size_t>(r);
-    switch (row_end_of(g.visible_keys(r), l[ri])) {
-      case row_end::empty:
-        out.row(r).setZero();
-        lse[ri] = neg_inf;
-        break;
-      case row_end::lost:
-        out.row(r).setConstant(std::numeric_limits<float>::quiet_NaN());
-        lse[ri] = std::numeric_limits<float>::quiet_NaN();
-        break;
-      case row_end::normal:
-        out.row(r) /= l[ri];
-        lse[ri] = m[ri] + std::log(l[ri]);
-        break;
-    }
-  }
+  end_rows(
+      g, out, lse, [&](Index r) { return l[static_cast<std::size_t>(r)]; },
+      [&](Index r, float l_r) {
+        out.row(r) /= l_r;
+        return m[static_cast<std::size_t>(r)] + std::log(l_r);
+      });
   shield.restore(out);
 }
 

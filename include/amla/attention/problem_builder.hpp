@@ -270,14 +270,8 @@ class ProblemBuilder {
     return b;
   }
 
-  ProblemBuilder& batch(int n) {
-    shape_.batch = n;
-    return *this;
-  }
-  ProblemBuilder& s_q(int n) {
-    shape_.s_q = n;
-    return *this;
-  }
+  ProblemBuilder& batch(int n) { return set(shape_.batch, n); }
+  ProblemBuilder& s_q(int n) { return set(shape_.s_q, n); }
   ProblemBuilder& heads(int h_q, int h_kv = 1) {
     shape_.h_q = h_q;
     shape_.h_kv = h_kv;
@@ -288,10 +282,7 @@ class ProblemBuilder {
     shape_.d_v = d_v;
     return *this;
   }
-  ProblemBuilder& page_size(int n) {
-    shape_.page_size = n;
-    return *this;
-  }
+  ProblemBuilder& page_size(int n) { return set(shape_.page_size, n); }
   /// Explicit sequence lengths. Several lengths set the batch to their count; a single length is
   /// used for every sequence of the batch (set with batch(), before or after).
   ProblemBuilder& seqlens(std::vector<int> lens) {
@@ -308,45 +299,21 @@ class ProblemBuilder {
     return *this;
   }
   /// Use a separate V cache [num_pages, page_size, h_kv, d_v] instead of kv's first d_v columns.
-  ProblemBuilder& separate_v(bool on = true) {
-    separate_v_ = on;
-    return *this;
-  }
+  ProblemBuilder& separate_v(bool on = true) { return set(separate_v_, on); }
   /// Distribution of Q, K and V.
   ProblemBuilder& distribution(ValueDistribution d) {
     q_dist_ = kv_dist_ = d;
     return *this;
   }
-  ProblemBuilder& q_distribution(ValueDistribution d) {
-    q_dist_ = d;
-    return *this;
-  }
-  ProblemBuilder& kv_distribution(ValueDistribution d) {
-    kv_dist_ = d;
-    return *this;
-  }
-  ProblemBuilder& seed(std::uint64_t s) {
-    seed_ = s;
-    return *this;
-  }
-  ProblemBuilder& shuffle_pages(bool on = true) {
-    shuffle_ = on;
-    return *this;
-  }
+  ProblemBuilder& q_distribution(ValueDistribution d) { return set(q_dist_, d); }
+  ProblemBuilder& kv_distribution(ValueDistribution d) { return set(kv_dist_, d); }
+  ProblemBuilder& seed(std::uint64_t s) { return set(seed_, s); }
+  ProblemBuilder& shuffle_pages(bool on = true) { return set(shuffle_, on); }
   /// Unused pages added to the cache (poisoned when poison_unused is on).
-  ProblemBuilder& spare_pages(int n) {
-    spare_pages_ = n;
-    return *this;
-  }
+  ProblemBuilder& spare_pages(int n) { return set(spare_pages_, n); }
   /// block_table columns beyond the longest sequence's need.
-  ProblemBuilder& extra_table_columns(int n) {
-    extra_columns_ = n;
-    return *this;
-  }
-  ProblemBuilder& poison_unused(bool on = true) {
-    poison_ = on;
-    return *this;
-  }
+  ProblemBuilder& extra_table_columns(int n) { return set(extra_columns_, n); }
+  ProblemBuilder& poison_unused(bool on = true) { return set(poison_, on); }
   /// Round generated values to BF16 in float problems too (bf16 problems always are); off:
   /// float problems hold the draws rounded to float only.
   ProblemBuilder& round_to_bf16(bool on = true) {
@@ -439,6 +406,12 @@ class ProblemBuilder {
   }
 
  private:
+  template <class Field, class Value>
+  ProblemBuilder& set(Field& field, Value v) {
+    field = std::move(v);
+    return *this;
+  }
+
   DecodeShape shape_{1, 1, 128, 1, 576, 512, 1, 64, 1};
   std::vector<int> seqlens_{1024};
   bool random_lens_ = false;

@@ -293,25 +293,18 @@ inline void seesaw_core(const HeadGroup& caller, const SeesawOptions& options,
     report(seesaw_step::o_left_p1);
   }
 
-  for (Eigen::Index r = 0; r < rows; ++r) {
-    const auto ri = static_cast<std::size_t>(r);
-    const float l = l_left[ri] + l_right[ri];
-    switch (row_end_of(g.visible_keys(r), l)) {
-      case row_end::empty:  // no key seen: the empty sum
-        out.row(r).setZero();
-        lse[ri] = empty_row_lse;
-        break;
-      case row_end::lost:
-        out.row(r).setConstant(std::numeric_limits<float>::quiet_NaN());
-        lse[ri] = std::numeric_limits<float>::quiet_NaN();
-        break;
-      case row_end::normal:
+  end_rows(
+      g, out, lse,
+      [&](Eigen::Index r) {
+        const auto ri = static_cast<std::size_t>(r);
+        return l_left[ri] + l_right[ri];
+      },
+      [&](Eigen::Index r, float l) {
         for (Eigen::Index j = 0; j < d_left; ++j) out(r, j) = o_left(r, j) / l;
         for (Eigen::Index j = 0; j < d_right; ++j) out(r, d_left + j) = o_right(r, j) / l;
-        lse[ri] = std::log(l) + m[ri] / static_cast<float>(std::numbers::log2e);
-        break;
-    }
-  }
+        return std::log(l) +
+               m[static_cast<std::size_t>(r)] / static_cast<float>(std::numbers::log2e);
+      });
   shield.restore(out);
 }
 

@@ -136,25 +136,14 @@ inline void transposed_core(const HeadGroup& caller, const TransposedOptions& op
     o_t.noalias() += v.middleRows(begin, n).transpose() * s_t;  // O^T += V_j^T P^T
   }
 
-  for (Eigen::Index r = 0; r < rows; ++r) {
-    const auto ri = static_cast<std::size_t>(r);
-    switch (row_end_of(g.visible_keys(r), l[ri])) {
-      case row_end::empty:  // no key seen: the empty sum
-        out.row(r).setZero();
-        lse[ri] = empty_row_lse;
-        break;
-      case row_end::lost:
-        out.row(r).setConstant(std::numeric_limits<float>::quiet_NaN());
-        lse[ri] = std::numeric_limits<float>::quiet_NaN();
-        break;
-      case row_end::normal: {
-        const float inv = 1.0f / l[ri];
+  end_rows(
+      g, out, lse, [&](Eigen::Index r) { return l[static_cast<std::size_t>(r)]; },
+      [&](Eigen::Index r, float l_r) {
+        const float inv = 1.0f / l_r;
         for (Eigen::Index d = 0; d < g.d_v(); ++d) out(r, d) = o_t(d, r) * inv;  // (O^T / l)^T
-        lse[ri] = std::fma(m[ri], g.scale, std::log(l[ri]));  // m * scale + ln(l), one fma
-        break;
-      }
-    }
-  }
+        // m * scale + ln(l), one fma
+        return std::fma(m[static_cast<std::size_t>(r)], g.scale, std::log(l_r));
+      });
   shield.restore(out);
 }
 

@@ -43,22 +43,36 @@
 
 namespace amla {
 
+namespace detail {
+
+/// The element counts of the [rows, da], [rows, db] and [rows, da + db] views of
+/// concat_channels and split_channels.
+struct ChannelCounts {
+  std::size_t a, b, both;
+};
+
+/// Checks the rows, da and db arguments of `fn` (each >= 1) and returns the views' element counts
+/// (rows * channels, checked against overflow).
+inline ChannelCounts channel_counts(const char* fn, int rows, int da, int db) {
+  check_dims(fn, {{"rows", rows}, {"da", da}, {"db", db}});
+  const auto n = [&](int d) {
+    return static_cast<std::size_t>(checked_product(fn, "rows", "rows * channels", rows, d));
+  };
+  return {n(da), n(db), n(da + db)};
+}
+
+}  // namespace detail
+
 /// out[r] = concat(a[r], b[r]) for rows r < rows: a [rows, da], b [rows, db], out [rows, da + db].
 /// FlashInfer's ckv + kpe -> kv and q_nope + q_pe -> q.
 template <layout_element T>
 void concat_channels(std::span<const T> a, std::span<const T> b, std::span<T> out, int rows, int da,
                      int db) {
   const char* fn = "amla::concat_channels";
-  detail::check_dim(fn, "rows", rows);
-  detail::check_dim(fn, "da", da);
-  detail::check_dim(fn, "db", db);
-  const auto n = [&](int d) {
-    return static_cast<std::size_t>(
-        detail::checked_product(fn, "rows", "rows * channels", rows, d));
-  };
-  detail::check_span(fn, "a", a, n(da), "[rows, da]");
-  detail::check_span(fn, "b", b, n(db), "[rows, db]");
-  detail::check_span(fn, "out", std::span<const T>(out), n(da + db), "[rows, da + db]");
+  const auto n = detail::channel_counts(fn, rows, da, db);
+  detail::check_span(fn, "a", a, n.a, "[rows, da]");
+  detail::check_span(fn, "b", b, n.b, "[rows, db]");
+  detail::check_span(fn, "out", std::span<const T>(out), n.both, "[rows, da + db]");
   const auto ua = static_cast<std::size_t>(da), ub = static_cast<std::size_t>(db);
   for (std::size_t r = 0; r < static_cast<std::size_t>(rows); ++r) {
     std::copy_n(a.data() + r * ua, ua, out.data() + r * (ua + ub));
@@ -71,16 +85,10 @@ template <layout_element T>
 void split_channels(std::span<const T> in, std::span<T> a, std::span<T> b, int rows, int da,
                     int db) {
   const char* fn = "amla::split_channels";
-  detail::check_dim(fn, "rows", rows);
-  detail::check_dim(fn, "da", da);
-  detail::check_dim(fn, "db", db);
-  const auto n = [&](int d) {
-    return static_cast<std::size_t>(
-        detail::checked_product(fn, "rows", "rows * channels", rows, d));
-  };
-  detail::check_span(fn, "in", in, n(da + db), "[rows, da + db]");
-  detail::check_span(fn, "a", std::span<const T>(a), n(da), "[rows, da]");
-  detail::check_span(fn, "b", std::span<const T>(b), n(db), "[rows, db]");
+  const auto n = detail::channel_counts(fn, rows, da, db);
+  detail::check_span(fn, "in", in, n.both, "[rows, da + db]");
+  detail::check_span(fn, "a", std::span<const T>(a), n.a, "[rows, da]");
+  detail::check_span(fn, "b", std::span<const T>(b), n.b, "[rows, db]");
   const auto ua = static_cast<std::size_t>(da), ub = static_cast<std::size_t>(db);
   for (std::size_t r = 0; r < static_cast<std::size_t>(rows); ++r) {
     std::copy_n(in.data() + r * (ua + ub), ua, a.data() + r * ua);

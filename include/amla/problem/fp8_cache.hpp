@@ -381,13 +381,8 @@ struct ScaledFp8Cache {
   }
   /// The dense cache this one dequantizes to: [num_pages, page_size, h_kv, d].
   DecodeShape dense_shape() const {
-    DecodeShape s;
-    s.num_pages = num_pages;
-    s.page_size = page_size;
-    s.h_kv = h_kv;
-    s.d_qk = d;
-    s.d_v = d;
-    return s;
+    return DecodeShape{
+        .h_kv = h_kv, .d_qk = d, .d_v = d, .num_pages = num_pages, .page_size = page_size};
   }
 };
 

@@ -71,11 +71,11 @@ struct NzCache {
 
 /// Validates an NZ layout: every size >= 1, c0 dividing d; returns its element count.
 inline std::size_t validate_nz_layout(const char* fn, const NzLayout& l) {
-  detail::check_dim(fn, "layout.num_pages", l.num_pages);
-  detail::check_dim(fn, "layout.page_size", l.page_size);
-  detail::check_dim(fn, "layout.h_kv", l.h_kv);
-  detail::check_dim(fn, "layout.d", l.d);
-  detail::check_dim(fn, "layout.c0", l.c0);
+  detail::check_dims(fn, {{"layout.num_pages", l.num_pages},
+                          {"layout.page_size", l.page_size},
+                          {"layout.h_kv", l.h_kv},
+                          {"layout.d", l.d},
+                          {"layout.c0", l.c0}});
   if (l.d % l.c0 != 0) {
     detail::throw_invalid(fn, "layout.d", std::to_string(l.d),
                           "must be a multiple of layout.c0 = " + std::to_string(l.c0) +

@@ -11,8 +11,8 @@ namespace amla {
 
 /// What the problem means and how the host runs it.
 struct DecodeOptions {
-  bool causal = false;                 ///< mask aligned to the end (problem/shape.hpp)
-  std::optional<float> softmax_scale;  ///< default 1 / sqrt(d_qk); must be finite and > 0
+  bool causal = false;                   ///< mask aligned to the end (problem/shape.hpp)
+  std::optional<float> softmax_scale{};  ///< default 1 / sqrt(d_qk); must be finite and > 0
   /// Round the final output to BF16 as a kernel's output cast does (a bf16 `out` always is).
   bool round_output_bf16 = false;
   /// Round the final output to FP16 as an FP16 kernel's output cast does (numeric/fp16.hpp's

@@ -10,8 +10,10 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <span>
 #include <string>
+#include <utility>
 
 #include "amla/config.hpp"
 #include "amla/detail/checked.hpp"
@@ -48,6 +50,12 @@ void check_span(const char* fn, const char* arg, std::span<T> s, std::size_t exp
 
 inline void check_dim(const char* fn, const char* name, int value) {
   if (value < 1) throw_invalid(fn, name, std::to_string(value), "must be >= 1");
+}
+
+/// check_dim on each (name, value) pair, in order.
+inline void check_dims(const char* fn,
+                       std::initializer_list<std::pair<const char*, int>> named_values) {
+  for (const auto& [name, value] : named_values) check_dim(fn, name, value);
 }
 
 /// Checks that a product of shape fields fits an int (row and group counts index with int).

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <limits>
 #include <mutex>
 #include <numbers>
 #include <optional>
@@ -105,6 +106,33 @@ class UnseenValueShield {
   Matrix v_own_;
   std::optional<BasicHeadGroup<S>> shielded_;
 };
+
+/// Ends every row of a float recurrence's outputs by its row_end (problem/conventions.hpp, rules 2
+/// and 4): an empty row gets out 0 and lse empty_row_lse, a lost row out and lse NaN, and a normal
+/// row is handed to `normalise(r, l)`, which divides row r of the recurrence's accumulator into
+/// out as the recurrence does and returns the row's lse. `sum_of(r)` is the row's softmax sum l.
+template <class SumOf, class Normalise>
+void end_rows(const HeadGroup& g, Eigen::Ref<MatrixF> out, std::span<float> lse, SumOf sum_of,
+              Normalise normalise) {
+  constexpr float nan = std::numeric_limits<float>::quiet_NaN();
+  for (Eigen::Index r = 0; r < g.rows(); ++r) {
+    const auto ri = static_cast<std::size_t>(r);
+    const float l = sum_of(r);
+    switch (row_end_of(g.visible_keys(r), l)) {
+      case row_end::empty:  // no key seen: the empty sum
+        out.row(r).setZero();
+        lse[ri] = empty_row_lse;
+        break;
+      case row_end::lost:
+        out.row(r).setConstant(nan);
+        lse[ri] = nan;
+        break;
+      case row_end::normal:
+        lse[ri] = normalise(r, l);
+        break;
+    }
+  }
+}
 
 /// A copy of m rounded to the operand format of `gather` (round_bf16 or round_fp16).
 template <class D>
