@@ -1355,7 +1355,6 @@ TEMPLATE_TEST_CASE("sinks of -inf, +inf and NaN", "[recurrences][sink]",
   o.causal = true;  // sequence 1, token 0 sees no key
   const auto opt = TestType::options(precision::bf16, 8);
   const auto plain = TestType::decode(p.inputs(), o, opt);
-  const float fnan = std::numeric_limits<float>::quiet_NaN();
   const std::vector<float> sink = {-finf, finf, fnan};
   auto in = p.inputs();
   in.sink = sink;
