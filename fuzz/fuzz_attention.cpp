@@ -434,7 +434,10 @@ void check_against_golden(const Case& c, const at::DecodeProblem<T>& p, const at
                        where(r, b, t, h) + ": lse " + std::to_string(lse) + ", golden " +
                            std::to_string(g_lse));
           if (&r == base) base_err = err;
-          if (std::string(r.name) == "amla safe") {
+          // Safe AMLA is held to Base's error with the compensation Appendix A derives; the
+          // printed reading (S32 / S16) doubles the scale's BF16 error by design (amla_step.hpp).
+          if (std::string(r.name) == "amla safe" &&
+              c.compensation != amla::amla_compensation::as_printed) {
             FUZZ_REQUIRE(err <= 2.0 * base_err + reads.max_v / 256 + 1e-30,
                          where(r, b, t, h) + ": safe AMLA's error " + std::to_string(err) +
                              " against Base's " + std::to_string(base_err));
