@@ -6,13 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/results.sh
-samples=100
-[ "${1:-}" = "--samples" ] && samples=$2
-build=${AMLA_BUILD_DIR:-build-results}
-build_targets "$build" example_02_accuracy
-ex="$build/examples/example_02_accuracy"
+results_begin --samples 100 example_02_accuracy -- "$@"
+samples=$results_value out=$results_out
+ex="$results_build/examples/example_02_accuracy"
 doc=examples/ACCURACY_RESULTS.md
-out=$(mktemp)
 # The program's last line is its own wall time, which is not a result: it is left out.
 run() { "$ex" "$@" | grep -v ' sample(s) in ' >"$out"; }
 run --samples "$samples" --layout mla --no-diagnostics --locate
@@ -24,5 +21,4 @@ splice_block "$doc" accuracy-independent results-accuracy.sh \
 run --samples 20
 splice_block "$doc" accuracy-diagnostics results-accuracy.sh "example_02_accuracy --samples 20" \
   "$out"
-rm -f "$out"
 echo "results-accuracy: $doc updated"

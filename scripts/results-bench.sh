@@ -7,16 +7,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/results.sh
-min_time=0.5
-[ "${1:-}" = "--min-time" ] && min_time=$2
-build=${AMLA_BUILD_DIR:-build-results}
 programs=(bm_numeric bm_attention bm_mla bm_sim)
-build_targets "$build" "${programs[@]}"
+results_begin --min-time 0.5 "${programs[@]}" -- "$@"
+min_time=$results_value out=$results_out
 doc=bench/RESULTS.md
-out=$(mktemp)
 for p in "${programs[@]}"; do
-  "$build/bench/$p" --benchmark_min_time="$min_time" >"$out" 2>&1
+  "$results_build/bench/$p" --benchmark_min_time="$min_time" >"$out" 2>&1
   splice_block "$doc" "$p" results-bench.sh "$p --benchmark_min_time=$min_time" "$out"
 done
-rm -f "$out"
 echo "results-bench: $doc updated"

@@ -6,15 +6,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/results.sh
-samples=4
-[ "${1:-}" = "--samples" ] && samples=$2
-build=${AMLA_BUILD_DIR:-build-results}
-build_targets "$build" example_07_etap_accuracy
-ex="$build/examples/example_07_etap_accuracy"
+results_begin --samples 4 example_07_etap_accuracy -- "$@"
+samples=$results_value out=$results_out
+ex="$results_build/examples/example_07_etap_accuracy"
 doc=examples/ETAP_RESULTS.md
-out=$(mktemp)
 # The program's last line is its own wall time, which is not a result: it is left out.
 "$ex" --samples "$samples" | grep -v ' sample(s) in ' >"$out"
 splice_block "$doc" etap-table1 results-etap.sh "example_07_etap_accuracy --samples $samples" "$out"
-rm -f "$out"
 echo "results-etap: $doc updated"

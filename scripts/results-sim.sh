@@ -9,12 +9,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/results.sh
-build=${AMLA_BUILD_DIR:-build-results-sim}
-build_targets "$build" example_04_amla_decode_model example_06_hopper_decode_model
-ex="$(realpath "$build")/examples/example_04_amla_decode_model"
-hopper="$(realpath "$build")/examples/example_06_hopper_decode_model"
+results_begin "" "" example_04_amla_decode_model example_06_hopper_decode_model -- "$@"
+out=$results_out
+ex="$results_build/examples/example_04_amla_decode_model"
+hopper="$results_build/examples/example_06_hopper_decode_model"
 doc=examples/SIM_RESULTS.md
-out=$(mktemp)
 work=$(mktemp -d)
 run() { (cd "$work" && "$ex" "$@" --no-svg --no-trace) >"$out"; }
 run
@@ -29,5 +28,5 @@ splice_block "$doc" sim-theorem-b1 results-sim.sh "example_04_amla_decode_model 
 (cd "$work" && "$hopper" --calibrate && echo && "$hopper" --no-svg --no-trace) >"$out"
 splice_block "$doc" sim-hopper results-sim.sh \
   "example_06_hopper_decode_model --calibrate; example_06_hopper_decode_model" "$out"
-rm -rf "$out" "$work"
+rm -rf "$work"
 echo "results-sim: $doc updated"

@@ -52,6 +52,32 @@ splice_block() {
   rm -f "$block"
 }
 
+# results_begin OPTION DEFAULT TARGET... -- "$@": what every results script does first. Sets
+# results_value to the value given after OPTION on the script's command line (DEFAULT without it;
+# OPTION "" takes none), results_build to the build folder (AMLA_BUILD_DIR, default
+# build-results), builds TARGET... there and makes results_out, a scratch file removed on exit.
+results_begin() {
+  local option=$1
+  results_value=$2
+  shift 2
+  local targets=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+    targets+=("$1")
+    shift
+  done
+  [ $# -gt 0 ] && shift
+  if [ -n "$option" ] && [ "${1:-}" = "$option" ]; then
+    results_value=${2:?"$option needs a value"}
+  elif [ $# -gt 0 ]; then
+    echo "results_begin: unknown argument '$1' (the script takes ${option:-no option})" >&2
+    return 1
+  fi
+  results_build=$(realpath -m "${AMLA_BUILD_DIR:-build-results}")
+  build_targets "$results_build" "${targets[@]}"
+  results_out=$(mktemp)
+  trap 'rm -f "$results_out"' EXIT
+}
+
 # build_targets BUILD_DIR TARGET...: a Release build of amla's examples/benchmarks.
 build_targets() {
   local build=$1
