@@ -73,24 +73,15 @@ if(AMLA_BUILD_CUDA_TESTS)
   add_test(NAME cuda/gpu COMMAND cuda_decode gpu)
   set_tests_properties(cuda/gpu PROPERTIES SKIP_RETURN_CODE 77)
 
-  # Every public .cuh compiles on its own under nvcc (detail/ excepted), included twice to prove
-  # its guard, as tests/CMakeLists.txt does for the .hpp headers; building the object library is
-  # the check. It stops at unoptimised PTX (the virtual architectures, cicc at -O0): whether a
-  # header compiles alone is settled by the front ends, and the kernels are optimised and go
-  # through ptxas for every real architecture in cuda_decode and bm_cuda_decode.
+  # Every public .cuh compiles on its own under nvcc (detail/ excepted), as tests/CMakeLists.txt
+  # does for the .hpp headers; building the object library is the check. It stops at unoptimised
+  # PTX (the virtual architectures, cicc at -O0): whether a header compiles alone is settled by
+  # the front ends, and the kernels are optimised and go through ptxas for every real
+  # architecture in cuda_decode and bm_cuda_decode.
   if(AMLA_TEST_HEADERS)
-    file(GLOB_RECURSE _amla_cuh CONFIGURE_DEPENDS RELATIVE ${PROJECT_SOURCE_DIR}/include
-         ${PROJECT_SOURCE_DIR}/include/amla/*.cuh)
-    set(_amla_cuh_sources)
-    foreach(h IN LISTS _amla_cuh)
-      if(h MATCHES "/detail/")
-        continue()
-      endif()
-      string(MAKE_C_IDENTIFIER ${h} id)
-      set(out ${PROJECT_BINARY_DIR}/tests/self_contained_cuda/${id}.cu)
-      file(CONFIGURE OUTPUT ${out} CONTENT "#include <${h}>\n#include <${h}>\n")
-      list(APPEND _amla_cuh_sources ${out})
-    endforeach()
+    include(${PROJECT_SOURCE_DIR}/cmake/amla_standalone_headers.cmake)
+    amla_standalone_header_sources(_amla_cuh_sources cuh
+                                   ${PROJECT_BINARY_DIR}/tests/self_contained_cuda)
     # amla.cuda's launches (python/src/cuda_bridge.cu) compile with the backend here too, where
     # the Python package is built without it.
     list(APPEND _amla_cuh_sources ${PROJECT_SOURCE_DIR}/python/src/cuda_bridge.cu)
