@@ -198,13 +198,9 @@ TEMPLATE_TEST_CASE("paged: seqlen 0 and fully masked causal rows give out 0 and 
                    "[recurrences][masking]", AMLA_ALL_RECURRENCES) {
   // seqlen 3 with s_q 4 (causal): token 0 sees nothing, token 1 one key, ...; block size 1 makes
   // every row meet blocks it cannot see after ones it can, and sequence 1 is empty.
-  const auto p = at::ProblemBuilder()
-                     .heads(2, 1)
-                     .s_q(4)
-                     .dims(8, 8)
-                     .page_size(2)
-                     .seqlens({3, 0})
-                     .build<amla::bf16>();
+  const auto p =
+      vt::builder({.heads = {2, 1}, .s_q = 4, .dims = {8, 8}, .page_size = 2, .seqlens = {3, 0}})
+          .build<amla::bf16>();
   at::DecodeOptions o;
   o.causal = true;
   const auto want = at::golden_decode(p.inputs(), o);
@@ -438,14 +434,11 @@ TEMPLATE_TEST_CASE("paged: results do not depend on the thread count", "[recurre
                    AMLA_ALL_RECURRENCES) {
   // Few groups (row-chunk parallelism) and many groups (group parallelism), both caches.
   for (const int batch : {1, 3}) {
-    const auto p = at::ProblemBuilder()
-                       .batch(batch)
-                       .heads(128, 1)
-                       .dims(64, 32)
-                       .page_size(16)
-                       .seqlens({300})
-                       .s_q(2)
-                       .build<amla::bf16>();
+    const auto p =
+        vt::builder(
+            {.heads = {128, 1}, .s_q = 2, .dims = {64, 32}, .page_size = 16, .seqlens = {300}})
+            .batch(batch)
+            .build<amla::bf16>();
     at::DecodeOptions o;
     o.causal = true;
     o.threads = 1;
@@ -490,14 +483,11 @@ TEMPLATE_TEST_CASE("the owning overloads return what the buffer overloads write"
   CHECK(out == owned.out);
   CHECK(Eigen::Map<const Eigen::Matrix<Scalar, Eigen::Dynamic, 1>>(lse.data(), 9) == owned.lse);
 
-  const auto p = at::ProblemBuilder()
-                     .heads(6, 2)
-                     .s_q(2)
-                     .dims(16, 8)
-                     .page_size(4)
-                     .seqlens({9, 0, 30})
-                     .seed(2)
-                     .build<amla::bf16>();
+  const auto p =
+      vt::builder(
+          {.heads = {6, 2}, .s_q = 2, .dims = {16, 8}, .page_size = 4, .seqlens = {9, 0, 30}})
+          .seed(2)
+          .build<amla::bf16>();
   at::DecodeOptions o;
   o.causal = true;
   const auto own = TestType::decode(p.inputs(), o, opt);
@@ -591,11 +581,7 @@ TEMPLATE_TEST_CASE("dense entry points reject a bad group or output, naming the 
 TEMPLATE_TEST_CASE("decode entry points validate their outputs; lse is optional",
                    "[recurrences][errors]", AMLA_ALL_RECURRENCES) {
   using Scalar = typename TestType::Scalar;
-  const auto p = at::ProblemBuilder()
-                     .heads(4, 2)
-                     .dims(16, 8)
-                     .page_size(4)
-                     .seqlens({10, 5})
+  const auto p = vt::builder({.heads = {4, 2}, .dims = {16, 8}, .page_size = 4, .seqlens = {10, 5}})
                      .seed(3)
                      .build<float>();
   at::DecodeResult<Scalar, Scalar> r(p.shape);
@@ -941,15 +927,11 @@ TEMPLATE_TEST_CASE(
   // s_q 2, seqlen 6: token 0 sees keys 0-4, token 1 keys 0-5. Key 5 is poisoned in K and V (V in
   // the K cache) or in a separate V cache only. Sequence 1 (9 keys) is left clean.
   for (const bool separate_v : {false, true}) {
-    const auto clean = at::ProblemBuilder()
-                           .heads(4, 2)
-                           .s_q(2)
-                           .dims(16, 8)
-                           .page_size(4)
-                           .seqlens({6, 9})
-                           .separate_v(separate_v)
-                           .seed(64)
-                           .build<float>();
+    const auto clean =
+        vt::builder({.heads = {4, 2}, .s_q = 2, .dims = {16, 8}, .page_size = 4, .seqlens = {6, 9}})
+            .separate_v(separate_v)
+            .seed(64)
+            .build<float>();
     at::DecodeOptions o;
     o.causal = true;
     for (const float value : {fnan, finf, -finf}) {
@@ -1160,13 +1142,11 @@ TEMPLATE_TEST_CASE("sparse: every recurrence matches a float64 reference over od
   for (const int page : {2, 53, 61, 64, 69, 576}) {
     for (const bool causal : {false, true}) {
       const int h_kv = page % 2 == 0 ? 1 : 2;
-      const auto p = at::ProblemBuilder()
-                         .batch(3)
-                         .heads(4, h_kv)
-                         .s_q(2)
-                         .dims(24, 16)
-                         .page_size(page)
-                         .seqlens({700, 37, 0})
+      const auto p = vt::builder({.heads = {4, h_kv},
+                                  .s_q = 2,
+                                  .dims = {24, 16},
+                                  .page_size = page,
+                                  .seqlens = {700, 37, 0}})
                          .separate_v(page == 61)
                          .seed(static_cast<std::uint64_t>(page))
                          .build<amla::bf16>();
@@ -1191,14 +1171,9 @@ TEMPLATE_TEST_CASE("sparse: every recurrence matches a float64 reference over od
 
 TEMPLATE_TEST_CASE("sparse: a token whose every entry is invalid is an empty row, also with a sink",
                    "[recurrences][sparse][masking]", AMLA_CONTRACT_RECURRENCES) {
-  const auto p = at::ProblemBuilder()
-                     .batch(2)
-                     .heads(2, 1)
-                     .s_q(2)
-                     .dims(8, 8)
-                     .page_size(3)
-                     .seqlens({10, 4})
-                     .build<amla::bf16>();
+  const auto p =
+      vt::builder({.heads = {2, 1}, .s_q = 2, .dims = {8, 8}, .page_size = 3, .seqlens = {10, 4}})
+          .build<amla::bf16>();
   // (0, 0) all -1; (0, 1) has keys; (1, 0) has keys but topk_length 0; (1, 1) only its first
   // entry counts, and it is -1.
   const std::vector<std::int32_t> idx = {-1, -1, -1, 9, -1, 2, 0, 1, 2, -1, 3, 3};
@@ -1223,11 +1198,7 @@ TEMPLATE_TEST_CASE("sparse: a token whose every entry is invalid is an empty row
 
 TEMPLATE_TEST_CASE("sparse: a duplicate index counts twice; topk past the sequence",
                    "[recurrences][sparse]", AMLA_CONTRACT_RECURRENCES) {
-  const auto p = at::ProblemBuilder()
-                     .heads(2, 1)
-                     .dims(16, 8)
-                     .page_size(2)
-                     .seqlens({3})
+  const auto p = vt::builder({.heads = {2, 1}, .dims = {16, 8}, .page_size = 2, .seqlens = {3}})
                      .seed(4)
                      .build<amla::bf16>();
   const std::vector<std::int32_t> twice = {1, 0, 1, -1, -1, -1, -1, -1};  // topk 8 > seqlen 3
@@ -1256,14 +1227,10 @@ TEMPLATE_TEST_CASE("sparse: a duplicate index counts twice; topk past the sequen
 
 TEMPLATE_TEST_CASE("sparse: keys no counted entry lists are never read", "[recurrences][sparse]",
                    AMLA_CONTRACT_RECURRENCES) {
-  auto p = at::ProblemBuilder()
-               .heads(4, 1)
-               .s_q(2)
-               .dims(16, 8)
-               .page_size(5)
-               .seqlens({40})
-               .seed(6)
-               .build<float>();
+  auto p =
+      vt::builder({.heads = {4, 1}, .s_q = 2, .dims = {16, 8}, .page_size = 5, .seqlens = {40}})
+          .seed(6)
+          .build<float>();
   // Token 0 lists keys 3, 17, 17, 30 (the last past topk_length 3); token 1 lists 0 and 39.
   const std::vector<std::int32_t> idx = {3, 17, 17, 30, 0, -1, 39, -1};
   const std::vector<std::int32_t> lengths = {3, 4};
@@ -1286,14 +1253,10 @@ TEMPLATE_TEST_CASE("sparse: keys no counted entry lists are never read", "[recur
 
 TEMPLATE_TEST_CASE("sparse: results do not depend on the thread count", "[recurrences][sparse]",
                    AMLA_ALL_RECURRENCES) {
-  const auto p = at::ProblemBuilder()
-                     .batch(2)
-                     .heads(32, 2)
-                     .s_q(3)
-                     .dims(32, 16)
-                     .page_size(7)
-                     .seqlens({300, 90})
-                     .build<amla::bf16>();
+  const auto p =
+      vt::builder(
+          {.heads = {32, 2}, .s_q = 3, .dims = {32, 16}, .page_size = 7, .seqlens = {300, 90}})
+          .build<amla::bf16>();
   const RandomTopk lists = random_topk(p.shape, p.seqlens, 64, true, true, 3);
   auto in = p.inputs();
   in.sparse = lists.view(64);
@@ -1312,15 +1275,10 @@ TEMPLATE_TEST_CASE("sparse: results do not depend on the thread count", "[recurr
 
 TEMPLATE_TEST_CASE("sinks join the denominator; lse is the keys' alone", "[recurrences][sink]",
                    AMLA_CONTRACT_RECURRENCES) {
-  const auto p = at::ProblemBuilder()
-                     .batch(2)
-                     .heads(4, 2)
-                     .s_q(2)
-                     .dims(24, 16)
-                     .page_size(6)
-                     .seqlens({50, 0})
-                     .seed(8)
-                     .build<amla::bf16>();
+  const auto p =
+      vt::builder({.heads = {4, 2}, .s_q = 2, .dims = {24, 16}, .page_size = 6, .seqlens = {50, 0}})
+          .seed(8)
+          .build<amla::bf16>();
   // Sinks below, near and far above the rows' lse (about 4 here).
   const std::vector<float> sink = {-3.0f, 4.0f, 1.5f, 30.0f};
   for (const bool sparse : {false, true}) {
@@ -1342,15 +1300,10 @@ TEMPLATE_TEST_CASE("sinks join the denominator; lse is the keys' alone", "[recur
 
 TEMPLATE_TEST_CASE("sinks of -inf, +inf and NaN", "[recurrences][sink]",
                    AMLA_CONTRACT_RECURRENCES) {
-  const auto p = at::ProblemBuilder()
-                     .batch(2)
-                     .heads(3, 1)
-                     .s_q(2)
-                     .dims(16, 8)
-                     .page_size(4)
-                     .seqlens({20, 1})
-                     .seed(3)
-                     .build<amla::bf16>();
+  const auto p =
+      vt::builder({.heads = {3, 1}, .s_q = 2, .dims = {16, 8}, .page_size = 4, .seqlens = {20, 1}})
+          .seed(3)
+          .build<amla::bf16>();
   at::DecodeOptions o;
   o.causal = true;  // sequence 1, token 0 sees no key
   const auto opt = TestType::options(precision::bf16, 8);
