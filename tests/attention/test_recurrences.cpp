@@ -47,9 +47,21 @@ using amla_test::finf;
 #define AMLA_FORWARD(fn) \
   [](auto&&... args) -> decltype(auto) { return fn(std::forward<decltype(args)>(args)...); }
 
-/// What the kernel recurrences share; each adapter states what differs.
+/// The entry points at::<stem>_attention (both overloads) and at::<stem>_decode, the function
+/// names their errors give, and the options' path in decode errors (`decode_prefix`).
+#define AMLA_ENTRY_POINTS(stem, decode_path)                            \
+  static constexpr const char* dense_fn = #stem "_attention";           \
+  static constexpr const char* decode_fn = #stem "_decode";             \
+  static constexpr const char* decode_prefix = decode_path;             \
+  static constexpr auto attention = AMLA_FORWARD(at::stem##_attention); \
+  static constexpr const auto& decode = at::stem##_decode
+
+/// What the kernel recurrences share; each adapter states what differs. options() builds the
+/// {mode, block_size} aggregate that Base and seesaw take.
+template <class Opts>
 struct Kernel {
   using Scalar = float;
+  using Options = Opts;
   static constexpr bool has_options = true;
   static constexpr bool one_key_exact = false;  ///< a row with one key gets its value exactly
   /// Whether the recurrence folds the max into base 2 once (m = RN(max * c)): such a schedule
@@ -58,6 +70,7 @@ struct Kernel {
   /// Whether the recurrence has precision::fp16 (every kernel recurrence but AMLA).
   static constexpr bool has_fp16 = true;
   static constexpr const char* dense_prefix = "options";
+  static Options options(precision mode, int block) { return {mode, block}; }
 };
 
 struct Golden {
@@ -75,31 +88,22 @@ struct Golden {
   static constexpr const auto& decode = at::golden_decode;
 };
 
-struct Base : Kernel {
+struct Base : Kernel<at::BaseOptions> {
   static constexpr const char* name = "base";
   static constexpr bool one_key_exact = true;
-  static constexpr const char* dense_fn = "base_attention";
-  static constexpr const char* decode_prefix = "base";
-  using Options = at::BaseOptions;
-  static Options options(precision mode, int block) { return {mode, block}; }
-  static constexpr auto attention = AMLA_FORWARD(at::base_attention);
-  static constexpr const auto& decode = at::base_decode;
+  AMLA_ENTRY_POINTS(base, "base");
 };
 
-struct Amla : Kernel {
+struct Amla : Kernel<at::AmlaOptions> {
   static constexpr const char* name = "amla";
   static constexpr bool has_fp16 = false;
-  static constexpr const char* dense_fn = "amla_attention";
-  static constexpr const char* decode_prefix = "amla";
-  using Options = at::AmlaOptions;
+  AMLA_ENTRY_POINTS(amla, "amla");
   static Options options(precision mode, int block) {
     Options o;
     o.mode = mode;
     o.block_size = block;
     return o;
   }
-  static constexpr auto attention = AMLA_FORWARD(at::amla_attention);
-  static constexpr const auto& decode = at::amla_decode;
 };
 
 /// AMLA in its checked and safe rescale modes (Amla is the hardware mode).
@@ -116,42 +120,29 @@ struct AmlaMode : Amla {
 using AmlaChecked = AmlaMode<amla::pow2_mode::checked>;
 using AmlaSafe = AmlaMode<amla::pow2_mode::safe>;
 
-struct Seesaw : Kernel {
+struct Seesaw : Kernel<at::SeesawOptions> {
   static constexpr const char* name = "seesaw";
   static constexpr bool base2_folded_max = true;
-  static constexpr const char* dense_fn = "seesaw_attention";
-  static constexpr const char* decode_prefix = "seesaw";
-  using Options = at::SeesawOptions;
-  static Options options(precision mode, int block) { return {mode, block}; }
-  static constexpr auto attention = AMLA_FORWARD(at::seesaw_attention);
-  static constexpr const auto& decode = at::seesaw_decode;
+  AMLA_ENTRY_POINTS(seesaw, "seesaw");
 };
 
 template <at::kv_block_order Order>
-struct Transposed : Kernel {
+struct Transposed : Kernel<at::TransposedOptions> {
   static constexpr const char* name =
       Order == at::kv_block_order::forward ? "transposed forward" : "transposed reverse";
   static constexpr bool base2_folded_max = true;
-  static constexpr const char* dense_fn = "transposed_attention";
-  static constexpr const char* decode_prefix = "transposed";
-  using Options = at::TransposedOptions;
+  AMLA_ENTRY_POINTS(transposed, "transposed");
   static Options options(precision mode, int block) { return {{mode, block}, Order}; }
-  static constexpr auto attention = AMLA_FORWARD(at::transposed_attention);
-  static constexpr const auto& decode = at::transposed_decode;
 };
 using TransposedForward = Transposed<at::kv_block_order::forward>;
 using TransposedReverse = Transposed<at::kv_block_order::reverse>;
 
-struct SplitKv : Kernel {
+struct SplitKv : Kernel<at::SplitKvOptions> {
   static constexpr const char* name = "split-KV";
   static constexpr bool one_key_exact = true;
-  static constexpr const char* dense_fn = "split_kv_attention";
   static constexpr const char* dense_prefix = "options.split";
-  static constexpr const char* decode_prefix = "split.split";
-  using Options = at::SplitKvOptions;
+  AMLA_ENTRY_POINTS(split_kv, "split.split");
   static Options options(precision mode, int block) { return {3, {mode, block}}; }
-  static constexpr auto attention = AMLA_FORWARD(at::split_kv_attention);
-  static constexpr const auto& decode = at::split_kv_decode;
 };
 
 #define AMLA_ALL_RECURRENCES \
@@ -505,9 +496,6 @@ TEMPLATE_TEST_CASE("bad options are rejected naming the field, before anything i
       at::ProblemBuilder().heads(2, 1).dims(8, 8).page_size(4).seqlens({5}).build<amla::bf16>();
   const vt::Inputs in = vt::random_inputs(4, 10, 8, 6, 1, 1.0f);
   const HeadGroup g = in.group({});
-  const std::string decode_fn = std::string(TestType::decode_prefix) == "split.split"
-                                    ? "split_kv_decode"
-                                    : std::string(TestType::decode_prefix) + "_decode";
   struct Bad {
     typename TestType::Options options;
     std::string field;
@@ -531,7 +519,7 @@ TEMPLATE_TEST_CASE("bad options are rejected naming the field, before anything i
       const std::string paged =
           error_of([&] { TestType::decode(p.inputs(), {}, r.view(), b.options); });
       CHECK(names(paged, std::string(TestType::decode_prefix) + "." + b.field));
-      CHECK(paged.find(decode_fn) != std::string::npos);
+      CHECK(paged.find(TestType::decode_fn) != std::string::npos);
       for (const float x : r.out) CHECK(x == 42.0f);
       for (const float x : r.lse) CHECK(x == 42.0f);
       CHECK(error_of([&] { (void)TestType::decode(p.inputs(), {}, b.options); }) == paged);
