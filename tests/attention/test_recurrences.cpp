@@ -299,39 +299,73 @@ TEMPLATE_TEST_CASE("dense: a NaN in a value that is read propagates", "[recurren
 
 // ---- Paged problems against golden ----------------------------------------------------------
 
+namespace {
+
+/// Recurrence R over the paged sweep in modes `first` and `second`: calls
+/// check(golden's result, R's in `first`, R's in `second`) for each case, the case captured.
+template <class R, class Check>
+void sweep_two_modes(precision first, precision second, Check&& check) {
+  vt::for_each_paged_case([&](const auto& p, const at::DecodeOptions& o, int block) {
+    const auto want = at::golden_decode(p.inputs(), o);
+    CAPTURE(R::name, p.shape.h_q, p.shape.h_kv, p.shape.s_q, p.shape.page_size, block, o.causal,
+            p.v_in_kv());
+    check(want, R::decode(p.inputs(), o, R::options(first, block)),
+          R::decode(p.inputs(), o, R::options(second, block)));
+  });
+}
+
+/// Recurrence R in `mode` (block 64) on pb's problem with its values stored as T (bf16 or fp16)
+/// and as float, T's output cast on: both storages give the same bits, T-exact outputs, and
+/// golden's result within `tol`.
+template <class R, class T>
+void check_cache_storage(const at::ProblemBuilder& pb, precision mode, double tol) {
+  const auto pt = pb.build<T>();
+  const auto p32 = pb.build<float>();  // the same values stored as float
+  constexpr bool bf = std::is_same_v<T, amla::bf16>;
+  at::DecodeOptions o;
+  (bf ? o.round_output_bf16 : o.round_output_fp16) = true;  // the kernel's output cast
+  const auto want = at::golden_decode(pt.inputs(), {});
+  const auto a = R::decode(pt.inputs(), o, R::options(mode, 64));
+  const auto b = R::decode(p32.inputs(), o, R::options(mode, 64));
+  CAPTURE(R::name);
+  CHECK(a.out == b.out);
+  CHECK(a.lse == b.lse);
+  CHECK(vt::rel_frobenius(a.out, want.out) <= tol);
+  for (const auto x : a.out) {
+    CHECK((bf ? amla::is_bf16_exact(static_cast<float>(x))
+              : amla::is_fp16_exact(static_cast<float>(x))));
+  }
+}
+
+/// ||out - ref||_F / ||ref||_F of a dense result, after the kernel's output cast to T's format
+/// (bf16 or fp16) when `cast`.
+template <class T>
+double output_error(MatrixF out, const amla::MatrixD& ref, bool cast) {
+  if (cast && std::is_same_v<T, amla::bf16>) amla::round_bf16_inplace(out);
+  if (cast && std::is_same_v<T, amla::fp16>) amla::round_fp16_inplace(out);
+  return vt::relative_error(out, ref);
+}
+
+}  // namespace
+
 TEMPLATE_TEST_CASE("paged: every recurrence matches golden over the sweep; poisoned pages unread",
                    "[recurrences][decode]", AMLA_KERNEL_RECURRENCES) {
-  vt::for_each_paged_case([](const auto& p, const at::DecodeOptions& o, int block) {
-    const auto want = at::golden_decode(p.inputs(), o);
-    CAPTURE(TestType::name, p.shape.h_q, p.shape.h_kv, p.shape.s_q, p.shape.page_size, block,
-            o.causal, p.v_in_kv());
-    const auto f32 = TestType::decode(p.inputs(), o, TestType::options(precision::float32, block));
-    const auto b16 = TestType::decode(p.inputs(), o, TestType::options(precision::bf16, block));
-    for (const float x : f32.out) REQUIRE(std::isfinite(x));  // poisoned pages never read
-    for (const float x : b16.out) REQUIRE(std::isfinite(x));
-    CHECK(vt::rel_frobenius(f32.out, want.out) <= 1e-5);
-    CHECK(vt::max_lse_error(f32.lse, want.lse) <= 1e-5);
-    CHECK(vt::rel_frobenius(b16.out, want.out) <= 1e-2);
-    CHECK(vt::max_lse_error(b16.lse, want.lse) <= 1e-5);  // lse from FP32 m and l
-  });
+  sweep_two_modes<TestType>(
+      precision::float32, precision::bf16, [](const auto& want, const auto& f32, const auto& b16) {
+        for (const float x : f32.out) REQUIRE(std::isfinite(x));  // poisoned pages never read
+        for (const float x : b16.out) REQUIRE(std::isfinite(x));
+        CHECK(vt::rel_frobenius(f32.out, want.out) <= 1e-5);
+        CHECK(vt::max_lse_error(f32.lse, want.lse) <= 1e-5);
+        CHECK(vt::rel_frobenius(b16.out, want.out) <= 1e-2);
+        CHECK(vt::max_lse_error(b16.lse, want.lse) <= 1e-5);  // lse from FP32 m and l
+      });
 }
 
 TEMPLATE_TEST_CASE("paged: the DeepSeek shape, float and bf16 caches of the same values",
                    "[recurrences][decode]", AMLA_ALL_RECURRENCES) {
   // h_q 128, d_qk 576, d_v 512 (V = the first 512 columns of K), 1000 keys over 64-key pages.
-  const auto pb = at::ProblemBuilder::deepseek_mla(1, 1000).seed(9);
-  const auto p16 = pb.build<amla::bf16>();
-  const auto p32 = pb.build<float>();  // the same BF16 values stored as float
-  at::DecodeOptions o;
-  o.round_output_bf16 = true;  // the kernel's output cast
-  const auto want = at::golden_decode(p16.inputs(), {});
-  const auto a = TestType::decode(p16.inputs(), o, TestType::options(precision::bf16, 64));
-  const auto b = TestType::decode(p32.inputs(), o, TestType::options(precision::bf16, 64));
-  CAPTURE(TestType::name);
-  CHECK(a.out == b.out);
-  CHECK(a.lse == b.lse);
-  CHECK(vt::rel_frobenius(a.out, want.out) <= 5e-3);
-  for (const auto x : a.out) CHECK(amla::is_bf16_exact(static_cast<float>(x)));
+  check_cache_storage<TestType, amla::bf16>(at::ProblemBuilder::deepseek_mla(1, 1000).seed(9),
+                                            precision::bf16, 5e-3);
 }
 
 /// The kernel recurrences that have precision::fp16 (all but AMLA, which stays BF16).
@@ -339,36 +373,21 @@ TEMPLATE_TEST_CASE("paged: the DeepSeek shape, float and bf16 caches of the same
 
 TEMPLATE_TEST_CASE("paged fp16: every recurrence matches golden at the FP16 level",
                    "[recurrences][decode][fp16]", AMLA_FP16_RECURRENCES) {
-  vt::for_each_paged_case([](const auto& p, const at::DecodeOptions& o, int block) {
-    const auto want = at::golden_decode(p.inputs(), o);
-    CAPTURE(TestType::name, p.shape.h_q, p.shape.h_kv, p.shape.s_q, p.shape.page_size, block,
-            o.causal, p.v_in_kv());
-    const auto b16 = TestType::decode(p.inputs(), o, TestType::options(precision::bf16, block));
-    const auto f16 = TestType::decode(p.inputs(), o, TestType::options(precision::fp16, block));
-    for (const float x : f16.out) REQUIRE(std::isfinite(x));  // poisoned pages never read
-    const double err16 = vt::rel_frobenius(f16.out, want.out);
-    CHECK(err16 <= 1e-2 / 8.0);
-    CHECK(err16 <= vt::rel_frobenius(b16.out, want.out));  // 3 more significand bits for P
-    CHECK(vt::max_lse_error(f16.lse, want.lse) <= 1e-5);
-  });
+  sweep_two_modes<TestType>(
+      precision::bf16, precision::fp16, [](const auto& want, const auto& b16, const auto& f16) {
+        for (const float x : f16.out) REQUIRE(std::isfinite(x));  // poisoned pages never read
+        const double err16 = vt::rel_frobenius(f16.out, want.out);
+        CHECK(err16 <= 1e-2 / 8.0);
+        CHECK(err16 <= vt::rel_frobenius(b16.out, want.out));  // 3 more significand bits for P
+        CHECK(vt::max_lse_error(f16.lse, want.lse) <= 1e-5);
+      });
 }
 
 TEMPLATE_TEST_CASE("paged fp16: fp16 and float caches of the same values give the same result",
                    "[recurrences][decode][fp16]", AMLA_FP16_RECURRENCES) {
   // The DeepSeek shape with FP16 values, stored as FP16 and as float; the FP16 output cast.
-  const auto pb = at::ProblemBuilder::deepseek_mla(1, 700).seed(19).round_to_fp16();
-  const auto p16 = pb.build<amla::fp16>();
-  const auto p32 = pb.build<float>();
-  at::DecodeOptions o;
-  o.round_output_fp16 = true;
-  const auto want = at::golden_decode(p16.inputs(), {});
-  const auto a = TestType::decode(p16.inputs(), o, TestType::options(precision::fp16, 64));
-  const auto b = TestType::decode(p32.inputs(), o, TestType::options(precision::fp16, 64));
-  CAPTURE(TestType::name);
-  CHECK(a.out == b.out);
-  CHECK(a.lse == b.lse);
-  CHECK(vt::rel_frobenius(a.out, want.out) <= 1e-3);
-  for (const auto x : a.out) CHECK(amla::is_fp16_exact(x));
+  check_cache_storage<TestType, amla::fp16>(
+      at::ProblemBuilder::deepseek_mla(1, 700).seed(19).round_to_fp16(), precision::fp16, 1e-3);
 }
 
 TEMPLATE_TEST_CASE("dense fp16: the mode rounds operands that are not FP16 values",
@@ -408,9 +427,7 @@ TEMPLATE_TEST_CASE("fp16 mode agrees with the float64 reference at the FP16 leve
   const auto f32 = TestType::attention(g, TestType::options(precision::float32, 64));
   for (const bool out_fp16 : {false, true}) {
     CAPTURE(TestType::name, out_fp16);
-    MatrixF out = f16.out;
-    if (out_fp16) amla::round_fp16_inplace(out);  // the kernel's output cast
-    const double err = vt::relative_error(out, ref.out);
+    const double err = output_error<amla::fp16>(f16.out, ref.out, out_fp16);
     // Q, K, V and P rounded to FP16 (unit roundoff 2^-11), and with out_fp16 the output too:
     // the BF16 mode's bound divided by 2^3.
     CHECK(err <= 6e-3 / 8.0);
@@ -671,9 +688,7 @@ TEMPLATE_TEST_CASE("bf16 mode agrees with the float64 reference at the BF16 leve
   const auto raw = TestType::attention(g, TestType::options(precision::bf16, 64));
   for (const bool out_bf16 : {false, true}) {
     CAPTURE(TestType::name, out_bf16);
-    MatrixF out = raw.out;
-    if (out_bf16) amla::round_bf16_inplace(out);  // the kernel's output cast
-    const double err = vt::relative_error(out, ref.out);
+    const double err = output_error<amla::bf16>(raw.out, ref.out, out_bf16);
     // P rounded to BF16 (unit roundoff 2^-8) and, with out_bf16, the output too.
     CHECK(err <= 6e-3);
     CHECK(err >= 1e-5);  // the BF16 casts really happen: far above the float32 mode's error
@@ -1263,12 +1278,12 @@ TEMPLATE_TEST_CASE("sparse: results do not depend on the thread count", "[recurr
 
 TEMPLATE_TEST_CASE("sinks join the denominator; lse is the keys' alone", "[recurrences][sink]",
                    AMLA_CONTRACT_RECURRENCES) {
+  // Sinks below, near and far above the rows' lse (about 4 here).
+  const std::vector<float> sink = {-3.0f, 4.0f, 1.5f, 30.0f};
   const auto p =
       vt::builder({.heads = {4, 2}, .s_q = 2, .dims = {24, 16}, .page_size = 6, .seqlens = {50, 0}})
           .seed(8)
           .build<amla::bf16>();
-  // Sinks below, near and far above the rows' lse (about 4 here).
-  const std::vector<float> sink = {-3.0f, 4.0f, 1.5f, 30.0f};
   for (const bool sparse : {false, true}) {
     const RandomTopk lists = random_topk(p.shape, p.seqlens, 40, false, false, 5);
     auto in = p.inputs();
