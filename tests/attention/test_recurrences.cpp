@@ -18,6 +18,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
