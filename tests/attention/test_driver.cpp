@@ -22,12 +22,13 @@
 #include "amla/problem/flashinfer_layout.hpp"
 #include "amla/problem/fp8_cache.hpp"
 #include "amla/problem/nz_layout.hpp"
+#include "attention/variant_test_util.hpp"
 #include "common/error_message.hpp"
 
 using amla::bf16;
-using amla::MatrixD;
 using amla::MatrixF;
 using namespace amla::attention;
+namespace vt = amla_test::variants;
 
 namespace {
 
@@ -51,12 +52,7 @@ std::span<const T> null_span(std::size_t n) {
 using amla_test::names;
 
 DecodeProblem<float> small_problem(bool separate_v = false) {
-  return ProblemBuilder()
-      .batch(2)
-      .heads(4, 2)
-      .dims(16, 8)
-      .page_size(4)
-      .seqlens({10, 5})
+  return vt::builder({.heads = {4, 2}, .dims = {16, 8}, .page_size = 4, .seqlens = {10, 5}})
       .separate_v(separate_v)
       .seed(3)
       .build<float>();
@@ -216,15 +212,12 @@ TEMPLATE_TEST_CASE("the driver gathers head groups and scatters rows", "[decode_
   const int threads = GENERATE(1, 3);
   const int rows_per_task = GENERATE(0, 1, 5);
   // d_v = 10 <= d_qk = 12; h_q = 6 over h_kv = 2 (GQA), s_q = 2.
-  const auto p = ProblemBuilder()
-                     .heads(6, 2)
-                     .s_q(2)
-                     .dims(12, 10)
-                     .page_size(3)
-                     .seqlens({7, 0, 1, 12})
-                     .separate_v(separate_v)
-                     .seed(11)
-                     .build<TestType>();
+  const auto p =
+      vt::builder(
+          {.heads = {6, 2}, .s_q = 2, .dims = {12, 10}, .page_size = 3, .seqlens = {7, 0, 1, 12}})
+          .separate_v(separate_v)
+          .seed(11)
+          .build<TestType>();
   const DecodeShape& s = p.shape;
   DecodeOptions opt;
   opt.causal = causal;
@@ -281,11 +274,7 @@ TEMPLATE_TEST_CASE("the driver gathers head groups and scatters rows", "[decode_
 }
 
 TEST_CASE("float caches are rounded to BF16 when the recurrence asks", "[decode_problem][driver]") {
-  auto p = ProblemBuilder()
-               .heads(2, 1)
-               .dims(4, 4)
-               .page_size(2)
-               .seqlens({3})
+  auto p = vt::builder({.heads = {2, 1}, .dims = {4, 4}, .page_size = 2, .seqlens = {3}})
                .round_to_bf16(false)
                .seed(5)
                .build<float>();
@@ -309,14 +298,20 @@ TEST_CASE("float caches are rounded to BF16 when the recurrence asks", "[decode_
   CHECK(differ > 0);  // the values were not BF16 to begin with
 }
 
+namespace {
+
+/// The problem of the output cast tests, its values drawn in T's format.
+template <class T>
+DecodeProblem<T> output_cast_problem() {
+  return vt::builder(
+             {.heads = {8, 2}, .s_q = 2, .dims = {32, 16}, .page_size = 16, .seqlens = {40, 17}})
+      .build<T>();
+}
+
+}  // namespace
+
 TEST_CASE("output storage: bf16 and the BF16 output cast round once", "[decode_problem]") {
-  const auto p = ProblemBuilder()
-                     .heads(8, 2)
-                     .dims(32, 16)
-                     .page_size(16)
-                     .seqlens({40, 17})
-                     .s_q(2)
-                     .build<bf16>();
+  const auto p = output_cast_problem<bf16>();
   const auto exact = golden_decode(p.inputs());
   DecodeResult<bf16, double> as_bf16(p.shape);
   golden_decode(p.inputs(), {}, as_bf16.view());
@@ -336,13 +331,7 @@ TEST_CASE("output storage: bf16 and the BF16 output cast round once", "[decode_p
 }
 
 TEST_CASE("output storage: the FP16 output cast rounds once", "[decode_problem][fp16]") {
-  const auto p = ProblemBuilder()
-                     .heads(8, 2)
-                     .dims(32, 16)
-                     .page_size(16)
-                     .seqlens({40, 17})
-                     .s_q(2)
-                     .build<amla::fp16>();
+  const auto p = output_cast_problem<amla::fp16>();
   const auto exact = golden_decode(p.inputs());
   DecodeOptions cast;
   cast.round_output_fp16 = true;
@@ -433,15 +422,12 @@ TEST_CASE("a float64 lse past FP32's range is stored as NaN, not as an empty row
 TEST_CASE("results do not depend on the thread count", "[decode_problem][threads]") {
   // Few groups (row-chunk parallelism) and many groups (group parallelism).
   for (const int batch : {1, 5}) {
-    const auto p = ProblemBuilder()
-                       .batch(batch)
-                       .heads(24, 1)
-                       .dims(64, 48)
-                       .page_size(16)
-                       .seqlens({200})
-                       .s_q(2)
-                       .seed(static_cast<std::uint64_t>(batch))
-                       .build<bf16>();
+    const auto p =
+        vt::builder(
+            {.heads = {24, 1}, .s_q = 2, .dims = {64, 48}, .page_size = 16, .seqlens = {200}})
+            .batch(batch)
+            .seed(static_cast<std::uint64_t>(batch))
+            .build<bf16>();
     DecodeOptions opt;
     opt.causal = true;
     opt.rows_per_task = 16;
@@ -543,15 +529,12 @@ void check_same_results(const View& view, const DecodeProblem<T>& dense, const c
 
 TEST_CASE("layouts: NZ and FlashInfer caches give the FlashMLA layout's results",
           "[decode_problem][layouts]") {
-  const auto p = ProblemBuilder()
-                     .heads(4, 1)
-                     .s_q(2)
-                     .dims(96, 64)
-                     .page_size(16)
-                     .seqlens({37, 0, 16})
-                     .shuffle_pages()
-                     .seed(71)
-                     .build<bf16>();
+  const auto p =
+      vt::builder(
+          {.heads = {4, 1}, .s_q = 2, .dims = {96, 64}, .page_size = 16, .seqlens = {37, 0, 16}})
+          .shuffle_pages()
+          .seed(71)
+          .build<bf16>();
   const DecodeShape& s = p.shape;
   // NZ: the K cache rearranged, queries and tables as they are.
   const amla::NzLayout l = amla::nz_layout_of(s, amla::nz_c0(sizeof(bf16)));
@@ -602,11 +585,10 @@ TEST_CASE("FP8 caches: read as the dense dequantized cache, golden and every rec
   // first 448).
   for (const auto layout : {amla::flashmla_fp8_layout::v32, amla::flashmla_fp8_layout::model1}) {
     const amla::FlashMlaFp8Geometry geo = amla::flashmla_fp8_geometry(layout);
-    const auto p = ProblemBuilder()
-                       .heads(8, 1)
-                       .dims(geo.d_qk, geo.d_nope)
-                       .page_size(64)
-                       .seqlens({100, 64})
+    const auto p = vt::builder({.heads = {8, 1},
+                                .dims = {geo.d_qk, geo.d_nope},
+                                .page_size = 64,
+                                .seqlens = {100, 64}})
                        .poison_unused(false)
                        .seed(5)
                        .build<bf16>();
@@ -637,16 +619,13 @@ TEST_CASE("FP8 caches: read as the dense dequantized cache, golden and every rec
     CHECK(amla_test::names(amla_test::error_of([&] { (void)golden_decode(bad); }), "shape.d_qk"));
   }
   // Scaled FP8 (vLLM / FlashInfer): per-tensor and per-group scales, e4m3 and e5m2, a separate V.
-  const auto p = ProblemBuilder()
-                     .heads(4, 2)
-                     .dims(64, 32)
-                     .page_size(16)
-                     .seqlens({40, 9})
-                     .separate_v()
-                     .poison_unused(false)
-                     .round_to_bf16(false)
-                     .seed(8)
-                     .build<float>();
+  const auto p =
+      vt::builder({.heads = {4, 2}, .dims = {64, 32}, .page_size = 16, .seqlens = {40, 9}})
+          .separate_v()
+          .poison_unused(false)
+          .round_to_bf16(false)
+          .seed(8)
+          .build<float>();
   for (const auto kind : {amla::fp8_kind::e4m3, amla::fp8_kind::e5m2}) {
     for (const int group : {0, 16}) {
       CAPTURE(static_cast<int>(kind), group);

@@ -15,7 +15,6 @@
 #include "attention/variant_test_util.hpp"
 
 using amla::bf16;
-using amla::MatrixD;
 using amla::MatrixF;
 using namespace amla::attention;
 namespace vt = amla_test::variants;
@@ -148,12 +147,11 @@ TEST_CASE("paging does not change golden's result", "[golden]") {
   results.reserve(8);
   for (const int page : {1, 16, 64, 128}) {
     for (const bool shuffle : {false, true}) {
-      const auto p = ProblemBuilder()
-                         .heads(8, 2)
-                         .s_q(2)
-                         .dims(32, 16)
-                         .page_size(page)
-                         .seqlens({150, 64, 1})
+      const auto p = vt::builder({.heads = {8, 2},
+                                  .s_q = 2,
+                                  .dims = {32, 16},
+                                  .page_size = page,
+                                  .seqlens = {150, 64, 1}})
                          .shuffle_pages(shuffle)
                          .spare_pages(3)
                          .seed(21)

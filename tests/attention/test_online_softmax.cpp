@@ -11,11 +11,13 @@
 #include "amla/attention/golden.hpp"
 #include "amla/attention/online_softmax.hpp"
 #include "amla/attention/problem_builder.hpp"
+#include "attention/variant_test_util.hpp"
 #include "error_norms.hpp"
 
 using amla::bf16;
 using amla::MatrixF;
 using namespace amla::attention;
+namespace vt = amla_test::variants;
 
 namespace {
 
@@ -112,11 +114,7 @@ TEST_CASE("Base on DeepSeek shapes: float32 tight, bf16 at the BF16 level and wo
 }
 
 TEST_CASE("Base bf16 mode is Algorithm 1 with the P cast", "[online_softmax]") {
-  const auto p = ProblemBuilder()
-                     .heads(8, 1)
-                     .dims(32, 24)
-                     .page_size(16)
-                     .seqlens({150})
+  const auto p = vt::builder({.heads = {8, 1}, .dims = {32, 24}, .page_size = 16, .seqlens = {150}})
                      .separate_v()
                      .seed(8)
                      .build<float>();
@@ -144,15 +142,12 @@ TEST_CASE("Base bf16 mode is Algorithm 1 with the P cast", "[online_softmax]") {
 
 TEST_CASE("Base rounds float operands to BF16 in bf16 mode, once", "[online_softmax]") {
   // Values that are not BF16: bf16 mode must equal running on the rounded values.
-  const auto p = ProblemBuilder()
-                     .heads(16, 2)
-                     .s_q(2)
-                     .dims(40, 40)
-                     .page_size(16)
-                     .seqlens({90, 33})
-                     .round_to_bf16(false)
-                     .seed(12)
-                     .build<float>();
+  const auto p =
+      vt::builder(
+          {.heads = {16, 2}, .s_q = 2, .dims = {40, 40}, .page_size = 16, .seqlens = {90, 33}})
+          .round_to_bf16(false)
+          .seed(12)
+          .build<float>();
   auto pr = p;
   for (auto& x : pr.q) x = amla::round_bf16(x);
   for (auto& x : pr.kv) x = amla::round_bf16(x);  // NaN poison stays NaN

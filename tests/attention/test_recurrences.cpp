@@ -18,6 +18,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -47,9 +48,21 @@ using amla_test::finf;
 #define AMLA_FORWARD(fn) \
   [](auto&&... args) -> decltype(auto) { return fn(std::forward<decltype(args)>(args)...); }
 
-/// What the kernel recurrences share; each adapter states what differs.
+/// The entry points at::<stem>_attention (both overloads) and at::<stem>_decode, the function
+/// names their errors give, and the options' path in decode errors (`decode_prefix`).
+#define AMLA_ENTRY_POINTS(stem, decode_path)                            \
+  static constexpr const char* dense_fn = #stem "_attention";           \
+  static constexpr const char* decode_fn = #stem "_decode";             \
+  static constexpr const char* decode_prefix = decode_path;             \
+  static constexpr auto attention = AMLA_FORWARD(at::stem##_attention); \
+  static constexpr const auto& decode = at::stem##_decode
+
+/// What the kernel recurrences share; each adapter states what differs. options() builds the
+/// {mode, block_size} aggregate that Base and seesaw take.
+template <class Opts>
 struct Kernel {
   using Scalar = float;
+  using Options = Opts;
   static constexpr bool has_options = true;
   static constexpr bool one_key_exact = false;  ///< a row with one key gets its value exactly
   /// Whether the recurrence folds the max into base 2 once (m = RN(max * c)): such a schedule
@@ -58,6 +71,7 @@ struct Kernel {
   /// Whether the recurrence has precision::fp16 (every kernel recurrence but AMLA).
   static constexpr bool has_fp16 = true;
   static constexpr const char* dense_prefix = "options";
+  static Options options(precision mode, int block) { return {mode, block}; }
 };
 
 struct Golden {
@@ -75,31 +89,22 @@ struct Golden {
   static constexpr const auto& decode = at::golden_decode;
 };
 
-struct Base : Kernel {
+struct Base : Kernel<at::BaseOptions> {
   static constexpr const char* name = "base";
   static constexpr bool one_key_exact = true;
-  static constexpr const char* dense_fn = "base_attention";
-  static constexpr const char* decode_prefix = "base";
-  using Options = at::BaseOptions;
-  static Options options(precision mode, int block) { return {mode, block}; }
-  static constexpr auto attention = AMLA_FORWARD(at::base_attention);
-  static constexpr const auto& decode = at::base_decode;
+  AMLA_ENTRY_POINTS(base, "base");
 };
 
-struct Amla : Kernel {
+struct Amla : Kernel<at::AmlaOptions> {
   static constexpr const char* name = "amla";
   static constexpr bool has_fp16 = false;
-  static constexpr const char* dense_fn = "amla_attention";
-  static constexpr const char* decode_prefix = "amla";
-  using Options = at::AmlaOptions;
+  AMLA_ENTRY_POINTS(amla, "amla");
   static Options options(precision mode, int block) {
     Options o;
     o.mode = mode;
     o.block_size = block;
     return o;
   }
-  static constexpr auto attention = AMLA_FORWARD(at::amla_attention);
-  static constexpr const auto& decode = at::amla_decode;
 };
 
 /// AMLA in its checked and safe rescale modes (Amla is the hardware mode).
@@ -116,42 +121,29 @@ struct AmlaMode : Amla {
 using AmlaChecked = AmlaMode<amla::pow2_mode::checked>;
 using AmlaSafe = AmlaMode<amla::pow2_mode::safe>;
 
-struct Seesaw : Kernel {
+struct Seesaw : Kernel<at::SeesawOptions> {
   static constexpr const char* name = "seesaw";
   static constexpr bool base2_folded_max = true;
-  static constexpr const char* dense_fn = "seesaw_attention";
-  static constexpr const char* decode_prefix = "seesaw";
-  using Options = at::SeesawOptions;
-  static Options options(precision mode, int block) { return {mode, block}; }
-  static constexpr auto attention = AMLA_FORWARD(at::seesaw_attention);
-  static constexpr const auto& decode = at::seesaw_decode;
+  AMLA_ENTRY_POINTS(seesaw, "seesaw");
 };
 
 template <at::kv_block_order Order>
-struct Transposed : Kernel {
+struct Transposed : Kernel<at::TransposedOptions> {
   static constexpr const char* name =
       Order == at::kv_block_order::forward ? "transposed forward" : "transposed reverse";
   static constexpr bool base2_folded_max = true;
-  static constexpr const char* dense_fn = "transposed_attention";
-  static constexpr const char* decode_prefix = "transposed";
-  using Options = at::TransposedOptions;
+  AMLA_ENTRY_POINTS(transposed, "transposed");
   static Options options(precision mode, int block) { return {{mode, block}, Order}; }
-  static constexpr auto attention = AMLA_FORWARD(at::transposed_attention);
-  static constexpr const auto& decode = at::transposed_decode;
 };
 using TransposedForward = Transposed<at::kv_block_order::forward>;
 using TransposedReverse = Transposed<at::kv_block_order::reverse>;
 
-struct SplitKv : Kernel {
+struct SplitKv : Kernel<at::SplitKvOptions> {
   static constexpr const char* name = "split-KV";
   static constexpr bool one_key_exact = true;
-  static constexpr const char* dense_fn = "split_kv_attention";
   static constexpr const char* dense_prefix = "options.split";
-  static constexpr const char* decode_prefix = "split.split";
-  using Options = at::SplitKvOptions;
+  AMLA_ENTRY_POINTS(split_kv, "split.split");
   static Options options(precision mode, int block) { return {3, {mode, block}}; }
-  static constexpr auto attention = AMLA_FORWARD(at::split_kv_attention);
-  static constexpr const auto& decode = at::split_kv_decode;
 };
 
 #define AMLA_ALL_RECURRENCES \
@@ -198,13 +190,9 @@ TEMPLATE_TEST_CASE("paged: seqlen 0 and fully masked causal rows give out 0 and 
                    "[recurrences][masking]", AMLA_ALL_RECURRENCES) {
   // seqlen 3 with s_q 4 (causal): token 0 sees nothing, token 1 one key, ...; block size 1 makes
   // every row meet blocks it cannot see after ones it can, and sequence 1 is empty.
-  const auto p = at::ProblemBuilder()
-                     .heads(2, 1)
-                     .s_q(4)
-                     .dims(8, 8)
-                     .page_size(2)
-                     .seqlens({3, 0})
-                     .build<amla::bf16>();
+  const auto p =
+      vt::builder({.heads = {2, 1}, .s_q = 4, .dims = {8, 8}, .page_size = 2, .seqlens = {3, 0}})
+          .build<amla::bf16>();
   at::DecodeOptions o;
   o.causal = true;
   const auto want = at::golden_decode(p.inputs(), o);
@@ -312,39 +300,73 @@ TEMPLATE_TEST_CASE("dense: a NaN in a value that is read propagates", "[recurren
 
 // ---- Paged problems against golden ----------------------------------------------------------
 
+namespace {
+
+/// Recurrence R over the paged sweep in modes `first` and `second`: calls
+/// check(golden's result, R's in `first`, R's in `second`) for each case, the case captured.
+template <class R, class Check>
+void sweep_two_modes(precision first, precision second, Check&& check) {
+  vt::for_each_paged_case([&](const auto& p, const at::DecodeOptions& o, int block) {
+    const auto want = at::golden_decode(p.inputs(), o);
+    CAPTURE(R::name, p.shape.h_q, p.shape.h_kv, p.shape.s_q, p.shape.page_size, block, o.causal,
+            p.v_in_kv());
+    check(want, R::decode(p.inputs(), o, R::options(first, block)),
+          R::decode(p.inputs(), o, R::options(second, block)));
+  });
+}
+
+/// Recurrence R in `mode` (block 64) on pb's problem with its values stored as T (bf16 or fp16)
+/// and as float, T's output cast on: both storages give the same bits, T-exact outputs, and
+/// golden's result within `tol`.
+template <class R, class T>
+void check_cache_storage(const at::ProblemBuilder& pb, precision mode, double tol) {
+  const auto pt = pb.build<T>();
+  const auto p32 = pb.build<float>();  // the same values stored as float
+  constexpr bool bf = std::is_same_v<T, amla::bf16>;
+  at::DecodeOptions o;
+  (bf ? o.round_output_bf16 : o.round_output_fp16) = true;  // the kernel's output cast
+  const auto want = at::golden_decode(pt.inputs(), {});
+  const auto a = R::decode(pt.inputs(), o, R::options(mode, 64));
+  const auto b = R::decode(p32.inputs(), o, R::options(mode, 64));
+  CAPTURE(R::name);
+  CHECK(a.out == b.out);
+  CHECK(a.lse == b.lse);
+  CHECK(vt::rel_frobenius(a.out, want.out) <= tol);
+  for (const auto x : a.out) {
+    CHECK((bf ? amla::is_bf16_exact(static_cast<float>(x))
+              : amla::is_fp16_exact(static_cast<float>(x))));
+  }
+}
+
+/// ||out - ref||_F / ||ref||_F of a dense result, after the kernel's output cast to T's format
+/// (bf16 or fp16) when `cast`.
+template <class T>
+double output_error(MatrixF out, const amla::MatrixD& ref, bool cast) {
+  if (cast && std::is_same_v<T, amla::bf16>) amla::round_bf16_inplace(out);
+  if (cast && std::is_same_v<T, amla::fp16>) amla::round_fp16_inplace(out);
+  return vt::relative_error(out, ref);
+}
+
+}  // namespace
+
 TEMPLATE_TEST_CASE("paged: every recurrence matches golden over the sweep; poisoned pages unread",
                    "[recurrences][decode]", AMLA_KERNEL_RECURRENCES) {
-  vt::for_each_paged_case([](const auto& p, const at::DecodeOptions& o, int block) {
-    const auto want = at::golden_decode(p.inputs(), o);
-    CAPTURE(TestType::name, p.shape.h_q, p.shape.h_kv, p.shape.s_q, p.shape.page_size, block,
-            o.causal, p.v_in_kv());
-    const auto f32 = TestType::decode(p.inputs(), o, TestType::options(precision::float32, block));
-    const auto b16 = TestType::decode(p.inputs(), o, TestType::options(precision::bf16, block));
-    for (const float x : f32.out) REQUIRE(std::isfinite(x));  // poisoned pages never read
-    for (const float x : b16.out) REQUIRE(std::isfinite(x));
-    CHECK(vt::rel_frobenius(f32.out, want.out) <= 1e-5);
-    CHECK(vt::max_lse_error(f32.lse, want.lse) <= 1e-5);
-    CHECK(vt::rel_frobenius(b16.out, want.out) <= 1e-2);
-    CHECK(vt::max_lse_error(b16.lse, want.lse) <= 1e-5);  // lse from FP32 m and l
-  });
+  sweep_two_modes<TestType>(
+      precision::float32, precision::bf16, [](const auto& want, const auto& f32, const auto& b16) {
+        for (const float x : f32.out) REQUIRE(std::isfinite(x));  // poisoned pages never read
+        for (const float x : b16.out) REQUIRE(std::isfinite(x));
+        CHECK(vt::rel_frobenius(f32.out, want.out) <= 1e-5);
+        CHECK(vt::max_lse_error(f32.lse, want.lse) <= 1e-5);
+        CHECK(vt::rel_frobenius(b16.out, want.out) <= 1e-2);
+        CHECK(vt::max_lse_error(b16.lse, want.lse) <= 1e-5);  // lse from FP32 m and l
+      });
 }
 
 TEMPLATE_TEST_CASE("paged: the DeepSeek shape, float and bf16 caches of the same values",
                    "[recurrences][decode]", AMLA_ALL_RECURRENCES) {
   // h_q 128, d_qk 576, d_v 512 (V = the first 512 columns of K), 1000 keys over 64-key pages.
-  const auto pb = at::ProblemBuilder::deepseek_mla(1, 1000).seed(9);
-  const auto p16 = pb.build<amla::bf16>();
-  const auto p32 = pb.build<float>();  // the same BF16 values stored as float
-  at::DecodeOptions o;
-  o.round_output_bf16 = true;  // the kernel's output cast
-  const auto want = at::golden_decode(p16.inputs(), {});
-  const auto a = TestType::decode(p16.inputs(), o, TestType::options(precision::bf16, 64));
-  const auto b = TestType::decode(p32.inputs(), o, TestType::options(precision::bf16, 64));
-  CAPTURE(TestType::name);
-  CHECK(a.out == b.out);
-  CHECK(a.lse == b.lse);
-  CHECK(vt::rel_frobenius(a.out, want.out) <= 5e-3);
-  for (const auto x : a.out) CHECK(amla::is_bf16_exact(static_cast<float>(x)));
+  check_cache_storage<TestType, amla::bf16>(at::ProblemBuilder::deepseek_mla(1, 1000).seed(9),
+                                            precision::bf16, 5e-3);
 }
 
 /// The kernel recurrences that have precision::fp16 (all but AMLA, which stays BF16).
@@ -352,36 +374,21 @@ TEMPLATE_TEST_CASE("paged: the DeepSeek shape, float and bf16 caches of the same
 
 TEMPLATE_TEST_CASE("paged fp16: every recurrence matches golden at the FP16 level",
                    "[recurrences][decode][fp16]", AMLA_FP16_RECURRENCES) {
-  vt::for_each_paged_case([](const auto& p, const at::DecodeOptions& o, int block) {
-    const auto want = at::golden_decode(p.inputs(), o);
-    CAPTURE(TestType::name, p.shape.h_q, p.shape.h_kv, p.shape.s_q, p.shape.page_size, block,
-            o.causal, p.v_in_kv());
-    const auto b16 = TestType::decode(p.inputs(), o, TestType::options(precision::bf16, block));
-    const auto f16 = TestType::decode(p.inputs(), o, TestType::options(precision::fp16, block));
-    for (const float x : f16.out) REQUIRE(std::isfinite(x));  // poisoned pages never read
-    const double err16 = vt::rel_frobenius(f16.out, want.out);
-    CHECK(err16 <= 1e-2 / 8.0);
-    CHECK(err16 <= vt::rel_frobenius(b16.out, want.out));  // 3 more significand bits for P
-    CHECK(vt::max_lse_error(f16.lse, want.lse) <= 1e-5);
-  });
+  sweep_two_modes<TestType>(
+      precision::bf16, precision::fp16, [](const auto& want, const auto& b16, const auto& f16) {
+        for (const float x : f16.out) REQUIRE(std::isfinite(x));  // poisoned pages never read
+        const double err16 = vt::rel_frobenius(f16.out, want.out);
+        CHECK(err16 <= 1e-2 / 8.0);
+        CHECK(err16 <= vt::rel_frobenius(b16.out, want.out));  // 3 more significand bits for P
+        CHECK(vt::max_lse_error(f16.lse, want.lse) <= 1e-5);
+      });
 }
 
 TEMPLATE_TEST_CASE("paged fp16: fp16 and float caches of the same values give the same result",
                    "[recurrences][decode][fp16]", AMLA_FP16_RECURRENCES) {
   // The DeepSeek shape with FP16 values, stored as FP16 and as float; the FP16 output cast.
-  const auto pb = at::ProblemBuilder::deepseek_mla(1, 700).seed(19).round_to_fp16();
-  const auto p16 = pb.build<amla::fp16>();
-  const auto p32 = pb.build<float>();
-  at::DecodeOptions o;
-  o.round_output_fp16 = true;
-  const auto want = at::golden_decode(p16.inputs(), {});
-  const auto a = TestType::decode(p16.inputs(), o, TestType::options(precision::fp16, 64));
-  const auto b = TestType::decode(p32.inputs(), o, TestType::options(precision::fp16, 64));
-  CAPTURE(TestType::name);
-  CHECK(a.out == b.out);
-  CHECK(a.lse == b.lse);
-  CHECK(vt::rel_frobenius(a.out, want.out) <= 1e-3);
-  for (const auto x : a.out) CHECK(amla::is_fp16_exact(x));
+  check_cache_storage<TestType, amla::fp16>(
+      at::ProblemBuilder::deepseek_mla(1, 700).seed(19).round_to_fp16(), precision::fp16, 1e-3);
 }
 
 TEMPLATE_TEST_CASE("dense fp16: the mode rounds operands that are not FP16 values",
@@ -421,9 +428,7 @@ TEMPLATE_TEST_CASE("fp16 mode agrees with the float64 reference at the FP16 leve
   const auto f32 = TestType::attention(g, TestType::options(precision::float32, 64));
   for (const bool out_fp16 : {false, true}) {
     CAPTURE(TestType::name, out_fp16);
-    MatrixF out = f16.out;
-    if (out_fp16) amla::round_fp16_inplace(out);  // the kernel's output cast
-    const double err = vt::relative_error(out, ref.out);
+    const double err = output_error<amla::fp16>(f16.out, ref.out, out_fp16);
     // Q, K, V and P rounded to FP16 (unit roundoff 2^-11), and with out_fp16 the output too:
     // the BF16 mode's bound divided by 2^3.
     CHECK(err <= 6e-3 / 8.0);
@@ -438,14 +443,11 @@ TEMPLATE_TEST_CASE("paged: results do not depend on the thread count", "[recurre
                    AMLA_ALL_RECURRENCES) {
   // Few groups (row-chunk parallelism) and many groups (group parallelism), both caches.
   for (const int batch : {1, 3}) {
-    const auto p = at::ProblemBuilder()
-                       .batch(batch)
-                       .heads(128, 1)
-                       .dims(64, 32)
-                       .page_size(16)
-                       .seqlens({300})
-                       .s_q(2)
-                       .build<amla::bf16>();
+    const auto p =
+        vt::builder(
+            {.heads = {128, 1}, .s_q = 2, .dims = {64, 32}, .page_size = 16, .seqlens = {300}})
+            .batch(batch)
+            .build<amla::bf16>();
     at::DecodeOptions o;
     o.causal = true;
     o.threads = 1;
@@ -490,14 +492,11 @@ TEMPLATE_TEST_CASE("the owning overloads return what the buffer overloads write"
   CHECK(out == owned.out);
   CHECK(Eigen::Map<const Eigen::Matrix<Scalar, Eigen::Dynamic, 1>>(lse.data(), 9) == owned.lse);
 
-  const auto p = at::ProblemBuilder()
-                     .heads(6, 2)
-                     .s_q(2)
-                     .dims(16, 8)
-                     .page_size(4)
-                     .seqlens({9, 0, 30})
-                     .seed(2)
-                     .build<amla::bf16>();
+  const auto p =
+      vt::builder(
+          {.heads = {6, 2}, .s_q = 2, .dims = {16, 8}, .page_size = 4, .seqlens = {9, 0, 30}})
+          .seed(2)
+          .build<amla::bf16>();
   at::DecodeOptions o;
   o.causal = true;
   const auto own = TestType::decode(p.inputs(), o, opt);
@@ -515,9 +514,6 @@ TEMPLATE_TEST_CASE("bad options are rejected naming the field, before anything i
       at::ProblemBuilder().heads(2, 1).dims(8, 8).page_size(4).seqlens({5}).build<amla::bf16>();
   const vt::Inputs in = vt::random_inputs(4, 10, 8, 6, 1, 1.0f);
   const HeadGroup g = in.group({});
-  const std::string decode_fn = std::string(TestType::decode_prefix) == "split.split"
-                                    ? "split_kv_decode"
-                                    : std::string(TestType::decode_prefix) + "_decode";
   struct Bad {
     typename TestType::Options options;
     std::string field;
@@ -541,7 +537,7 @@ TEMPLATE_TEST_CASE("bad options are rejected naming the field, before anything i
       const std::string paged =
           error_of([&] { TestType::decode(p.inputs(), {}, r.view(), b.options); });
       CHECK(names(paged, std::string(TestType::decode_prefix) + "." + b.field));
-      CHECK(paged.find(decode_fn) != std::string::npos);
+      CHECK(paged.find(TestType::decode_fn) != std::string::npos);
       for (const float x : r.out) CHECK(x == 42.0f);
       for (const float x : r.lse) CHECK(x == 42.0f);
       CHECK(error_of([&] { (void)TestType::decode(p.inputs(), {}, b.options); }) == paged);
@@ -591,11 +587,7 @@ TEMPLATE_TEST_CASE("dense entry points reject a bad group or output, naming the 
 TEMPLATE_TEST_CASE("decode entry points validate their outputs; lse is optional",
                    "[recurrences][errors]", AMLA_ALL_RECURRENCES) {
   using Scalar = typename TestType::Scalar;
-  const auto p = at::ProblemBuilder()
-                     .heads(4, 2)
-                     .dims(16, 8)
-                     .page_size(4)
-                     .seqlens({10, 5})
+  const auto p = vt::builder({.heads = {4, 2}, .dims = {16, 8}, .page_size = 4, .seqlens = {10, 5}})
                      .seed(3)
                      .build<float>();
   at::DecodeResult<Scalar, Scalar> r(p.shape);
@@ -697,9 +689,7 @@ TEMPLATE_TEST_CASE("bf16 mode agrees with the float64 reference at the BF16 leve
   const auto raw = TestType::attention(g, TestType::options(precision::bf16, 64));
   for (const bool out_bf16 : {false, true}) {
     CAPTURE(TestType::name, out_bf16);
-    MatrixF out = raw.out;
-    if (out_bf16) amla::round_bf16_inplace(out);  // the kernel's output cast
-    const double err = vt::relative_error(out, ref.out);
+    const double err = output_error<amla::bf16>(raw.out, ref.out, out_bf16);
     // P rounded to BF16 (unit roundoff 2^-8) and, with out_bf16, the output too.
     CHECK(err <= 6e-3);
     CHECK(err >= 1e-5);  // the BF16 casts really happen: far above the float32 mode's error
@@ -941,15 +931,11 @@ TEMPLATE_TEST_CASE(
   // s_q 2, seqlen 6: token 0 sees keys 0-4, token 1 keys 0-5. Key 5 is poisoned in K and V (V in
   // the K cache) or in a separate V cache only. Sequence 1 (9 keys) is left clean.
   for (const bool separate_v : {false, true}) {
-    const auto clean = at::ProblemBuilder()
-                           .heads(4, 2)
-                           .s_q(2)
-                           .dims(16, 8)
-                           .page_size(4)
-                           .seqlens({6, 9})
-                           .separate_v(separate_v)
-                           .seed(64)
-                           .build<float>();
+    const auto clean =
+        vt::builder({.heads = {4, 2}, .s_q = 2, .dims = {16, 8}, .page_size = 4, .seqlens = {6, 9}})
+            .separate_v(separate_v)
+            .seed(64)
+            .build<float>();
     at::DecodeOptions o;
     o.causal = true;
     for (const float value : {fnan, finf, -finf}) {
@@ -1160,13 +1146,11 @@ TEMPLATE_TEST_CASE("sparse: every recurrence matches a float64 reference over od
   for (const int page : {2, 53, 61, 64, 69, 576}) {
     for (const bool causal : {false, true}) {
       const int h_kv = page % 2 == 0 ? 1 : 2;
-      const auto p = at::ProblemBuilder()
-                         .batch(3)
-                         .heads(4, h_kv)
-                         .s_q(2)
-                         .dims(24, 16)
-                         .page_size(page)
-                         .seqlens({700, 37, 0})
+      const auto p = vt::builder({.heads = {4, h_kv},
+                                  .s_q = 2,
+                                  .dims = {24, 16},
+                                  .page_size = page,
+                                  .seqlens = {700, 37, 0}})
                          .separate_v(page == 61)
                          .seed(static_cast<std::uint64_t>(page))
                          .build<amla::bf16>();
@@ -1191,14 +1175,9 @@ TEMPLATE_TEST_CASE("sparse: every recurrence matches a float64 reference over od
 
 TEMPLATE_TEST_CASE("sparse: a token whose every entry is invalid is an empty row, also with a sink",
                    "[recurrences][sparse][masking]", AMLA_CONTRACT_RECURRENCES) {
-  const auto p = at::ProblemBuilder()
-                     .batch(2)
-                     .heads(2, 1)
-                     .s_q(2)
-                     .dims(8, 8)
-                     .page_size(3)
-                     .seqlens({10, 4})
-                     .build<amla::bf16>();
+  const auto p =
+      vt::builder({.heads = {2, 1}, .s_q = 2, .dims = {8, 8}, .page_size = 3, .seqlens = {10, 4}})
+          .build<amla::bf16>();
   // (0, 0) all -1; (0, 1) has keys; (1, 0) has keys but topk_length 0; (1, 1) only its first
   // entry counts, and it is -1.
   const std::vector<std::int32_t> idx = {-1, -1, -1, 9, -1, 2, 0, 1, 2, -1, 3, 3};
@@ -1223,11 +1202,7 @@ TEMPLATE_TEST_CASE("sparse: a token whose every entry is invalid is an empty row
 
 TEMPLATE_TEST_CASE("sparse: a duplicate index counts twice; topk past the sequence",
                    "[recurrences][sparse]", AMLA_CONTRACT_RECURRENCES) {
-  const auto p = at::ProblemBuilder()
-                     .heads(2, 1)
-                     .dims(16, 8)
-                     .page_size(2)
-                     .seqlens({3})
+  const auto p = vt::builder({.heads = {2, 1}, .dims = {16, 8}, .page_size = 2, .seqlens = {3}})
                      .seed(4)
                      .build<amla::bf16>();
   const std::vector<std::int32_t> twice = {1, 0, 1, -1, -1, -1, -1, -1};  // topk 8 > seqlen 3
@@ -1256,14 +1231,10 @@ TEMPLATE_TEST_CASE("sparse: a duplicate index counts twice; topk past the sequen
 
 TEMPLATE_TEST_CASE("sparse: keys no counted entry lists are never read", "[recurrences][sparse]",
                    AMLA_CONTRACT_RECURRENCES) {
-  auto p = at::ProblemBuilder()
-               .heads(4, 1)
-               .s_q(2)
-               .dims(16, 8)
-               .page_size(5)
-               .seqlens({40})
-               .seed(6)
-               .build<float>();
+  auto p =
+      vt::builder({.heads = {4, 1}, .s_q = 2, .dims = {16, 8}, .page_size = 5, .seqlens = {40}})
+          .seed(6)
+          .build<float>();
   // Token 0 lists keys 3, 17, 17, 30 (the last past topk_length 3); token 1 lists 0 and 39.
   const std::vector<std::int32_t> idx = {3, 17, 17, 30, 0, -1, 39, -1};
   const std::vector<std::int32_t> lengths = {3, 4};
@@ -1286,14 +1257,10 @@ TEMPLATE_TEST_CASE("sparse: keys no counted entry lists are never read", "[recur
 
 TEMPLATE_TEST_CASE("sparse: results do not depend on the thread count", "[recurrences][sparse]",
                    AMLA_ALL_RECURRENCES) {
-  const auto p = at::ProblemBuilder()
-                     .batch(2)
-                     .heads(32, 2)
-                     .s_q(3)
-                     .dims(32, 16)
-                     .page_size(7)
-                     .seqlens({300, 90})
-                     .build<amla::bf16>();
+  const auto p =
+      vt::builder(
+          {.heads = {32, 2}, .s_q = 3, .dims = {32, 16}, .page_size = 7, .seqlens = {300, 90}})
+          .build<amla::bf16>();
   const RandomTopk lists = random_topk(p.shape, p.seqlens, 64, true, true, 3);
   auto in = p.inputs();
   in.sparse = lists.view(64);
@@ -1312,17 +1279,12 @@ TEMPLATE_TEST_CASE("sparse: results do not depend on the thread count", "[recurr
 
 TEMPLATE_TEST_CASE("sinks join the denominator; lse is the keys' alone", "[recurrences][sink]",
                    AMLA_CONTRACT_RECURRENCES) {
-  const auto p = at::ProblemBuilder()
-                     .batch(2)
-                     .heads(4, 2)
-                     .s_q(2)
-                     .dims(24, 16)
-                     .page_size(6)
-                     .seqlens({50, 0})
-                     .seed(8)
-                     .build<amla::bf16>();
   // Sinks below, near and far above the rows' lse (about 4 here).
   const std::vector<float> sink = {-3.0f, 4.0f, 1.5f, 30.0f};
+  const auto p =
+      vt::builder({.heads = {4, 2}, .s_q = 2, .dims = {24, 16}, .page_size = 6, .seqlens = {50, 0}})
+          .seed(8)
+          .build<amla::bf16>();
   for (const bool sparse : {false, true}) {
     const RandomTopk lists = random_topk(p.shape, p.seqlens, 40, false, false, 5);
     auto in = p.inputs();
@@ -1342,15 +1304,10 @@ TEMPLATE_TEST_CASE("sinks join the denominator; lse is the keys' alone", "[recur
 
 TEMPLATE_TEST_CASE("sinks of -inf, +inf and NaN", "[recurrences][sink]",
                    AMLA_CONTRACT_RECURRENCES) {
-  const auto p = at::ProblemBuilder()
-                     .batch(2)
-                     .heads(3, 1)
-                     .s_q(2)
-                     .dims(16, 8)
-                     .page_size(4)
-                     .seqlens({20, 1})
-                     .seed(3)
-                     .build<amla::bf16>();
+  const auto p =
+      vt::builder({.heads = {3, 1}, .s_q = 2, .dims = {16, 8}, .page_size = 4, .seqlens = {20, 1}})
+          .seed(3)
+          .build<amla::bf16>();
   at::DecodeOptions o;
   o.causal = true;  // sequence 1, token 0 sees no key
   const auto opt = TestType::options(precision::bf16, 8);

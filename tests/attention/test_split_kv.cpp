@@ -115,13 +115,10 @@ TEST_CASE("combine: extreme lse gaps, empty and all-empty rows", "[split_kv]") {
 }
 
 TEST_CASE("one split is Base bit for bit; empty splits change nothing", "[split_kv]") {
-  const auto p = ProblemBuilder()
-                     .heads(16, 2)
-                     .s_q(2)
-                     .dims(64, 32)
-                     .page_size(16)
-                     .seqlens({300, 45, 0})
-                     .build<bf16>();
+  const auto p =
+      vt::builder(
+          {.heads = {16, 2}, .s_q = 2, .dims = {64, 32}, .page_size = 16, .seqlens = {300, 45, 0}})
+          .build<bf16>();
   DecodeOptions o;
   o.causal = true;
   for (const auto mode : {precision::bf16, precision::float32}) {
@@ -208,14 +205,11 @@ TEST_CASE("more splits than blocks cost no memory: only splits that hold keys ar
     CHECK(many.lse == want.lse);
   }
   // The paged entry point over sequences of 0, 1 and 20 keys, causal.
-  const auto p = ProblemBuilder()
-                     .heads(4, 2)
-                     .s_q(2)
-                     .dims(16, 8)
-                     .page_size(4)
-                     .seqlens({0, 1, 20})
-                     .seed(72)
-                     .build<bf16>();
+  const auto p =
+      vt::builder(
+          {.heads = {4, 2}, .s_q = 2, .dims = {16, 8}, .page_size = 4, .seqlens = {0, 1, 20}})
+          .seed(72)
+          .build<bf16>();
   DecodeOptions o;
   o.causal = true;
   const auto want = split_kv_decode(p.inputs(), o, splits(20, precision::bf16, 1));

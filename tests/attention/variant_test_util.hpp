@@ -1,5 +1,5 @@
-// Shared helpers of the recurrence tests: BF16-exact random head groups, end-aligned causal
-// visibility, error norms and the paged sweep.
+// Shared helpers of the attention tests: BF16-exact random head groups, end-aligned causal
+// visibility, error norms, paged problems by their geometry and the paged sweep.
 #pragma once
 
 #include <Eigen/Core>
@@ -76,6 +76,32 @@ double max_row_relative_error(const Eigen::MatrixBase<DA>& a, const Eigen::Matri
 using amla_test::max_lse_error;
 using amla_test::rel_frobenius;
 
+/// A paged problem's geometry in ProblemBuilder's terms: heads(h_q, h_kv), s_q, dims(d_qk, d_v),
+/// page_size and seqlens (several lengths set the batch to their count).
+struct PagedShape {
+  struct Heads {
+    int h_q = 1, h_kv = 1;
+  };
+  struct Dims {
+    int d_qk = 0, d_v = 0;
+  };
+  Heads heads;
+  int s_q = 1;
+  Dims dims;
+  int page_size = 0;
+  std::vector<int> seqlens;
+};
+
+/// A ProblemBuilder set to `s`; the seed, the V layout and the value settings are the caller's.
+inline amla::attention::ProblemBuilder builder(const PagedShape& s) {
+  return amla::attention::ProblemBuilder()
+      .heads(s.heads.h_q, s.heads.h_kv)
+      .s_q(s.s_q)
+      .dims(s.dims.d_qk, s.dims.d_v)
+      .page_size(s.page_size)
+      .seqlens(s.seqlens);
+}
+
 /// One case of a paged sweep: heads, query tokens, page size, KV block size, sequence lengths.
 struct PagedCase {
   int h_q, h_kv, s_q, page, block;
@@ -88,12 +114,7 @@ template <class Check>
 void for_each_layout(const PagedCase& c, int d_qk, int d_v, std::uint64_t seed, Check&& check) {
   for (const bool causal : {false, true}) {
     for (const bool separate_v : {false, true}) {
-      const auto p = amla::attention::ProblemBuilder()
-                         .heads(c.h_q, c.h_kv)
-                         .s_q(c.s_q)
-                         .dims(d_qk, d_v)
-                         .page_size(c.page)
-                         .seqlens(c.lens)
+      const auto p = builder({{c.h_q, c.h_kv}, c.s_q, {d_qk, d_v}, c.page, c.lens})
                          .separate_v(separate_v)
                          .seed(seed)
                          .template build<amla::bf16>();

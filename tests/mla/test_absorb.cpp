@@ -17,12 +17,8 @@ TEST_CASE("absorb float64 equals the long-double oracle", "[mla][absorb]") {
 
 TEST_CASE("absorb keeps the naive softmax scale 1/sqrt(D_n + D_r)", "[mla][absorb]") {
   // Using the absorbed width's 1/sqrt(D_l + D_r) would be a different attention.
-  const auto p = mla::MlaProblemBuilder(small)
-                     .batch(2)
-                     .prefix_len(6)
-                     .suffix_lens({4, 9})
-                     .seed(2)
-                     .build<amla::bf16>();
+  const auto p =
+      mla::MlaProblemBuilder(small).prefix_len(6).suffix_lens({4, 9}).seed(2).build<amla::bf16>();
   const auto r = mla::absorb_decode(p.model(), p.inputs());
   CHECK(mla_test::rel_error(r, mla_test::oracle(p, false)) < 1e-13);
   const double wrong = 1.0 / std::sqrt(static_cast<double>(small.absorb_d_qk()));

@@ -25,7 +25,6 @@ TEST_CASE("visible_keys: all keys, or a causal window aligned to the end", "[mla
 
 TEST_CASE("Every malformed input is rejected with its name, value and rule", "[mla][problem]") {
   const auto p = mla::MlaProblemBuilder(tiny)
-                     .batch(2)
                      .prefix_len(3)
                      .suffix_lens({4, 2})
                      .page_size(2)
