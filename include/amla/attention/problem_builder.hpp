@@ -35,11 +35,13 @@
 #include <span>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "amla/attention/driver.hpp"
 #include "amla/config.hpp"
 #include "amla/detail/convert.hpp"
+#include "amla/detail/fluent_setter.hpp"
 #include "amla/numeric/bf16.hpp"
 #include "amla/numeric/fp16.hpp"
 
@@ -260,7 +262,7 @@ std::size_t DecodeProblem<T>::slot(int b, int s, int g) const {
 
 /// Builds random valid decode problems; every setter returns *this. Invalid settings throw
 /// amla::invalid_argument from build().
-class ProblemBuilder {
+class ProblemBuilder : public amla::detail::FluentSetter<ProblemBuilder> {
  public:
   /// DeepSeek-V3 MLA decode: h_q 128, h_kv 1, d_qk 576, d_v 512 (V in the K cache), page 64.
   static ProblemBuilder deepseek_mla(int batch, int seqlen) {
@@ -406,12 +408,6 @@ class ProblemBuilder {
   }
 
  private:
-  template <class Field, class Value>
-  ProblemBuilder& set(Field& field, Value v) {
-    field = std::move(v);
-    return *this;
-  }
-
   DecodeShape shape_{1, 1, 128, 1, 576, 512, 1, 64, 1};
   std::vector<int> seqlens_{1024};
   bool random_lens_ = false;
