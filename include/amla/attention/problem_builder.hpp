@@ -249,8 +249,7 @@ inline std::vector<std::int32_t> assign_pages(const DecodeShape& s,
 /// Slot (before the head dim) of key `key` of sequence b, KV head g, through the block table.
 inline std::size_t key_slot(const DecodeShape& s, std::span<const std::int32_t> block_table, int b,
                             int key, int g) {
-  const int page = block_table[s.table_offset(b, key / s.page_size)];
-  return s.slot_index(page, key % s.page_size, g);
+  return s.slot_index(amla::detail::table_page(s, block_table, b, key), key % s.page_size, g);
 }
 
 }  // namespace detail
