@@ -114,64 +114,62 @@ struct Tally {
   double rmse(std::size_t m) const { return std::sqrt(err_sq[m] / static_cast<double>(count)); }
 };
 
-/// A method: a name and how it computes the output of a head group (as float).
-struct Method {
-  const char* name;
-  MatrixF (*run)(const HeadGroup&);
-};
-
-MatrixF fp16_out(MatrixF o) {
-  amla::round_fp16_inplace(o);  // the kernel's output cast
-  return o;
-}
-
 constexpr int kBlock = 64;
 
+/// What computes a method's output: one of the emulated recurrences, or the float64 reference.
+enum class Recurrence { base, etap, seesaw, golden };
+
+/// A method: a recurrence, the precision of its products (fp16: Q, K, V and P rounded before
+/// each), its KV block, whether the output gets the kernel's FP16 cast, and the order ETAP visits
+/// its KV blocks in.
+struct Method {
+  const char* name;
+  Recurrence recurrence;
+  precision products = precision::fp16;
+  int block = kBlock;
+  bool out_cast = true;
+  at::kv_block_order order = at::kv_block_order::forward;
+};
+
+/// A method's output on head group g, whose float64 reference output is ref.
+MatrixD output(const Method& m, const HeadGroup& g, const MatrixD& ref) {
+  MatrixF o;
+  switch (m.recurrence) {
+    case Recurrence::base:
+      o = at::base_attention(g, {m.products, m.block}).out;
+      break;
+    case Recurrence::etap:
+      o = at::transposed_attention(g, {{m.products, m.block}, m.order}).out;
+      break;
+    case Recurrence::seesaw:
+      o = at::seesaw_attention(g, {m.products, m.block}).out;
+      break;
+    case Recurrence::golden:
+      return ref.unaryExpr([](double x) {
+        return static_cast<double>(amla::detail::fp16_from_double(x).to_float());
+      });
+  }
+  if (m.out_cast) amla::round_fp16_inplace(o);  // the kernel's output cast
+  return o.cast<double>();
+}
+
 const std::vector<Method>& methods() {
+  using R = Recurrence;
   static const std::vector<Method> all = {
-      {"base fp16",
-       [](const HeadGroup& g) {
-         return fp16_out(at::base_attention(g, {precision::fp16, kBlock}).out);
-       }},
-      {"etap fp16",
-       [](const HeadGroup& g) {
-         return fp16_out(at::transposed_attention(g, {{precision::fp16, kBlock}}).out);
-       }},
-      {"seesaw fp16",
-       [](const HeadGroup& g) {
-         return fp16_out(at::seesaw_attention(g, {precision::fp16, kBlock}).out);
-       }},
+      {"base fp16", R::base},
+      {"etap fp16", R::etap},
+      {"seesaw fp16", R::seesaw},
       // The sources, for Base and ETAP: the output cast alone (FP16 inputs, P kept FP32) and
       // the P cast alone (no output cast).
-      {"base out-cast only",
-       [](const HeadGroup& g) {
-         return fp16_out(at::base_attention(g, {precision::float32, kBlock}).out);
-       }},
-      {"etap out-cast only",
-       [](const HeadGroup& g) {
-         return fp16_out(at::transposed_attention(g, {{precision::float32, kBlock}}).out);
-       }},
-      {"base P-cast only",
-       [](const HeadGroup& g) {
-         return at::base_attention(g, {precision::fp16, kBlock}).out;
-       }},
-      {"etap P-cast only",
-       [](const HeadGroup& g) {
-         return at::transposed_attention(g, {{precision::fp16, kBlock}}).out;
-       }},
+      {.name = "base out-cast only", .recurrence = R::base, .products = precision::float32},
+      {.name = "etap out-cast only", .recurrence = R::etap, .products = precision::float32},
+      {.name = "base P-cast only", .recurrence = R::base, .out_cast = false},
+      {.name = "etap P-cast only", .recurrence = R::etap, .out_cast = false},
       // Accumulation order: ETAP's KV blocks visited last to first, Base with 512-key blocks.
-      {"etap fp16 reverse",
-       [](const HeadGroup& g) {
-         return fp16_out(
-             at::transposed_attention(g, {{precision::fp16, kBlock}, at::kv_block_order::reverse})
-                 .out);
-       }},
-      {"base fp16 block 512",
-       [](const HeadGroup& g) {
-         return fp16_out(at::base_attention(g, {precision::fp16, 512}).out);
-       }},
+      {.name = "etap fp16 reverse", .recurrence = R::etap, .order = at::kv_block_order::reverse},
+      {.name = "base fp16 block 512", .recurrence = R::base, .block = 512},
       // A plain FP32 attention's only rounding: the float64 reference cast to FP16.
-      {"fp64 + out-cast", nullptr},
+      {"fp64 + out-cast", R::golden},
   };
   return all;
 }
@@ -197,15 +195,7 @@ Tally measure(const Setting& s, int samples, std::uint64_t seed) {
     t.ref_sq += ref.squaredNorm();
     t.count += ref.size();
     for (std::size_t m = 0; m < ms.size(); ++m) {
-      MatrixD got;
-      if (ms[m].run == nullptr) {
-        got = ref.unaryExpr([](double x) {
-          return static_cast<double>(amla::detail::fp16_from_double(x).to_float());
-        });
-      } else {
-        got = ms[m].run(g).cast<double>();
-      }
-      t.err_sq[m] += (got - ref).squaredNorm();
+      t.err_sq[m] += (output(ms[m], g, ref) - ref).squaredNorm();
     }
   }
   return t;

@@ -683,6 +683,24 @@ SparseDraw draw_sparse(const Case& c, const amla::DecodeShape& s,
 }
 
 /// The sparse mode of the file comment.
+/// With several threads (c.threads > 1): `runs` of `in` under `o` are the runs on one thread, bit
+/// for bit; `what` names the results in the failure message.
+template <class T>
+void check_thread_count(const Case& c, const at::DecodeInputs<T>& in, const at::DecodeOptions& o,
+                        const std::vector<Run>& runs, const char* what) {
+  if (c.threads <= 1) return;
+  at::DecodeOptions one = o;
+  one.threads = 1;
+  const std::vector<Run> serial = run_all(c, in, one);
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    FUZZ_REQUIRE(std::memcmp(runs[i].out.data(), serial[i].out.data(),
+                             runs[i].out.size() * sizeof(double)) == 0 &&
+                     std::memcmp(runs[i].lse.data(), serial[i].lse.data(),
+                                 runs[i].lse.size() * sizeof(double)) == 0,
+                 std::string(runs[i].name) + ": " + what + " depend on the thread count");
+  }
+}
+
 template <class T>
 void fuzz_sparse(const Case& c, const at::DecodeProblem<T>& p, const at::DecodeOptions& o) {
   const amla::DecodeShape& s = p.shape;
@@ -759,18 +777,7 @@ void fuzz_sparse(const Case& c, const at::DecodeProblem<T>& p, const at::DecodeO
       }
     }
   }
-  if (c.threads > 1) {
-    at::DecodeOptions one = o;
-    one.threads = 1;
-    const std::vector<Run> serial = run_all(c, with_sink, one);
-    for (std::size_t i = 0; i < sunk.size(); ++i) {
-      FUZZ_REQUIRE(std::memcmp(sunk[i].out.data(), serial[i].out.data(),
-                               sunk[i].out.size() * sizeof(double)) == 0 &&
-                       std::memcmp(sunk[i].lse.data(), serial[i].lse.data(),
-                                   sunk[i].lse.size() * sizeof(double)) == 0,
-                   std::string(sunk[i].name) + ": sparse results depend on the thread count");
-    }
-  }
+  check_thread_count(c, with_sink, o, sunk, "sparse results");
 }
 
 template <class T>
@@ -790,18 +797,7 @@ void fuzz_one(const Case& c, Bytes& in) {
   check_against_golden(c, p, o, runs);
   check_between(runs);
   check_unseen_keys(c, p, o, runs);
-  if (c.threads > 1) {  // the same results on one thread, bit for bit
-    at::DecodeOptions one = o;
-    one.threads = 1;
-    const std::vector<Run> serial = run_all(c, p.inputs(), one);
-    for (std::size_t i = 0; i < runs.size(); ++i) {
-      FUZZ_REQUIRE(std::memcmp(runs[i].out.data(), serial[i].out.data(),
-                               runs[i].out.size() * sizeof(double)) == 0 &&
-                       std::memcmp(runs[i].lse.data(), serial[i].lse.data(),
-                                   runs[i].lse.size() * sizeof(double)) == 0,
-                   std::string(runs[i].name) + ": results depend on the thread count");
-    }
-  }
+  check_thread_count(c, p.inputs(), o, runs, "results");
 }
 
 }  // namespace

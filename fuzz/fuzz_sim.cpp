@@ -339,34 +339,24 @@ void fuzz_trace(Bytes_in& in) {
   }
 }
 
+/// One edit of a GPU chip field to a fuzzed value.
+using GpuChipEdit = void (*)(GpuChip&, double);
+constexpr GpuChipEdit gpu_chip_edits[] = {
+    [](GpuChip& c, double v) { c.tma_bytes_per_cycle = v; },
+    [](GpuChip& c, double v) { c.tensor_priority = v; },
+    [](GpuChip& c, double v) { c.l2_refetch = v; },
+    [](GpuChip& c, double v) { c.memory_latency = Seconds{v}; },
+    [](GpuChip& c, double v) { c.hbm_efficiency = v; },
+    [](GpuChip& c, double v) { c.clock = Hertz{v}; },
+    [](GpuChip& c, double v) { c.smem_bytes_per_block = v; },
+};
+
 void fuzz_hopper(Bytes_in& in) {
   GpuChip c = in.flag() ? h100_sxm() : h20();
   c.sms = 1 + in.small(8);
-  switch (in.small(8)) {
-    case 0:
-      c.tma_bytes_per_cycle = in.real();
-      break;
-    case 1:
-      c.tensor_priority = in.real();
-      break;
-    case 2:
-      c.l2_refetch = in.real();
-      break;
-    case 3:
-      c.memory_latency = Seconds{in.real()};
-      break;
-    case 4:
-      c.hbm_efficiency = in.real();
-      break;
-    case 5:
-      c.clock = Hertz{in.real()};
-      break;
-    case 6:
-      c.smem_bytes_per_block = in.real();
-      break;
-    default:
-      break;
-  }
+  // One field edited, or (one choice in eight) none.
+  const auto edit = static_cast<std::size_t>(in.small(8));
+  if (edit < std::size(gpu_chip_edits)) gpu_chip_edits[edit](c, in.real());
   HopperKernel k = in.flag() ? amla_hopper_kernel(in.flag()) : flashmla_kernel();
   k.schedule = static_cast<HopperSchedule>(in.small(4));
   k.tiles = static_cast<TileScheduler>(in.small(3));

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <string>
 #include <utility>
@@ -67,6 +68,15 @@ nb::ndarray<nb::numpy, T> owned_array(std::vector<T>&& v, const std::vector<std:
   auto* heap = new std::vector<T>(std::move(v));
   nb::capsule owner(heap, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
   return nb::ndarray<nb::numpy, T>(heap->data(), shape.size(), shape.data(), owner);
+}
+
+/// A dict of one record's fields, one entry per (name, member) pair in the pairs' order: a data
+/// member's value, or what a const member function returns.
+template <class Record, class... Member>
+nb::dict fields(const Record& r, std::pair<const char*, Member>... named) {
+  nb::dict d;
+  ((d[named.first] = std::invoke(named.second, r)), ...);
+  return d;
 }
 
 /// Throws amla::invalid_argument (mapped to ValueError) in amla's message format.

@@ -339,17 +339,13 @@ nb::dict quantization_error_dict(InArray reference, InArray dequantized) {
     require(fn, "reference", reference, elem::bf16, "float32 or bfloat16");
     run(bf16{});
   }
-  nb::dict d;
-  d["compared"] = e.compared;
-  d["skipped"] = e.skipped;
-  d["nonfinite"] = e.nonfinite;
-  d["max_abs_error"] = e.max_abs_error;
-  d["worst_index"] = e.worst_index;
-  d["rms_error"] = e.rms_error;
-  d["reference_rms"] = e.reference_rms;
-  d["relative_rms"] = e.relative_rms();
-  d["max_rel_error"] = e.max_rel_error;
-  return d;
+  using E = QuantizationError;
+  return fields(
+      e, std::pair{"compared", &E::compared}, std::pair{"skipped", &E::skipped},
+      std::pair{"nonfinite", &E::nonfinite}, std::pair{"max_abs_error", &E::max_abs_error},
+      std::pair{"worst_index", &E::worst_index}, std::pair{"rms_error", &E::rms_error},
+      std::pair{"reference_rms", &E::reference_rms}, std::pair{"relative_rms", &E::relative_rms},
+      std::pair{"max_rel_error", &E::max_rel_error});
 }
 
 // ---- layouts ------------------------------------------------------------------------------------

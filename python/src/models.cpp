@@ -60,14 +60,12 @@ nb::dict simulate_decode(const std::string& chip, const std::vector<int>& seqlen
   d["blocks_per_task"] = r.blocks_per_task;
   d["cores_used"] = r.cores_used;
   nb::list pipes;
-  for (const sim::PipeSummary& p : r.pipes) {
-    nb::dict e;
-    e["pipe"] = p.pipe;
-    e["busy"] = p.busy;
-    e["stalled_on_data"] = p.stalled_on_data;
-    e["stalled_on_buffer"] = p.stalled_on_buffer;
-    e["idle"] = p.idle;
-    pipes.append(e);
+  using P = sim::PipeSummary;
+  for (const P& p : r.pipes) {
+    pipes.append(fields(p, std::pair{"pipe", &P::pipe}, std::pair{"busy", &P::busy},
+                        std::pair{"stalled_on_data", &P::stalled_on_data},
+                        std::pair{"stalled_on_buffer", &P::stalled_on_buffer},
+                        std::pair{"idle", &P::idle}));
   }
   d["pipes"] = pipes;
   return d;

@@ -35,11 +35,13 @@
 #include <span>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "amla/attention/driver.hpp"
 #include "amla/config.hpp"
 #include "amla/detail/convert.hpp"
+#include "amla/detail/fluent_setter.hpp"
 #include "amla/numeric/bf16.hpp"
 #include "amla/numeric/fp16.hpp"
 
@@ -247,8 +249,7 @@ inline std::vector<std::int32_t> assign_pages(const DecodeShape& s,
 /// Slot (before the head dim) of key `key` of sequence b, KV head g, through the block table.
 inline std::size_t key_slot(const DecodeShape& s, std::span<const std::int32_t> block_table, int b,
                             int key, int g) {
-  const int page = block_table[s.table_offset(b, key / s.page_size)];
-  return s.slot_index(page, key % s.page_size, g);
+  return s.slot_index(amla::detail::table_page(s, block_table, b, key), key % s.page_size, g);
 }
 
 }  // namespace detail
@@ -260,7 +261,7 @@ std::size_t DecodeProblem<T>::slot(int b, int s, int g) const {
 
 /// Builds random valid decode problems; every setter returns *this. Invalid settings throw
 /// amla::invalid_argument from build().
-class ProblemBuilder {
+class ProblemBuilder : public amla::detail::FluentSetter<ProblemBuilder> {
  public:
   /// DeepSeek-V3 MLA decode: h_q 128, h_kv 1, d_qk 576, d_v 512 (V in the K cache), page 64.
   static ProblemBuilder deepseek_mla(int batch, int seqlen) {
@@ -406,12 +407,6 @@ class ProblemBuilder {
   }
 
  private:
-  template <class Field, class Value>
-  ProblemBuilder& set(Field& field, Value v) {
-    field = std::move(v);
-    return *this;
-  }
-
   DecodeShape shape_{1, 1, 128, 1, 576, 512, 1, 64, 1};
   std::vector<int> seqlens_{1024};
   bool random_lens_ = false;

@@ -113,6 +113,16 @@ Partial<S> absorb_run(const MlaModel<T>& model, const MlaDecodeInputs<T>& in, co
   return res;
 }
 
+/// The absorb formulation over the prefix and the suffix in the mode of `options`, for inputs that
+/// validate_decode passed (`scale`: what it returned).
+template <mla_element T>
+MlaResult absorb_in_mode(const MlaModel<T>& model, const MlaDecodeInputs<T>& in,
+                         const MlaOptions& options, double scale) {
+  return run_in_mode(options, formulation::absorb, [&](auto s) {
+    return absorb_run<decltype(s)>(model, in, options, scale, absorb_keys::prefix_and_suffix);
+  });
+}
+
 }  // namespace detail
 
 /// MLA decode in the absorb formulation (see the file comment). Throws amla::invalid_argument
@@ -121,10 +131,7 @@ template <mla_element T>
 MlaResult absorb_decode(const MlaModel<T>& model, const MlaDecodeInputs<T>& inputs,
                         const MlaOptions& options = {}) {
   const double scale = detail::validate_decode("amla::mla::absorb_decode", model, inputs, options);
-  return detail::run_in_mode(options, formulation::absorb, [&](auto s) {
-    return detail::absorb_run<decltype(s)>(model, inputs, options, scale,
-                                           detail::absorb_keys::prefix_and_suffix);
-  });
+  return detail::absorb_in_mode(model, inputs, options, scale);
 }
 
 }  // namespace amla::mla

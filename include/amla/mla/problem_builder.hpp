@@ -30,6 +30,7 @@
 
 #include "amla/attention/problem_builder.hpp"
 #include "amla/config.hpp"
+#include "amla/detail/fluent_setter.hpp"
 #include "amla/mla/decode_problem.hpp"
 #include "amla/mla/model.hpp"
 #include "amla/mla/presets.hpp"
@@ -64,7 +65,7 @@ struct MlaProblem {
 
 /// Builds random valid MLA problems; setters return *this; build() validates and throws
 /// amla::invalid_argument for bad settings.
-class MlaProblemBuilder {
+class MlaProblemBuilder : public amla::detail::FluentSetter<MlaProblemBuilder> {
  public:
   explicit MlaProblemBuilder(MlaDims dims) : dims_(dims) {}
 
@@ -152,12 +153,6 @@ class MlaProblemBuilder {
   }
 
  private:
-  template <class Field, class Value>
-  MlaProblemBuilder& set(Field& field, Value v) {
-    field = std::move(v);
-    return *this;
-  }
-
   MlaDims dims_;
   int batch_ = 1;
   int s_q_ = 1;

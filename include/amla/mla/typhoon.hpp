@@ -216,10 +216,7 @@ MlaResult typhoon_decode(const MlaModel<T>& model, const MlaDecodeInputs<T>& inp
   detail::validate_prefix(fn, model, inputs, prefix);
   detail::validate_typhoon_options(fn, typhoon);
   if (!typhoon_runs_mixed(model, inputs, typhoon)) {
-    return detail::run_in_mode(options, formulation::absorb, [&](auto s) {
-      return detail::absorb_run<decltype(s)>(model, inputs, options, scale,
-                                             detail::absorb_keys::prefix_and_suffix);
-    });
+    return detail::absorb_in_mode(model, inputs, options, scale);
   }
   return detail::run_in_mode(options, formulation::typhoon, [&](auto s) {
     return detail::typhoon_mixed<decltype(s)>(model, inputs, prefix, options, scale);

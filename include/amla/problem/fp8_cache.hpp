@@ -533,12 +533,6 @@ void quantize_scaled_fp8(fp8_kind kind, int num_pages, int page_size, int h_kv, 
 
 namespace detail {
 
-/// The page of key `key` of sequence b through a FlashMLA-layout block table.
-inline int table_page(const DecodeShape& s, std::span<const std::int32_t> block_table, int b,
-                      int key) {
-  return block_table[s.table_offset(b, key / s.page_size)];
-}
-
 /// Checks the query and table spans of a problem in the FlashMLA layout, the tables and the
 /// options; returns the softmax scale (validate_decode's checks for everything but the cache).
 template <decode_element T>
@@ -575,7 +569,7 @@ struct FlashMlaFp8Inputs {
   int seqlen(int b) const { return seqlens[static_cast<std::size_t>(b)]; }
   int page_of(int b, int key) const { return detail::table_page(shape, block_table, b, key); }
   void read_query(int b, int t, int h, float* dst) const {
-    detail::widen_n(q.data() + shape.q_offset(b, t, h), shape.d_qk, dst);
+    detail::read_flashmla_query(shape, q, b, t, h, dst);
   }
   void read_key(int page, int slot, int /*g*/, float* dst) const {
     dequantize_flashmla_fp8_slot(
@@ -630,7 +624,7 @@ struct ScaledFp8Inputs {
   int seqlen(int b) const { return seqlens[static_cast<std::size_t>(b)]; }
   int page_of(int b, int key) const { return detail::table_page(shape, block_table, b, key); }
   void read_query(int b, int t, int h, float* dst) const {
-    detail::widen_n(q.data() + shape.q_offset(b, t, h), shape.d_qk, dst);
+    detail::read_flashmla_query(shape, q, b, t, h, dst);
   }
   void read_key(int page, int slot, int g, float* dst) const {
     dequantize_scaled_fp8_slot(kv, shape.slot_index(page, slot, g), dst);

@@ -70,6 +70,19 @@ AMLA_HOST_DEVICE void widen_n(const T* src, int n, float* dst) noexcept {
   for (int i = 0; i < n; ++i) dst[i] = widen(src[i]);
 }
 
+/// The page of key `key` of sequence b through a block table in the FlashMLA layout.
+inline int table_page(const DecodeShape& s, std::span<const std::int32_t> block_table, int b,
+                      int key) {
+  return block_table[s.table_offset(b, key / s.page_size)];
+}
+
+/// q[b, t, h, :] of queries in the FlashMLA layout widened to d_qk floats.
+template <decode_element T>
+void read_flashmla_query(const DecodeShape& s, std::span<const T> q, int b, int t, int h,
+                         float* dst) {
+  widen_n(q.data() + s.q_offset(b, t, h), s.d_qk, dst);
+}
+
 }  // namespace detail
 
 /// What the attention driver reads of a decode problem stored in any layout:
@@ -118,11 +131,9 @@ struct DecodeInputs {
   bool v_in_kv() const { return v.empty(); }
 
   int seqlen(int b) const { return seqlens[static_cast<std::size_t>(b)]; }
-  int page_of(int b, int key) const {
-    return block_table[shape.table_offset(b, key / shape.page_size)];
-  }
+  int page_of(int b, int key) const { return detail::table_page(shape, block_table, b, key); }
   void read_query(int b, int t, int h, float* dst) const {
-    detail::widen_n(q.data() + shape.q_offset(b, t, h), shape.d_qk, dst);
+    detail::read_flashmla_query(shape, q, b, t, h, dst);
   }
   void read_key(int page, int slot, int g, float* dst) const {
     detail::widen_n(kv.data() + shape.slot_index(page, slot, g) * shape.d_qk, shape.d_qk, dst);

@@ -152,11 +152,9 @@ struct NzInputs {
 
   bool v_in_kv() const { return v.data.empty(); }
   int seqlen(int b) const { return seqlens[static_cast<std::size_t>(b)]; }
-  int page_of(int b, int key) const {
-    return block_table[shape.table_offset(b, key / shape.page_size)];
-  }
+  int page_of(int b, int key) const { return detail::table_page(shape, block_table, b, key); }
   void read_query(int b, int t, int h, float* dst) const {
-    detail::widen_n(q.data() + shape.q_offset(b, t, h), shape.d_qk, dst);
+    detail::read_flashmla_query(shape, q, b, t, h, dst);
   }
   void read_key(int page, int slot, int g, float* dst) const {
     read_nz_token(kv, page, slot, g, dst);

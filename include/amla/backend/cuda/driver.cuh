@@ -50,6 +50,7 @@
 
 #include "amla/backend/cuda/detail/check.cuh"
 #include "amla/backend/cuda/detail/combine.cuh"
+#include "amla/backend/cuda/detail/dense_reads.cuh"
 #include "amla/backend/cuda/detail/hopper_kernel.cuh"
 #include "amla/backend/cuda/detail/simple_kernel.cuh"
 #include "amla/backend/cuda/detail/split_plan.cuh"
@@ -154,6 +155,16 @@ struct DecodeLaunch {
 };
 
 namespace detail {
+
+/// The inputs as the reference kernels (simple, golden) read them.
+inline dense_reads dense_reads_of(const DeviceDecodeInputs& in) {
+  return {.q = reinterpret_cast<const __nv_bfloat16*>(in.q),
+          .kv = reinterpret_cast<const __nv_bfloat16*>(in.kv),
+          .v = reinterpret_cast<const __nv_bfloat16*>(in.values()),
+          .v_row = in.value_row_elems(),
+          .block_table = in.block_table,
+          .seqlens = in.seqlens};
+}
 
 inline constexpr int max_splits = 64;
 
@@ -374,12 +385,7 @@ void launch_simple(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& out,
       .causal = opt.causal,
       .rescale = opt.rescale,
       .scale_log2 = static_cast<float>(static_cast<double>(scale) * 1.4426950408889634),
-      .q = reinterpret_cast<const __nv_bfloat16*>(in.q),
-      .k = reinterpret_cast<const __nv_bfloat16*>(in.kv),
-      .v = reinterpret_cast<const __nv_bfloat16*>(in.values()),
-      .v_row = in.value_row_elems(),
-      .block_table = in.block_table,
-      .seqlens = in.seqlens,
+      .in = dense_reads_of(in),
       .out = reinterpret_cast<__nv_bfloat16*>(out.out),
       .lse = out.lse};
   const std::size_t smem = simple::smem_bytes(s.d_qk, s.d_v);

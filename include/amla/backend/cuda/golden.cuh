@@ -20,6 +20,7 @@
 #pragma once
 
 #include "amla/backend/cuda/detail/check.cuh"
+#include "amla/backend/cuda/detail/dense_reads.cuh"
 #include "amla/backend/cuda/driver.cuh"
 
 #include <cuda_bf16.h>
@@ -56,12 +57,7 @@ struct params {
   bool causal;
   double scale;
   int head_tiles;  ///< ceil(heads_per_group / rows)
-  const __nv_bfloat16* q;
-  const __nv_bfloat16* kv;
-  const __nv_bfloat16* v;  ///< kv itself (first d_v columns) or a separate cache
-  int v_row;               ///< elements between consecutive rows of v: d_qk or d_v
-  const std::int32_t* block_table;
-  const std::int32_t* seqlens;
+  dense_reads in;
   double* out;
   double* lse;
 };
@@ -95,15 +91,14 @@ __device__ __forceinline__ void tile_scores(double (&s)[2][2], shared_storage& s
       const int r = i / dc, d = d0 + i % dc;
       sm.q[r][i % dc] =
           r < nrows && d < sh.d_qk
-              ? static_cast<double>(__bfloat162float(p.q[sh.q_offset(b, t, h0 + r) + d]))
+              ? static_cast<double>(__bfloat162float(p.in.query_row(sh, b, t, h0 + r)[d]))
               : 0.0;
     }
     for (int i = tid; i < keys * dc; i += threads) {
       const int kk = i / dc, d = d0 + i % dc, key = k0 + kk;
       float x = 0.0f;
       if (key < visible && d < sh.d_qk) {
-        const int page = p.block_table[sh.table_offset(b, key / sh.page_size)];
-        x = __bfloat162float(p.kv[sh.slot_index(page, key % sh.page_size, g) * sh.d_qk + d]);
+        x = __bfloat162float(p.in.key_row(sh, b, key, g)[d]);
       }
       sm.k[kk][i % dc] = x;
     }
@@ -135,7 +130,7 @@ __global__ void __launch_bounds__(threads, 1) golden_kernel(const params p) {
   const int nrows = min(rows, (g + 1) * sh.heads_per_group() - h0);
   const int t = blockIdx.y, b = blockIdx.z;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int visible = visible_keys(p.seqlens[b], sh.s_q, t, p.causal);
+  const int visible = visible_keys(p.in.seqlens[b], sh.s_q, t, p.causal);
 
   if (visible == 0) {
     for (int r = 0; r < nrows; ++r) {
@@ -187,8 +182,7 @@ __global__ void __launch_bounds__(threads, 1) golden_kernel(const params p) {
       const int nk = min(keys, visible - k0);
       for (int kk = 0; kk < nk; ++kk) {
         const int key = k0 + kk;
-        const int page = p.block_table[sh.table_offset(b, key / sh.page_size)];
-        const __nv_bfloat16* vr = p.v + sh.slot_index(page, key % sh.page_size, g) * p.v_row;
+        const __nv_bfloat16* vr = p.in.value_row(sh, b, key, g);
         const double va = ca < sh.d_v ? static_cast<double>(__bfloat162float(vr[ca])) : 0.0;
         const double vb = cb < sh.d_v ? static_cast<double>(__bfloat162float(vr[cb])) : 0.0;
 #pragma unroll
@@ -243,12 +237,7 @@ inline void golden_decode(const DeviceDecodeInputs& in, const DeviceGoldenOutput
       .causal = options.causal,
       .scale = static_cast<double>(scale),
       .head_tiles = (s.heads_per_group() + detail::golden::rows - 1) / detail::golden::rows,
-      .q = reinterpret_cast<const __nv_bfloat16*>(in.q),
-      .kv = reinterpret_cast<const __nv_bfloat16*>(in.kv),
-      .v = reinterpret_cast<const __nv_bfloat16*>(in.values()),
-      .v_row = in.value_row_elems(),
-      .block_table = in.block_table,
-      .seqlens = in.seqlens,
+      .in = detail::dense_reads_of(in),
       .out = out.out,
       .lse = out.lse};
   const dim3 grid(static_cast<unsigned>(s.h_kv * p.head_tiles), static_cast<unsigned>(s.s_q),

@@ -14,6 +14,7 @@
 #pragma once
 
 #include "amla/backend/cuda/detail/check.cuh"
+#include "amla/backend/cuda/detail/dense_reads.cuh"
 #include "amla/backend/cuda/rescale.cuh"
 
 #include <cuda_bf16.h>
@@ -33,12 +34,7 @@ struct params {
   bool causal;
   pow2_mode rescale;  ///< AMLA's add: hardware (raw) or safe
   float scale_log2;   ///< softmax scale * log2(e)
-  const __nv_bfloat16* q;
-  const __nv_bfloat16* k;  ///< the kv cache
-  const __nv_bfloat16* v;  ///< values: kv itself (first d_v columns) or a separate cache
-  int v_row;  ///< elements between consecutive (page, slot, head) rows of v: d_qk or d_v
-  const std::int32_t* block_table;
-  const std::int32_t* seqlens;
+  dense_reads in;
   __nv_bfloat16* out;
   float* lse;
 };
@@ -71,14 +67,9 @@ __global__ void __launch_bounds__(threads) decode_kernel(const params p) {
   const int h = blockIdx.x, t = blockIdx.y, b = blockIdx.z;
   const int tid = threadIdx.x;
   const int g = h / sh.heads_per_group();
-  const int visible = visible_keys(p.seqlens[b], sh.s_q, t, p.causal);
-  // Cache row of key `key` of this sequence (KV head g): the page from the block table.
-  const auto cache_row = [&](int key) {
-    const int page = p.block_table[sh.table_offset(b, key / sh.page_size)];
-    return sh.slot_index(page, key % sh.page_size, g);
-  };
+  const int visible = visible_keys(p.in.seqlens[b], sh.s_q, t, p.causal);
 
-  const __nv_bfloat16* q_row = p.q + sh.q_offset(b, t, h);
+  const __nv_bfloat16* q_row = p.in.query_row(sh, b, t, h);
   for (int d = tid; d < sh.d_qk; d += threads) q_s[d] = __bfloat162float(q_row[d]);
   for (int d = tid; d < sh.d_v; d += threads) o_s[d] = 0.0f;
   __syncthreads();
@@ -90,7 +81,7 @@ __global__ void __launch_bounds__(threads) decode_kernel(const params p) {
     // Scores of this block (threads 0..63, one key each).
     float s = detail::neg_inf_f;
     if (tid < nk) {
-      const __nv_bfloat16* k_row = p.k + cache_row(k0 + tid) * sh.d_qk;
+      const __nv_bfloat16* k_row = p.in.key_row(sh, b, k0 + tid, g);
       float acc = 0.0f;
       for (int d = 0; d < sh.d_qk; ++d) acc = fmaf(q_s[d], __bfloat162float(k_row[d]), acc);
       s = __fmul_rn(acc, p.scale_log2);  // never fused with the later s - m
@@ -128,7 +119,7 @@ __global__ void __launch_bounds__(threads) decode_kernel(const params p) {
         }
       }
       for (int i = 0; i < nk; ++i) {
-        o = fmaf(p_s[i], __bfloat162float(p.v[cache_row(k0 + i) * p.v_row + d]), o);
+        o = fmaf(p_s[i], __bfloat162float(p.in.value_row(sh, b, k0 + i, g)[d]), o);
       }
       o_s[d] = o;
     }
