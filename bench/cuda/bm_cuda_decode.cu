@@ -210,6 +210,8 @@ int main(int argc, char** argv) {
         options(ac::kernel_kind::hopper, ac::rescale_mode::standard);
     const ac::CudaDecodeOptions hopper_amla =
         options(ac::kernel_kind::hopper, ac::rescale_mode::amla);
+    ac::CudaDecodeOptions hopper_amla_skip = hopper_amla;
+    hopper_amla_skip.skip_unmoved = true;
     std::vector<Config> configs;
     if (profile) {
       ac::CudaDecodeOptions o = hopper_std;
@@ -218,10 +220,13 @@ int main(int argc, char** argv) {
     }
     const std::vector<int> sks =
         quick ? std::vector<int>{4096} : std::vector<int>{1024, 4096, 16384};
-    // FlashMLA's benchmark grid, both modes, the balanced schedule (automatic).
-    for (const ac::CudaDecodeOptions& o : {hopper_std, hopper_amla}) {
+    // FlashMLA's benchmark grid, both modes (AMLA also with skip_unmoved), the balanced schedule
+    // (automatic).
+    for (const ac::CudaDecodeOptions& o : {hopper_std, hopper_amla, hopper_amla_skip}) {
       for (int s_q : {1, 2}) {
-        for (int s_k : sks) configs.push_back({128, s_q, s_k, o, 15, ""});
+        for (int s_k : sks) {
+          configs.push_back({128, s_q, s_k, o, 15, o.skip_unmoved ? "/skip" : ""});
+        }
       }
     }
     // The same without split-KV (one piece per request: a grid of 2 waves).
@@ -252,6 +257,7 @@ int main(int argc, char** argv) {
       const int s_k = b == 16 ? 4096 : 16384;
       configs.push_back({b, 2, s_k, hopper_std, 15, ""});
       configs.push_back({b, 2, s_k, hopper_amla, 15, ""});
+      configs.push_back({b, 2, s_k, hopper_amla_skip, 15, "/skip"});
       ac::CudaDecodeOptions o = hopper_std;
       o.pdl = false;
       configs.push_back({b, 2, s_k, o, 15, "/no-pdl"});
