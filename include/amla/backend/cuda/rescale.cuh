@@ -113,19 +113,19 @@ __device__ __forceinline__ std::int32_t amla_unmoved_k(const amla_step_options& 
 
 }  // namespace detail
 
-/// The step from frame `old` to running max `m_new` (>= old.m) in the given mode, without AMLA's
-/// add: the new frame, the scales and (AMLA) the new frame's scalars; step_add gives k. Mirrors,
-/// per row, attention/online_softmax.hpp (standard) and attention/amla.hpp (AMLA:
-/// amla_scalars_log2 for both frames). AMLA's scalars travel with the frames instead of being
-/// recomputed: `old_scalars` are amla_scalars_log2(old.m) (the defaults for a frame that has seen
-/// no key), as the step that made `old` returned them in `scalars`, which receives those of the
-/// new frame (the old ones when the max does not move: the same values bit for bit). The standard
-/// mode ignores the AMLA arguments. A kernel that needs P before k (the exponentials need only
-/// the new max and S16) computes k later, off the softmax's path.
+/// The step from frame `old` to running max `m_new` (>= old.m) in the given mode. Mirrors, per
+/// row, attention/online_softmax.hpp (standard) and attention/amla.hpp (AMLA: amla_scalars_log2
+/// for both frames, then numeric/amla_step.hpp's amla_step_between for k; a row that has seen no
+/// key yet gets no add). AMLA's scalars travel with the frames instead of being recomputed:
+/// `old_scalars` are amla_scalars_log2(old.m) (the defaults for a frame that has seen no key), as
+/// the step that made `old` returned them in `scalars`, which receives those of the new frame. When
+/// the max does not move they are the old ones and k is amla_unmoved_k(step), the same values bit
+/// for bit. `step` is amla_kernel_step(skip_unmoved). The standard mode ignores the AMLA arguments.
 template <rescale_mode Mode>
-__device__ __forceinline__ frame_step step_frame_scales(const row_frame& old,
-                                                        const amla_scalars& old_scalars,
-                                                        float m_new, amla_scalars& scalars) {
+__device__ __forceinline__ frame_step step_frame(const row_frame& old,
+                                                 const amla_scalars& old_scalars, float m_new,
+                                                 amla_scalars& scalars,
+                                                 const amla_step_options& step) {
   frame_step st;
   scalars = old_scalars;
   if (m_new == detail::neg_inf_f) {  // still no visible key: nothing changes, O and l are 0
@@ -138,38 +138,14 @@ __device__ __forceinline__ frame_step step_frame_scales(const row_frame& old,
   if constexpr (Mode == rescale_mode::standard) {
     st.o_scale = st.l_scale;
   } else {
-    if (m_new != old.m) scalars = amla_scalars_log2(m_new);
+    const bool moved = m_new != old.m;
+    if (moved) scalars = amla_scalars_log2(m_new);
     st.p_scale = scalars.s16;
+    if (started) {
+      st.o_add =
+          moved ? amla_step_between(old_scalars, scalars, step).k : detail::amla_unmoved_k(step);
+    }
   }
-  return st;
-}
-
-/// AMLA's add k of the step from frame `old` (scalars `old_scalars`) to `next` (scalars
-/// `scalars`, as step_frame_scales returned them): numeric/amla_step.hpp's amla_step_between, or
-/// amla_unmoved_k(step) when the max did not move; 0 for a row that has seen no key yet (before
-/// or after the step), and always 0 in the standard mode. `step` is amla_kernel_step(skip_unmoved).
-template <rescale_mode Mode>
-__device__ __forceinline__ std::int32_t step_add(const row_frame& old,
-                                                 const amla_scalars& old_scalars,
-                                                 const row_frame& next, const amla_scalars& scalars,
-                                                 const amla_step_options& step) {
-  if constexpr (Mode == rescale_mode::standard) {
-    return 0;
-  } else {
-    if (next.m == detail::neg_inf_f || old.m == detail::neg_inf_f) return 0;
-    return next.m != old.m ? amla_step_between(old_scalars, scalars, step).k
-                           : detail::amla_unmoved_k(step);
-  }
-}
-
-/// The whole step: step_frame_scales with step_add's k in o_add.
-template <rescale_mode Mode>
-__device__ __forceinline__ frame_step step_frame(const row_frame& old,
-                                                 const amla_scalars& old_scalars, float m_new,
-                                                 amla_scalars& scalars,
-                                                 const amla_step_options& step) {
-  frame_step st = step_frame_scales<Mode>(old, old_scalars, m_new, scalars);
-  st.o_add = step_add<Mode>(old, old_scalars, st.next, scalars, step);
   return st;
 }
 

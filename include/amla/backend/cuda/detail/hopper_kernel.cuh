@@ -605,14 +605,14 @@ __global__ void __launch_bounds__(threads, 1)
         row_max(s, p.scale_log2, mx0, mx1);
         // The previous frame's AMLA scalars: frame B of the last pair, published in msg_b (which
         // WG1 rewrites only after this pair's frame A).
-        const amla_scalars old0 = scalars_of<Mode>(f0, sm.msg_b[r0]);
-        const amla_scalars old1 = scalars_of<Mode>(f1, sm.msg_b[r1]);
         amla_scalars fa0, fa1;
-        frame_step sa0 = step_frame_scales<Mode>(f0, old0, max_nan(f0.m, mx0), fa0);
-        frame_step sa1 = step_frame_scales<Mode>(f1, old1, max_nan(f1.m, mx1), fa1);
-        if (quad == 0) {  // AMLA's add follows with P_A
-          sm.msg_a[r0] = frame_message{sa0.next, sa0.o_scale, 0, fa0};
-          sm.msg_a[r1] = frame_message{sa1.next, sa1.o_scale, 0, fa1};
+        const frame_step sa0 =
+            step_frame<Mode>(f0, scalars_of<Mode>(f0, sm.msg_b[r0]), max_nan(f0.m, mx0), fa0, step);
+        const frame_step sa1 =
+            step_frame<Mode>(f1, scalars_of<Mode>(f1, sm.msg_b[r1]), max_nan(f1.m, mx1), fa1, step);
+        if (quad == 0) {
+          sm.msg_a[r0] = frame_message{sa0.next, sa0.o_scale, sa0.o_add, fa0};
+          sm.msg_a[r1] = frame_message{sa1.next, sa1.o_scale, sa1.o_add, fa1};
         }
         ptx::bar_arrive(bar_frame_a, 256);  // WG1's softmax of block B may start
         float sum0, sum1;
@@ -623,15 +623,6 @@ __global__ void __launch_bounds__(threads, 1)
           std::uint32_t pa[4][4];
           make_p_fragments<Mode == rescale_mode::amla>(pa, s, sa0.p_scale, sa1.p_scale);
           store_p_tile(sm.kv[0] + 8 * chunk_bytes, pa, r0, quad);
-        }
-        if constexpr (Mode == rescale_mode::amla) {
-          // AMLA's adds of step A, off the path from the max to P: WG1 reads them after bar_p_a.
-          sa0.o_add = step_add<Mode>(f0, old0, sa0.next, fa0, step);
-          sa1.o_add = step_add<Mode>(f1, old1, sa1.next, fa1, step);
-          if (quad == 0) {
-            sm.msg_a[r0].o_add = sa0.o_add;
-            sm.msg_a[r1].o_add = sa1.o_add;
-          }
         }
         ptx::fence_proxy_async_smem();
         ptx::bar_arrive(bar_p_a, 256);
@@ -687,41 +678,28 @@ __global__ void __launch_bounds__(threads, 1)
         const frame_message ma0 = sm.msg_a[r0], ma1 = sm.msg_a[r1];
         // An absent block B is the identity step (no add, no scale): frame B = frame A.
         amla_scalars fb0 = ma0.scalars, fb1 = ma1.scalars;
-        frame_step sb0 =
-            has_b ? step_frame_scales<Mode>(ma0.frame, ma0.scalars, max_nan(ma0.frame.m, mx0), fb0)
+        const frame_step sb0 =
+            has_b ? step_frame<Mode>(ma0.frame, ma0.scalars, max_nan(ma0.frame.m, mx0), fb0, step)
                   : frame_step{ma0.frame};
-        frame_step sb1 =
-            has_b ? step_frame_scales<Mode>(ma1.frame, ma1.scalars, max_nan(ma1.frame.m, mx1), fb1)
+        const frame_step sb1 =
+            has_b ? step_frame<Mode>(ma1.frame, ma1.scalars, max_nan(ma1.frame.m, mx1), fb1, step)
                   : frame_step{ma1.frame};
-        if (quad == 0) {  // AMLA's add follows with P_B
-          sm.msg_b[r0] = frame_message{sb0.next, sb0.o_scale, 0, fb0};
-          sm.msg_b[r1] = frame_message{sb1.next, sb1.o_scale, 0, fb1};
+        if (quad == 0) {
+          sm.msg_b[r0] = frame_message{sb0.next, sb0.o_scale, sb0.o_add, fb0};
+          sm.msg_b[r1] = frame_message{sb1.next, sb1.o_scale, sb1.o_add, fb1};
         }
         float sum0 = 0.0f, sum1 = 0.0f;
         if (has_b) exponentiate(s, p.scale_log2, sb0.next.m, sb1.next.m, sum0, sum1);
 
-        // ---- WG1: O_R = step_A(O_R) + P_A V_A[:, R] (P_A from WG0 through KV[0] chunk 8, with
-        // AMLA's adds of step A) ----
+        // ---- WG1: O_R = step_A(O_R) + P_A V_A[:, R] (P_A from WG0 through KV[0] chunk 8) ----
         ptx::bar_sync(bar_p_a, 256);
         {
-          const std::int32_t add0 = Mode == rescale_mode::amla ? sm.msg_a[r0].o_add : 0;
-          const std::int32_t add1 = Mode == rescale_mode::amla ? sm.msg_a[r1].o_add : 0;
-          const frame_step sa0{ma0.frame, ma0.o_scale, add0, 1.0f, 1.0f};
-          const frame_step sa1{ma1.frame, ma1.o_scale, add1, 1.0f, 1.0f};
+          const frame_step sa0{ma0.frame, ma0.o_scale, ma0.o_add, 1.0f, 1.0f};
+          const frame_step sa1{ma1.frame, ma1.o_scale, ma1.o_add, 1.0f, 1.0f};
           pv_step<Mode, SafeAdd>(o, sa0, sa1, sm.kv[0], 4, kb_a, pr, bar_wg1, tid_wg, false);
         }
 
-        // ---- WG1: AMLA's adds of step B and P_B, published while P_A V_A runs ----
-        if constexpr (Mode == rescale_mode::amla) {
-          if (has_b) {
-            sb0.o_add = step_add<Mode>(ma0.frame, ma0.scalars, sb0.next, fb0, step);
-            sb1.o_add = step_add<Mode>(ma1.frame, ma1.scalars, sb1.next, fb1, step);
-          }
-          if (quad == 0) {
-            sm.msg_b[r0].o_add = sb0.o_add;
-            sm.msg_b[r1].o_add = sb1.o_add;
-          }
-        }
+        // ---- WG1: P_B published while P_A V_A runs ----
         if (has_b) {
           std::uint32_t pb[4][4];
           make_p_fragments<Mode == rescale_mode::amla>(pb, s, sb0.p_scale, sb1.p_scale);
