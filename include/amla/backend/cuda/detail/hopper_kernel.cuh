@@ -467,8 +467,7 @@ __device__ __forceinline__ void rescale_rows(float (&o)[N], const frame_step& st
     const std::uint32_t k1 = static_cast<std::uint32_t>(st1.o_add);
     if constexpr (!SafeAdd) {
 #pragma unroll
-      for (int i = 0; i < N; ++i)
-        o[i] = __uint_as_float(__float_as_uint(o[i]) + ((i & 2) ? k1 : k0));
+      for (int i = 0; i < N; ++i) ptx::add_to_pattern(o[i], (i & 2) ? k1 : k0);
       return;
     } else {
       // Safe form in one pass (rescale.cuh, amla_add_flush): a second, fix-up pass over the 128
