@@ -176,11 +176,15 @@ __device__ __forceinline__ pattern_add_window kept_window(std::int32_t k) {
 /// and on a non-finite element, which the add turns into garbage as the hardware form does (the
 /// Hopper kernel's O meets one only through an infinite K value, driver.cuh). The top of the
 /// window (overflow to Inf) cannot be reached by a finite O element: |O| stays below the key
-/// count times max |V|.
-__device__ __forceinline__ float amla_add_flush(float o, std::uint32_t k, std::uint32_t lo) {
-  const std::uint32_t u = __float_as_uint(o);
-  const std::uint32_t mag = u & 0x7FFFFFFFu;
-  return __uint_as_float(u + (mag >= lo ? k : 0u - mag));  // u - mag keeps only the sign
+/// count times max |V|. In place, in one asm statement, so that the pattern never leaves o's
+/// register (ptx::add_to_pattern says why): u = pattern(o), mag = u & 0x7FFFFFFF,
+/// o = AS_FP32(u + (mag >= lo ? k : -mag)) (u - mag keeps only the sign).
+__device__ __forceinline__ void amla_add_flush(float& o, std::uint32_t k, std::uint32_t lo) {
+  asm("{\n.reg .b32 u, m, d;\n.reg .pred p;\nmov.b32 u, %0;\nand.b32 m, u, 0x7FFFFFFF;\n"
+      "setp.ge.u32 p, m, %2;\nneg.s32 d, m;\nselp.b32 d, %1, d, p;\nadd.u32 u, u, d;\n"
+      "mov.b32 %0, u;\n}"
+      : "+f"(o)
+      : "r"(k), "r"(lo));
 }
 
 }  // namespace detail

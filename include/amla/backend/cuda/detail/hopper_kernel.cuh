@@ -475,7 +475,7 @@ __device__ __forceinline__ void rescale_rows(float (&o)[N], const frame_step& st
       const std::uint32_t lo0 = kept_window(st0.o_add).lo, lo1 = kept_window(st1.o_add).lo;
 #pragma unroll
       for (int i = 0; i < N; ++i) {
-        o[i] = amla_add_flush(o[i], (i & 2) ? k1 : k0, (i & 2) ? lo1 : lo0);
+        amla_add_flush(o[i], (i & 2) ? k1 : k0, (i & 2) ? lo1 : lo0);
       }
     }
   }
