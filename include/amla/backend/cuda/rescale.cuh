@@ -169,7 +169,7 @@ __device__ __forceinline__ pattern_add_window kept_window(std::int32_t k) {
   return k == 0 ? pattern_add_window{0u, 0xFFFFFFFFu} : pattern_add_window_of(k);
 }
 
-/// The safe add as the Hopper kernel does it, in three instructions: where the magnitude lies below
+/// The safe add as the Hopper kernel does it, in a few instructions: where the magnitude lies below
 /// the exact window's low end `lo` (a zero, a subnormal, or a value the add would push below the
 /// normal range) the result is the signed zero, elsewhere the raw add. It differs from
 /// pattern_add_intended only where that returns a subnormal (|value| < 2^-126): a flush to zero;
