@@ -1,8 +1,8 @@
 // examples/02_accuracy.cpp: AMLA's accuracy experiment (AMLA paper, Section 5.1, Tables 3 and 4)
 // reproduced on the CPU references, with the paper's figures printed beside ours.
 //
-//   example_02_accuracy [--samples N] [--seed S] [--threads T] [--context N] [--layout L]
-//                       [--demo] [--help]
+//   example_02_accuracy [--samples N] [--seed S] [--threads T] [--context N] [--block N]
+//                       [--skip-unmoved] [--layout L] [--demo] [--help]
 //
 // One decode head group of DeepSeek's MLA shape: h_q = 128 query heads, s_q = 1, d_qk = 576,
 // d_v = 512, 8192 keys, KV block 512, softmax scale 1/sqrt(576). Q, K and V are drawn from
@@ -102,6 +102,7 @@ class Stream {
 
 struct Shape {
   int rows = 128, d_qk = 576, d_v = 512, context = 8192, block = 512;
+  bool skip_unmoved = false;  ///< every AMLA run with AmlaOptions::skip_unmoved
 };
 
 struct Sample {
@@ -206,6 +207,7 @@ SampleResult run_sample(const Shape& s, const Distribution& d, std::uint64_t see
       o.block_size = s.block;
       o.compensation = kReadings[reading];
       o.rescale = mode;
+      o.skip_unmoved = s.skip_unmoved;
       at::AmlaResult a = at::amla_attention(g, o);
       amla::round_bf16_inplace(a.out);
       e[method] = paper_error(a.out, gold.out);
@@ -255,6 +257,9 @@ void print_help() {
       "                 stream, so results do not depend on --threads\n"
       "  --threads T    worker threads over samples (default: all hardware threads)\n"
       "  --context N    keys per head group (default 8192, as in the paper)\n"
+      "  --block N      KV block of Base and AMLA (default 512, as in the paper)\n"
+      "  --skip-unmoved AMLA's identity steps add k = 0, not the nudge "
+      "(AmlaOptions::skip_unmoved)\n"
       "  --layout L     mla | independent | both (default both): where V comes from\n"
       "  --dist LIST    comma-separated subset of N1,N2,N3,N4,N5,N10,U1,U3,U5,U10,U20,U60\n"
       "  --no-diagnostics  only the main table (Base and AMLA): about half the time\n"
@@ -294,7 +299,8 @@ bool parse(int argc, char** argv, Config& c) {
       return false;
     } else if (amla_example::set_switch(a, {{"--no-diagnostics", &c.diagnostics, false},
                                             {"--locate", &c.locate, true},
-                                            {"--demo", &c.demo, true}})) {
+                                            {"--demo", &c.demo, true},
+                                            {"--skip-unmoved", &c.shape.skip_unmoved, true}})) {
       // a switch, now set
     } else if (a == "--samples") {
       c.samples = positive("--samples");
@@ -302,6 +308,8 @@ bool parse(int argc, char** argv, Config& c) {
       c.threads = positive("--threads");
     } else if (a == "--context") {
       c.shape.context = positive("--context");
+    } else if (a == "--block") {
+      c.shape.block = positive("--block");
     } else if (a == "--seed") {
       const char* v = value("--seed");
       char* end = nullptr;
@@ -475,6 +483,9 @@ int main(int argc, char** argv) {
       "distribution, seed %llu, %u thread(s)\n",
       c.shape.rows, c.shape.d_qk, c.shape.d_v, c.shape.context, c.shape.block, c.samples,
       static_cast<unsigned long long>(c.seed), threads);
+  if (c.shape.skip_unmoved) {
+    std::printf("AMLA with skip_unmoved: a step with dn = eps = 0 adds 0, not the nudge\n");
+  }
   if (c.demo) {
     std::printf(
         "DEMO RUN: %d samples, %zu distributions, context %d (the paper: 100 samples, 12 "

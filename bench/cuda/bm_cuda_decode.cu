@@ -109,14 +109,19 @@ int main(int argc, char** argv) {
   const bool quick = arg == "--quick";
   // --filter TEXT: only the configurations whose name holds TEXT (e.g. "no-split").
   const std::string filter = arg == "--filter" && argc > 2 ? argv[2] : "";
-  // --profile [b s_q s_k [splits]]: one configuration (default b 128, s_q 2, s_k 4096;
-  // hopper/standard, the balanced schedule), three launches, for a profiler (the third launch is
-  // the one to look at).
+  // --profile [b s_q s_k [splits [mode]]]: one configuration (default b 128, s_q 2, s_k 4096;
+  // hopper/standard, the balanced schedule; mode standard, amla or amla-skip), three launches,
+  // for a profiler (the third launch is the one to look at).
   const bool profile = arg == "--profile";
   const int profile_b = profile && argc > 4 ? std::atoi(argv[2]) : 128;
   const int profile_sq = profile && argc > 4 ? std::atoi(argv[3]) : 2;
   const int profile_sk = profile && argc > 4 ? std::atoi(argv[4]) : 4096;
   const int profile_splits = profile && argc > 5 ? std::atoi(argv[5]) : 0;
+  const std::string profile_mode = profile && argc > 6 ? argv[6] : "standard";
+  if (profile_mode != "standard" && profile_mode != "amla" && profile_mode != "amla-skip") {
+    std::fprintf(stderr, "bm_cuda_decode: --profile mode must be standard, amla or amla-skip\n");
+    return 2;
+  }
   if (!amla_bench::device_visible("bm_cuda_decode")) return 77;
   try {
     cudaDeviceProp prop{};
@@ -210,18 +215,25 @@ int main(int argc, char** argv) {
         options(ac::kernel_kind::hopper, ac::rescale_mode::standard);
     const ac::CudaDecodeOptions hopper_amla =
         options(ac::kernel_kind::hopper, ac::rescale_mode::amla);
+    ac::CudaDecodeOptions hopper_amla_skip = hopper_amla;
+    hopper_amla_skip.skip_unmoved = true;
     std::vector<Config> configs;
     if (profile) {
-      ac::CudaDecodeOptions o = hopper_std;
+      ac::CudaDecodeOptions o = profile_mode == "standard"
+                                    ? hopper_std
+                                    : (profile_mode == "amla" ? hopper_amla : hopper_amla_skip);
       o.num_splits = profile_splits;
       configs.push_back({profile_b, profile_sq, profile_sk, o, 1, ""});
     }
     const std::vector<int> sks =
         quick ? std::vector<int>{4096} : std::vector<int>{1024, 4096, 16384};
-    // FlashMLA's benchmark grid, both modes, the balanced schedule (automatic).
-    for (const ac::CudaDecodeOptions& o : {hopper_std, hopper_amla}) {
+    // FlashMLA's benchmark grid, both modes (AMLA also with skip_unmoved), the balanced schedule
+    // (automatic).
+    for (const ac::CudaDecodeOptions& o : {hopper_std, hopper_amla, hopper_amla_skip}) {
       for (int s_q : {1, 2}) {
-        for (int s_k : sks) configs.push_back({128, s_q, s_k, o, 15, ""});
+        for (int s_k : sks) {
+          configs.push_back({128, s_q, s_k, o, 15, o.skip_unmoved ? "/skip" : ""});
+        }
       }
     }
     // The same without split-KV (one piece per request: a grid of 2 waves).
@@ -230,6 +242,15 @@ int main(int argc, char** argv) {
         ac::CudaDecodeOptions o = hopper_std;
         o.num_splits = 1;
         configs.push_back({128, s_q, s_k, o, 15, "/no-split"});
+      }
+    }
+    // Two pieces per request at s_k 1024, where each CTA's fixed costs (its Q and first KV loads,
+    // the epilogue) weigh most: twice the CTAs, half the blocks each, and a combine.
+    if (!quick) {
+      for (int s_q : {1, 2}) {
+        ac::CudaDecodeOptions o = hopper_std;
+        o.num_splits = 2;
+        configs.push_back({128, s_q, 1024, o, 15, "/splits 2"});
       }
     }
     // Tuning knobs at s_k 4096: evict-first L2 hint on the Q and KV loads, no stagger of the two
@@ -252,6 +273,7 @@ int main(int argc, char** argv) {
       const int s_k = b == 16 ? 4096 : 16384;
       configs.push_back({b, 2, s_k, hopper_std, 15, ""});
       configs.push_back({b, 2, s_k, hopper_amla, 15, ""});
+      configs.push_back({b, 2, s_k, hopper_amla_skip, 15, "/skip"});
       ac::CudaDecodeOptions o = hopper_std;
       o.pdl = false;
       configs.push_back({b, 2, s_k, o, 15, "/no-pdl"});

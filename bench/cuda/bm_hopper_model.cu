@@ -172,10 +172,12 @@ __device__ __forceinline__ void softmax_stage(const float (&s0)[32], float scale
   // The old frame's scalars from a message, as the kernel reads them (their values do not match
   // the shifted frames here; the cost is the kernel's, a moved max every block).
   amla::amla_scalars c0, c1;
-  const amla::cuda::frame_step a0 = amla::cuda::step_frame<Mode>(
-      f0, hk::scalars_of<Mode>(f0, sm.msg[wg][r0]), fmaxf(f0.m, mx0), c0);
-  const amla::cuda::frame_step a1 = amla::cuda::step_frame<Mode>(
-      f1, hk::scalars_of<Mode>(f1, sm.msg[wg][r1]), fmaxf(f1.m, mx1), c1);
+  const amla::cuda::frame_step a0 =
+      amla::cuda::step_frame<Mode>(f0, hk::scalars_of<Mode>(f0, sm.msg[wg][r0]), fmaxf(f0.m, mx0),
+                                   c0, amla::cuda::detail::amla_kernel_step(false));
+  const amla::cuda::frame_step a1 =
+      amla::cuda::step_frame<Mode>(f1, hk::scalars_of<Mode>(f1, sm.msg[wg][r1]), fmaxf(f1.m, mx1),
+                                   c1, amla::cuda::detail::amla_kernel_step(false));
   if (quad == 0) {
     sm.msg[wg][r0] = hk::frame_message{a0.next, a0.o_scale, a0.o_add, c0};
     sm.msg[wg][r1] = hk::frame_message{a1.next, a1.o_scale, a1.o_add, c1};

@@ -352,6 +352,62 @@ TEST_CASE("The +1e-6 and the cast of N: 8 units per block, truncated", "[amla]")
   check(opt, 8);  // 8.75 truncates to 8 ...
   opt.n_cast = amla::eps_rounding::nearest_even;
   check(opt, 9);  // ... and rounds to 9
+  AmlaOptions skip;
+  skip.block_size = block;
+  skip.skip_unmoved = true;
+  check(skip, 0);  // the max never moves: every step is the identity, the nudge kept for others
+}
+
+TEST_CASE("skip_unmoved: bit for bit the printed steps when the max moves every block", "[amla]") {
+  // Row r's scores grow by 1 per key (q = (1, r), k_i = (i, 0)), so its max moves in every
+  // block (dn != 0 or eps != 0 on every step): skip_unmoved changes no step and no bit.
+  const int n_keys = 96;
+  MatrixF q(3, 2);
+  for (int r = 0; r < 3; ++r) {
+    q(r, 0) = 0.25f * float(r + 1);
+    q(r, 1) = float(r);
+  }
+  MatrixF k = MatrixF::Zero(n_keys, 2);
+  for (int i = 0; i < n_keys; ++i) k(i, 0) = float(i);
+  std::mt19937 gen(13);
+  const MatrixF v = random_bf16(n_keys, 8, gen);
+  const HeadGroup g{q, k, v, {}, 1.0f};
+  AmlaOptions printed;
+  printed.block_size = 8;
+  AmlaOptions skip = printed;
+  skip.skip_unmoved = true;
+  const AmlaResult a = amla_attention(g, printed);
+  const AmlaResult b = amla_attention(g, skip);
+  for (Eigen::Index r = 0; r < a.out.rows(); ++r) {
+    CHECK(bits(a.lse[static_cast<std::size_t>(r)]) == bits(b.lse[static_cast<std::size_t>(r)]));
+    for (Eigen::Index c = 0; c < a.out.cols(); ++c) CHECK(bits(a.out(r, c)) == bits(b.out(r, c)));
+  }
+  CHECK(a.report.rescaled_elements == b.report.rescaled_elements);
+}
+
+TEST_CASE("skip_unmoved: no drift where the max stays put", "[amla]") {
+  // Random rows whose max is reached in the first block (key 0 scores 12 above the rest): every
+  // later step is unmoved. The printed step drifts by 8 units per block; skip_unmoved does not,
+  // and lands closer to the float64 truth.
+  const int n_keys = reduced ? 2048 : 8192;
+  const int d = 64;
+  std::mt19937 gen(7);
+  MatrixF q = random_bf16(4, d, gen, 0.125f);
+  MatrixF k = random_bf16(n_keys, d, gen, 0.125f);
+  for (Eigen::Index r = 0; r < q.rows(); ++r) q(r, 0) = 4.0f;
+  k(0, 0) = 3.0f;  // q . k_0 >= 12 - |rest|, every other key near 0
+  for (int i = 1; i < n_keys; ++i) k(i, 0) = 0.0f;
+  const MatrixF v = random_bf16(n_keys, d, gen);
+  const HeadGroup g{q, k, v, {}, 1.0f};
+  const auto truth = reference_f64(g);
+  AmlaOptions printed;
+  printed.block_size = 64;
+  AmlaOptions skip = printed;
+  skip.skip_unmoved = true;
+  const double e_printed = rel_error(amla_attention(g, printed).out, truth.out);
+  const double e_skip = rel_error(amla_attention(g, skip).out, truth.out);
+  CAPTURE(e_printed, e_skip);
+  CHECK(e_skip < e_printed);
 }
 
 TEST_CASE("The exponent clamp max(n_i - n_{i-1}, -30)", "[amla]") {

@@ -81,12 +81,13 @@ amla::DecodeResult<amla::bf16, float> cpu_base(const Problem& p,
   return r;
 }
 
-amla::DecodeResult<amla::bf16, float> cpu_amla(const Problem& p,
-                                               const amla::DecodeOptions& options) {
+amla::DecodeResult<amla::bf16, float> cpu_amla(const Problem& p, const amla::DecodeOptions& options,
+                                               bool skip_unmoved) {
   amla::DecodeResult<amla::bf16, float> r(p.shape());
   at::AmlaOptions amla;
   amla.block_size = 64;
   amla.rescale = amla::pow2_mode::safe;
+  amla.skip_unmoved = skip_unmoved;
   at::amla_decode(p.inputs(), options, r.view(), amla);
   return r;
 }

@@ -71,8 +71,9 @@ amla::DecodeResult<amla::bf16, float> cpu_base(const Problem& p,
                                                const amla::DecodeOptions& options);
 
 /// amla::attention::amla_decode with 64-key blocks, the safe add and a BF16 output: the
-/// recurrence the kernels' AMLA mode mirrors.
-amla::DecodeResult<amla::bf16, float> cpu_amla(const Problem& p,
-                                               const amla::DecodeOptions& options);
+/// recurrence the kernels' AMLA mode mirrors, with AmlaOptions::skip_unmoved as given (the
+/// kernels' CudaDecodeOptions::skip_unmoved).
+amla::DecodeResult<amla::bf16, float> cpu_amla(const Problem& p, const amla::DecodeOptions& options,
+                                               bool skip_unmoved);
 
 }  // namespace amla_cuda_test

@@ -77,6 +77,33 @@ TEST_CASE("the step's eps, N and k, bit for bit", "[amla_step]") {
     no_nudge.nudge = 0.0f;
     CHECK(amla::amla_step_between(amla::amla_scalars{}, amla::amla_scalars{}, no_nudge).k == 0);
   }
+  SECTION("skip_unmoved: equal scalars are the identity step, k = 0") {
+    amla::amla_step_options skip;
+    skip.skip_unmoved = true;
+    // Scalars of m = 1 (n = -1, c = 1 + 1445 * 2^-23) on both sides: dn = 0, eps = 0, N = 0.
+    const auto at = amla::amla_scalars_of(-1.0f, s32_e_half, skip);
+    const auto s = amla::amla_step_between(at, at, skip);
+    CHECK(bits(s.eps) == 0u);
+    CHECK(bits(s.dn) == 0u);
+    CHECK(bits(s.big_n) == 0u);
+    CHECK(s.k == 0);
+    CHECK(amla::amla_exact_add(at, at, skip) == 0);
+    CHECK(amla::amla_step_between(at, at, o).k == 8);  // the printed step: the nudge alone
+    CHECK(amla::amla_exact_add(at, at, o) == 8);
+    // Any other step is the printed one, bit for bit: m = 0 -> m = 1 (below) and an equal n with
+    // a different c.
+    const auto first = amla::amla_step_between(amla::amla_scalars{}, at, skip);
+    CHECK(bits(first.big_n) == 0xBF7FEF00u);
+    CHECK(first.k == -8386432);
+    amla::amla_scalars same_n = at;
+    same_n.c = 1.0f;
+    const auto moved = amla::amla_step_between(same_n, at, skip);
+    CHECK(moved.dn == 0.0f);
+    CHECK(moved.eps != 0.0f);
+    CHECK(moved.k == amla::amla_step_between(same_n, at, o).k);
+    // eps = 1.5 * 1445 * 2^-23: k = trunc(2167.5 + 8.39) = 2175.
+    CHECK(moved.k == 2175);
+  }
   SECTION("from m = 0 to m = 1") {
     // c' = 1, c = 1 + 1445 * 2^-23: eps = 1.5 * 1445 * 2^-23 = 4335 * 2^-24 (exact).
     // N = -1 + 4335 * 2^-24 + 1e-6f = -(16772881 - 16.78) * 2^-24, rounded to -16772864 * 2^-24;

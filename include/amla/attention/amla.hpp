@@ -90,8 +90,9 @@
 // ---- Masks, empty rows, non-finite values and lse -----------------------------------------------
 // A row attends keys [0, visible) (attention/head_group.hpp). Masked keys get P = 0 and take no
 // part in the max; a block with no visible key for a started row still performs the add (the
-// kernel adds for every row): dn = 0, eps = 0, so k = Cast(1e-6 * 2^23) = 8. A row that sees no key
-// gives out = 0 and lse = -inf, and values a row does not see never reach it
+// kernel adds for every row): dn = 0, eps = 0, so k = Cast(1e-6 * 2^23) = 8 (0 with
+// AmlaOptions::skip_unmoved, which makes every step with dn = eps = 0 the identity). A row that
+// sees no key gives out = 0 and lse = -inf, and values a row does not see never reach it
 // (problem/conventions.hpp). lse is natural-log, from m and l exactly as Base computes it: the
 // integer exponents n_i only re-scale O (exp(m_N) = S32_N 2^-n_N links the two bookkeepings; a
 // base-2 consumer uses lse_to_log2, problem/conventions.hpp).
@@ -167,6 +168,10 @@ struct AmlaOptions : RecurrenceOptions<512> {
   std::optional<float> nudge;
   /// Rounding of Cast_to_int32(N * 2^23) (see the file comment: truncation).
   eps_rounding n_cast = eps_rounding::toward_zero;
+  /// A step with n_i = n_{i-1} and c_i = c_{i-1} (dn = eps = 0) adds k = 0, the exact identity,
+  /// instead of the nudge's 8 (numeric/amla_step.hpp's amla_step_options::skip_unmoved). false:
+  /// line 13 as printed.
+  bool skip_unmoved = false;
 };
 
 /// One element where the integer add broke Lemma 3.1's preconditions.
@@ -222,6 +227,7 @@ inline amla_step_options amla_step_options_of(const AmlaOptions& o) noexcept {
   s.exponent_clamp = static_cast<float>(o.exponent_clamp);
   s.nudge = o.nudge.value_or(bf16 ? 1e-6f : 0.0f);
   s.n_cast = o.n_cast;
+  s.skip_unmoved = o.skip_unmoved;
   return s;
 }
 

@@ -14,6 +14,27 @@
 // attention/amla.hpp derives why c = S16 / S32 cancels the BF16 rounding of S16 and why the cast
 // truncates (the +1e-6 nudge is the guard of a truncating cast, and it adds 8 to k).
 //
+// ---- The identity step (amla_step_options::skip_unmoved) ---------------------------------------
+// When n = n' and c = c' (the max did not move, or moved without changing n or c), dn = 0 and
+// eps = 0 exactly, and the step the recurrence needs is the identity: F = 2^dn c / c' = 1 (the
+// derivation in attention/amla.hpp). Algorithm 2 line 13 still adds the nudge there, so k = 8:
+// every such block multiplies the whole row by about 1 + 2^-20 (6.4e-7 relative, up to 9.5e-7),
+// a drift that grows with the number of blocks where the max stays put, which is most of them
+// on a long sequence. The nudge only guards the truncating cast against an N computed a hair
+// below an integer; an N of exactly 0 has nothing to guard. skip_unmoved = true makes that step
+// k = 0 (N = 0), the exact identity, and leaves every other step as printed (bit for bit: a step
+// with dn != 0 or eps != 0 is unchanged). It is also what lets a GPU kernel skip the add when no
+// row of a warp moved, as Base skips its multiply by 1 (backend/cuda/rescale.cuh).
+// Accuracy: where the max is set in the first block and never moves (8192 keys, blocks of 64),
+// the printed step ends 8.8e-5 from the float64 golden and skip_unmoved 1.0e-6
+// (tests/attention/test_amla.cpp). On random MLA inputs the drift hides under the BF16 roundings:
+// `example_02_accuracy --samples 5 --context 16384 --block 64 --layout mla --no-diagnostics
+// --dist N1,N5,U3,U20` gives AMLA's excess error over Base (safe - Base) of 4.4e-5, 9.3e-6,
+// 2.9e-5, 3.5e-6 with the printed step and 4.1e-5, 6.9e-6, 2.5e-5, 2.3e-6 with --skip-unmoved,
+// on errors of 0.66e-3 to 1.8e-3: never worse, and better by a tenth to a third of the excess.
+// The default stays false, Algorithm 2 as printed, which amla reproduces; skip_unmoved is the
+// opt-in that is both more accurate and (on a GPU) cheaper.
+//
 // ---- Units: the one thing the CPU and the GPU compute differently ------------------------------
 // Only n and S32 depend on the unit of m. The CPU holds natural-log maxima (amla_scalars_ln: the
 // formulas above with std::nearbyint and std::exp). The CUDA kernels hold base-2 maxima
@@ -59,6 +80,9 @@ struct amla_step_options {
   float exponent_clamp = -30.0f;  ///< the lower clamp of n - n' (line 13)
   float nudge = 1e-6f;            ///< the + 1e-6 of line 13
   eps_rounding n_cast = eps_rounding::toward_zero;  ///< the rounding of Cast_to_int32(N * 2^23)
+  /// A step with dn = 0 and eps = 0 is the identity, k = 0, instead of the nudge's add (the file
+  /// comment). false: line 13 as printed.
+  bool skip_unmoved = false;
 };
 
 /// AMLA's scalars of one row at one running max. The defaults are those of a row that has seen
@@ -109,6 +133,13 @@ AMLA_HOST_DEVICE constexpr float div_rn(float a, float b) noexcept {
   return a / b;
 #endif
 }
+
+/// N = dn + eps + nudge (left to right), or exactly 0 for the identity step under skip_unmoved.
+AMLA_HOST_DEVICE constexpr float amla_big_n(float dn, float eps,
+                                            const amla_step_options& o) noexcept {
+  if (o.skip_unmoved && dn == 0.0f && eps == 0.0f) return 0.0f;
+  return add_rn(add_rn(dn, eps), o.nudge);
+}
 }  // namespace detail
 
 /// S16 and c from n and S32, whatever unit produced them (the file comment). S16 is S32 rounded
@@ -147,7 +178,8 @@ AMLA_HOST_DEVICE inline amla_scalars amla_scalars_ln(float m, const amla_step_op
 
 /// The step from a row's previous scalars `prev` to its new ones `next` (line 13): eps, dn, N and
 /// the integer k to add to the pattern of every O element of the row. Example (defaults): equal
-/// scalars give eps = 0, dn = 0, N = 1e-6f and k = trunc(8.388608) = 8, the nudge's drift.
+/// scalars give eps = 0, dn = 0, N = 1e-6f and k = trunc(8.388608) = 8, the nudge's drift; with
+/// skip_unmoved, N = 0 and k = 0.
 AMLA_HOST_DEVICE inline amla_step amla_step_between(const amla_scalars& prev,
                                                     const amla_scalars& next,
                                                     const amla_step_options& o) noexcept {
@@ -156,13 +188,14 @@ AMLA_HOST_DEVICE inline amla_step amla_step_between(const amla_scalars& prev,
   const float dn = detail::sub_rn(next.n, prev.n);
   s.clamped = dn < o.exponent_clamp;
   s.dn = s.clamped ? o.exponent_clamp : dn;  // std::max(dn, clamp)
-  s.big_n = detail::add_rn(detail::add_rn(s.dn, s.eps), o.nudge);
+  s.big_n = detail::amla_big_n(s.dn, s.eps, o);
   s.k = round_to_int32(detail::mul_rn(s.big_n, 0x1p23f), o.n_cast);
   return s;
 }
 
 /// The add an exact step from `prev` to `next` needs: the step of amla_step_between without the
-/// clamp, N = (n - n') + eps + nudge and k = Cast(N * 2^23) in 64 bits, since n - n' may lie below
+/// clamp, N = (n - n') + eps + nudge (0 for the identity step under skip_unmoved) and
+/// k = Cast(N * 2^23) in 64 bits, since n - n' may lie below
 /// -255 where no int32 holds it. Equals amla_step_between(prev, next, o).k whenever that step is
 /// not clamped. The scalars must be those of finite maxima. |k| saturates at 2^62: any add past
 /// 2^32 already moves every finite pattern out of FP32's range. What attention/amla.hpp's safe
@@ -174,7 +207,7 @@ AMLA_HOST_DEVICE inline std::int64_t amla_exact_add(const amla_scalars& prev,
                                                     const amla_step_options& o) noexcept {
   const float eps = detail::mul_rn(1.5f, detail::sub_rn(detail::div_rn(next.c, prev.c), 1.0f));
   const float dn = detail::sub_rn(next.n, prev.n);
-  const float x = detail::mul_rn(detail::add_rn(detail::add_rn(dn, eps), o.nudge), 0x1p23f);
+  const float x = detail::mul_rn(detail::amla_big_n(dn, eps, o), 0x1p23f);
   constexpr float limit = 0x1p62f;
   if (!(x > -limit)) return -(std::int64_t{1} << 62);
   if (!(x < limit)) return std::int64_t{1} << 62;

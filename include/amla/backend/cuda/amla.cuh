@@ -11,8 +11,12 @@
 //   O <- O + BF16(exp(S - m) * S16) V,  out = BF16(O / (l * S16)),  lse = m + ln l.
 // On a GPU O lives in registers, so the integer add costs what the FP32 multiply of Base costs
 // (one instruction per element), but Base skips its multiply whenever the max did not move and
-// AMLA cannot (the +1e-6 nudge alone makes k = 8): the mode exists so that kernel engineers can
-// run and check the Ascend formulation on the hardware at hand, not to be faster here.
+// the printed step cannot (the +1e-6 nudge alone makes k = 8). CudaDecodeOptions::skip_unmoved
+// (attention::AmlaOptions::skip_unmoved on the CPU) makes that step k = 0, the exact identity, and
+// the Hopper kernel then skips the add as Base skips its multiply; AMLA still executes more
+// instructions per block than Base (S16's scaling of P, the scalars of a moved max), and measures
+// slower (bench/CUDA_RESULTS.md): the mode exists so that kernel engineers can run and check the
+// Ascend formulation on the hardware at hand, not to be faster here.
 //
 // The form of the add is CudaDecodeOptions::rescale (amla::pow2_mode), as the CPU header's
 // AmlaOptions::rescale:

@@ -144,6 +144,10 @@ struct CudaDecodeOptions {
   /// exponent add reaches it); safe keeps the intended value there (numeric/pow2.hpp). checked
   /// needs the CPU recurrence's report and is rejected here. Ignored by the standard mode.
   pow2_mode rescale = pow2_mode::hardware;
+  /// AMLA's identity steps (dn = eps = 0: the max did not move) add k = 0 instead of the nudge's
+  /// 8, as attention::AmlaOptions::skip_unmoved; the Hopper kernel then skips the add where no row
+  /// of a warp moved, as the standard mode skips its multiply. Ignored by the standard mode.
+  bool skip_unmoved = false;
 };
 
 /// What decode() launched.
@@ -384,6 +388,7 @@ void launch_simple(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& out,
       .shape = s,
       .causal = opt.causal,
       .rescale = opt.rescale,
+      .skip_unmoved = opt.skip_unmoved,
       .scale_log2 = static_cast<float>(static_cast<double>(scale) * 1.4426950408889634),
       .in = dense_reads_of(in),
       .out = reinterpret_cast<__nv_bfloat16*>(out.out),
@@ -412,6 +417,7 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
   p.causal = opt.causal;
   p.kv_l2_hint = static_cast<int>(opt.kv_l2_hint);
   p.stagger_qk = opt.stagger_qk ? 1 : 0;
+  p.skip_unmoved = opt.skip_unmoved ? 1 : 0;
   p.scale_log2 = static_cast<float>(static_cast<double>(scale) * 1.4426950408889634);
   p.block_table = in.block_table;
   p.seqlens = in.seqlens;

@@ -81,9 +81,12 @@ __device__ __forceinline__ float usable_max(float m) {
 
 /// The options of AMLA's step the kernels run: the paper's kernel (numeric/amla_step.hpp's
 /// defaults, attention::AmlaOptions' defaults in bf16 mode): appendix_a compensation, S16 rounded
-/// to BF16, clamp -30, nudge 1e-6, truncating cast of N * 2^23.
-__host__ __device__ constexpr amla_step_options amla_kernel_step() {
-  return amla_step_options{};
+/// to BF16, clamp -30, nudge 1e-6, truncating cast of N * 2^23; skip_unmoved as
+/// CudaDecodeOptions::skip_unmoved asks (it changes k alone, never the scalars).
+__host__ __device__ constexpr amla_step_options amla_kernel_step(bool skip_unmoved) {
+  amla_step_options o{};
+  o.skip_unmoved = skip_unmoved;
+  return o;
 }
 
 }  // namespace detail
@@ -95,16 +98,17 @@ __host__ __device__ constexpr amla_step_options amla_kernel_step() {
 __device__ __forceinline__ amla_scalars amla_scalars_log2(float m) {
   if (m == detail::neg_inf_f) return amla_scalars{};
   const float n = rintf(-m);
-  return amla_scalars_of(n, exp2f(__fadd_rn(n, m)), detail::amla_kernel_step());
+  return amla_scalars_of(n, exp2f(__fadd_rn(n, m)), detail::amla_kernel_step(false));
 }
 
 namespace detail {
 
 /// AMLA's k for a step between equal scalars (the max did not move): eps = 1.5 (c / c - 1) = 0
-/// and dn = 0 whatever the scalars, so N is the nudge alone and k (8 with the defaults) depends on
-/// the options only: numeric/amla_step.hpp's amla_step_between on any pair of equal scalars.
-__device__ __forceinline__ std::int32_t amla_unmoved_k() {
-  return amla_step_between(amla_scalars{}, amla_scalars{}, amla_kernel_step()).k;
+/// and dn = 0 whatever the scalars, so N is the nudge alone and k (8 with the defaults, 0 with
+/// skip_unmoved) depends on the options only: numeric/amla_step.hpp's amla_step_between on any
+/// pair of equal scalars.
+__device__ __forceinline__ std::int32_t amla_unmoved_k(const amla_step_options& step) {
+  return amla_step_between(amla_scalars{}, amla_scalars{}, step).k;
 }
 
 }  // namespace detail
@@ -115,12 +119,13 @@ __device__ __forceinline__ std::int32_t amla_unmoved_k() {
 /// key yet gets no add). AMLA's scalars travel with the frames instead of being recomputed:
 /// `old_scalars` are amla_scalars_log2(old.m) (the defaults for a frame that has seen no key), as
 /// the step that made `old` returned them in `scalars`, which receives those of the new frame. When
-/// the max does not move they are the old ones and k is amla_unmoved_k(), the same values bit for
-/// bit. The standard mode ignores both.
+/// the max does not move they are the old ones and k is amla_unmoved_k(step), the same values bit
+/// for bit. `step` is amla_kernel_step(skip_unmoved). The standard mode ignores the AMLA arguments.
 template <rescale_mode Mode>
 __device__ __forceinline__ frame_step step_frame(const row_frame& old,
                                                  const amla_scalars& old_scalars, float m_new,
-                                                 amla_scalars& scalars) {
+                                                 amla_scalars& scalars,
+                                                 const amla_step_options& step) {
   frame_step st;
   scalars = old_scalars;
   if (m_new == detail::neg_inf_f) {  // still no visible key: nothing changes, O and l are 0
@@ -137,8 +142,8 @@ __device__ __forceinline__ frame_step step_frame(const row_frame& old,
     if (moved) scalars = amla_scalars_log2(m_new);
     st.p_scale = scalars.s16;
     if (started) {
-      st.o_add = moved ? amla_step_between(old_scalars, scalars, detail::amla_kernel_step()).k
-                       : detail::amla_unmoved_k();
+      st.o_add =
+          moved ? amla_step_between(old_scalars, scalars, step).k : detail::amla_unmoved_k(step);
     }
   }
   return st;
@@ -146,10 +151,12 @@ __device__ __forceinline__ frame_step step_frame(const row_frame& old,
 
 /// The same step for a kernel that keeps only m: the old frame's scalars are recomputed.
 template <rescale_mode Mode>
-__device__ __forceinline__ frame_step step_frame(const row_frame& old, float m_new) {
+__device__ __forceinline__ frame_step step_frame(const row_frame& old, float m_new,
+                                                 const amla_step_options& step) {
   amla_scalars scalars;
-  return step_frame<Mode>(
-      old, Mode == rescale_mode::amla ? amla_scalars_log2(old.m) : amla_scalars{}, m_new, scalars);
+  return step_frame<Mode>(old,
+                          Mode == rescale_mode::amla ? amla_scalars_log2(old.m) : amla_scalars{},
+                          m_new, scalars, step);
 }
 
 namespace detail {
@@ -162,18 +169,22 @@ __device__ __forceinline__ pattern_add_window kept_window(std::int32_t k) {
   return k == 0 ? pattern_add_window{0u, 0xFFFFFFFFu} : pattern_add_window_of(k);
 }
 
-/// The safe add as the Hopper kernel does it, in three instructions: where the magnitude lies below
+/// The safe add as the Hopper kernel does it, in a few instructions: where the magnitude lies below
 /// the exact window's low end `lo` (a zero, a subnormal, or a value the add would push below the
 /// normal range) the result is the signed zero, elsewhere the raw add. It differs from
 /// pattern_add_intended only where that returns a subnormal (|value| < 2^-126): a flush to zero;
 /// and on a non-finite element, which the add turns into garbage as the hardware form does (the
 /// Hopper kernel's O meets one only through an infinite K value, driver.cuh). The top of the
 /// window (overflow to Inf) cannot be reached by a finite O element: |O| stays below the key
-/// count times max |V|.
-__device__ __forceinline__ float amla_add_flush(float o, std::uint32_t k, std::uint32_t lo) {
-  const std::uint32_t u = __float_as_uint(o);
-  const std::uint32_t mag = u & 0x7FFFFFFFu;
-  return __uint_as_float(u + (mag >= lo ? k : 0u - mag));  // u - mag keeps only the sign
+/// count times max |V|. In place, in one asm statement, so that the pattern never leaves o's
+/// register (ptx::add_to_pattern says why): u = pattern(o), mag = u & 0x7FFFFFFF,
+/// o = AS_FP32(u + (mag >= lo ? k : -mag)) (u - mag keeps only the sign).
+__device__ __forceinline__ void amla_add_flush(float& o, std::uint32_t k, std::uint32_t lo) {
+  asm("{\n.reg .b32 u, m, d;\n.reg .pred p;\nmov.b32 u, %0;\nand.b32 m, u, 0x7FFFFFFF;\n"
+      "setp.ge.u32 p, m, %2;\nneg.s32 d, m;\nselp.b32 d, %1, d, p;\nadd.u32 u, u, d;\n"
+      "mov.b32 %0, u;\n}"
+      : "+f"(o)
+      : "r"(k), "r"(lo));
 }
 
 }  // namespace detail

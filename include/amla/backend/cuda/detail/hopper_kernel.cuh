@@ -83,8 +83,10 @@
 //
 // ---- Rescaling modes (rescale.cuh) ----------------------------------------------------------
 // Standard: O *= exp2(m_old - m_new), skipped when every row of the warp has factor 1 (exact).
-// AMLA: O's bits += k for every row that has seen a key (k is never 0 there: the +1e-6 nudge
-// alone gives 8), P scaled by S16 before its BF16 cast, out = O / (l * S16).
+// AMLA: O's bits += k for every row that has seen a key, P scaled by S16 before its BF16 cast,
+// out = O / (l * S16). With the paper's step k is never 0 (the +1e-6 nudge alone gives 8); with
+// params::skip_unmoved an unmoved row's k is 0 and the add is skipped when the whole warp agrees,
+// as the standard mode skips its multiply.
 #pragma once
 
 #include "amla/backend/cuda/detail/check.cuh"
@@ -162,8 +164,9 @@ struct params {
   int rows;           ///< s_q * h_q
   int row_blocks;     ///< ceil(rows / 64)
   bool causal;
-  int kv_l2_hint;  ///< 0 none, 1 evict first, 2 evict last (TMA loads of Q and the KV cache)
-  int stagger_qk;  ///< 1: WG1 issues S_B only after WG0 has issued S_A
+  int kv_l2_hint;    ///< 0 none, 1 evict first, 2 evict last (TMA loads of Q and the KV cache)
+  int stagger_qk;    ///< 1: WG1 issues S_B only after WG0 has issued S_A
+  int skip_unmoved;  ///< 1: AMLA's identity steps add 0 (CudaDecodeOptions::skip_unmoved)
   float scale_log2;
   const std::int32_t* block_table;
   const std::int32_t* seqlens;
@@ -464,8 +467,7 @@ __device__ __forceinline__ void rescale_rows(float (&o)[N], const frame_step& st
     const std::uint32_t k1 = static_cast<std::uint32_t>(st1.o_add);
     if constexpr (!SafeAdd) {
 #pragma unroll
-      for (int i = 0; i < N; ++i)
-        o[i] = __uint_as_float(__float_as_uint(o[i]) + ((i & 2) ? k1 : k0));
+      for (int i = 0; i < N; ++i) ptx::add_to_pattern(o[i], (i & 2) ? k1 : k0);
       return;
     } else {
       // Safe form in one pass (rescale.cuh, amla_add_flush): a second, fix-up pass over the 128
@@ -473,7 +475,7 @@ __device__ __forceinline__ void rescale_rows(float (&o)[N], const frame_step& st
       const std::uint32_t lo0 = kept_window(st0.o_add).lo, lo1 = kept_window(st1.o_add).lo;
 #pragma unroll
       for (int i = 0; i < N; ++i) {
-        o[i] = amla_add_flush(o[i], (i & 2) ? k1 : k0, (i & 2) ? lo1 : lo0);
+        amla_add_flush(o[i], (i & 2) ? k1 : k0, (i & 2) ? lo1 : lo0);
       }
     }
   }
@@ -575,6 +577,7 @@ __global__ void __launch_bounds__(threads, 1)
   if (!split_schedule::piece_at(schedule_of(p), blockIdx.y, piece)) return;  // past the last piece
   const piece_rows pr = rows_of(p, piece, row_first, r0, r1);
   const std::uint64_t policy = ptx::make_l2_policy(p.kv_l2_hint);
+  const amla_step_options step = amla_kernel_step(p.skip_unmoved != 0);
   if (threadIdx.x == 0) load_piece(sm, &tm_q, &tm_kv, p, pr, row_first, policy);
   {
     float o[128];
@@ -603,9 +606,9 @@ __global__ void __launch_bounds__(threads, 1)
         // WG1 rewrites only after this pair's frame A).
         amla_scalars fa0, fa1;
         const frame_step sa0 =
-            step_frame<Mode>(f0, scalars_of<Mode>(f0, sm.msg_b[r0]), max_nan(f0.m, mx0), fa0);
+            step_frame<Mode>(f0, scalars_of<Mode>(f0, sm.msg_b[r0]), max_nan(f0.m, mx0), fa0, step);
         const frame_step sa1 =
-            step_frame<Mode>(f1, scalars_of<Mode>(f1, sm.msg_b[r1]), max_nan(f1.m, mx1), fa1);
+            step_frame<Mode>(f1, scalars_of<Mode>(f1, sm.msg_b[r1]), max_nan(f1.m, mx1), fa1, step);
         if (quad == 0) {
           sm.msg_a[r0] = frame_message{sa0.next, sa0.o_scale, sa0.o_add, fa0};
           sm.msg_a[r1] = frame_message{sa1.next, sa1.o_scale, sa1.o_add, fa1};
@@ -675,10 +678,10 @@ __global__ void __launch_bounds__(threads, 1)
         // An absent block B is the identity step (no add, no scale): frame B = frame A.
         amla_scalars fb0 = ma0.scalars, fb1 = ma1.scalars;
         const frame_step sb0 =
-            has_b ? step_frame<Mode>(ma0.frame, ma0.scalars, max_nan(ma0.frame.m, mx0), fb0)
+            has_b ? step_frame<Mode>(ma0.frame, ma0.scalars, max_nan(ma0.frame.m, mx0), fb0, step)
                   : frame_step{ma0.frame};
         const frame_step sb1 =
-            has_b ? step_frame<Mode>(ma1.frame, ma1.scalars, max_nan(ma1.frame.m, mx1), fb1)
+            has_b ? step_frame<Mode>(ma1.frame, ma1.scalars, max_nan(ma1.frame.m, mx1), fb1, step)
                   : frame_step{ma1.frame};
         if (quad == 0) {
           sm.msg_b[r0] = frame_message{sb0.next, sb0.o_scale, sb0.o_add, fb0};

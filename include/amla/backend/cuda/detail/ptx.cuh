@@ -239,6 +239,14 @@ __device__ __forceinline__ void fence_regs(std::uint32_t (&r)[M][N]) {
   for (int i = 0; i < M; ++i) fence_regs(r[i]);
 }
 
+/// x's FP32 pattern plus k (mod 2^32), in place: AS_FP32(AS_INT32(x) + k) on the register that
+/// holds x. Written as C++ (__float_as_uint, add, __uint_as_float), the add on the Hopper kernel's
+/// accumulators went through copies of them (32 moves out and back around each P V); inside one
+/// asm statement the pattern never leaves x's register.
+__device__ __forceinline__ void add_to_pattern(float& x, std::uint32_t k) {
+  asm("{\n.reg .b32 t;\nmov.b32 t, %0;\nadd.u32 t, t, %1;\nmov.b32 %0, t;\n}" : "+f"(x) : "r"(k));
+}
+
 // clang-format off
 /// D[64 x 64] (+)= A[64 x 16] B[16 x 64]; A and B from shared memory (descriptors),
 /// B K-major. scale_d = 0 overwrites D.

@@ -33,6 +33,7 @@ struct params {
   DecodeShape shape;  ///< offsets and the mask come from problem/shape.hpp
   bool causal;
   pow2_mode rescale;  ///< AMLA's add: hardware (raw) or safe
+  bool skip_unmoved;  ///< AMLA's identity steps add 0 (CudaDecodeOptions::skip_unmoved)
   float scale_log2;   ///< softmax scale * log2(e)
   dense_reads in;
   __nv_bfloat16* out;
@@ -93,7 +94,7 @@ __global__ void __launch_bounds__(threads) decode_kernel(const params p) {
     }
     __syncthreads();
     const float m_new = max_nan(frame.m, max_nan(red[0], red[1]));
-    const frame_step st = step_frame<Mode>(frame, m_new);
+    const frame_step st = step_frame<Mode>(frame, m_new, amla_kernel_step(p.skip_unmoved));
     const float mu = usable_max(st.next.m);
     float pe = 0.0f;  // exp2(s - m) in FP32, the value l sums
     if (tid < 64) {
