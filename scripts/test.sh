@@ -3,9 +3,9 @@
 # are installed with apt-get where missing and the formatting is checked with clang-format; then
 # four passes run at the same time, sharing the machine's cores, each line they print prefixed
 # with the pass's name:
-#   release   Release build (at -O2), warnings as errors, of the tests, benchmarks and examples,
-#             and where nvcc is found of the CUDA programs (every public .cuh also compiled alone,
-#             to PTX); ctest runs every Catch2 test case at full size, the examples' --demo runs, the
+#   release   Release build, warnings as errors, of the tests, benchmarks and examples, and where
+#             nvcc is found of the CUDA programs (every public .cuh also compiled alone, to PTX);
+#             ctest runs every Catch2 test case at full size, the examples' --demo runs, the
 #             standalone-header check (every public .hpp compiled alone) and the packaging check
 #   sanitize  the tests built again with AddressSanitizer + UBSan (clang when it is installed, the
 #             default compiler otherwise), warnings as errors, assertions on, at -O0 with the
@@ -41,10 +41,7 @@ configure() {
 
 release_pass() {
   local build=${AMLA_BUILD_DIR:-build}
-  # -O2 rather than CMake's Release -O3: about a fifth less compile time for an optimised build
-  # of every program (the python pass builds its extension at -O3).
-  configure "$build" -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG" \
-    -DAMLA_WERROR=ON
+  configure "$build" -DCMAKE_BUILD_TYPE=Release -DAMLA_WERROR=ON
   cmake --build "$build" -j "$jobs"
   ctest --test-dir "$build" --output-on-failure -j "$jobs"
 }
