@@ -81,18 +81,21 @@ def base(q, kv, block_table, seqlens, *, precision: str = "bf16",
 def amla(q, kv, block_table, seqlens, *, precision: str = "bf16",
          block_size: Optional[int] = None, compensation: str = "appendix_a",
          rescale: str = "hardware", exponent_clamp: Optional[int] = None,
-         nudge: Optional[float] = None, n_cast: str = "toward_zero", **kw) -> AmlaResult:
+         nudge: Optional[float] = None, n_cast: str = "toward_zero", skip_unmoved: bool = False,
+         **kw) -> AmlaResult:
     """The AMLA recurrence (attention/amla.hpp): the output rescaled by an integer add on its FP32
     pattern. compensation "appendix_a" | "as_printed" | "none"; rescale "hardware" (the paper's
     clamped step and raw add; violations counted and located, clamp events counted) | "checked"
     (the same values, clamp events located too) | "safe" (the intended value where the add breaks
     Lemma 3.1, and the exact, unclamped step at a clamp event); exponent_clamp (default -30, in [-126, -24]),
-    nudge (default 1e-6 in bf16, 0 in float32), n_cast "toward_zero" | "nearest_even"; block_size
-    defaults to 512. Returns (out, lse, report)."""
+    nudge (default 1e-6 in bf16, 0 in float32), n_cast "toward_zero" | "nearest_even";
+    skip_unmoved True makes a step whose max did not move the identity (k = 0) instead of the
+    nudge's drift (numeric/amla_step.hpp); block_size defaults to 512. Returns (out, lse, report)."""
     return run("amla", q, kv, block_table, seqlens,
                options={"precision": precision, "block_size": block_size,
                         "compensation": compensation, "rescale": rescale,
-                        "exponent_clamp": exponent_clamp, "nudge": nudge, "n_cast": n_cast}, **kw)
+                        "exponent_clamp": exponent_clamp, "nudge": nudge, "n_cast": n_cast,
+                        "skip_unmoved": skip_unmoved}, **kw)
 
 
 def seesaw(q, kv, block_table, seqlens, *, precision: str = "bf16",

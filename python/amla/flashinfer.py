@@ -137,7 +137,8 @@ def run(recurrence: str, q_nope, q_pe, ckv, kpe, kv_indptr, kv_indices, kv_len=N
                     last_page_len=last_page_len, qo_indptr=qo_indptr)
     d_v = p.pop("d_v")
     options = {k: kw.pop(k) for k in ("precision", "block_size", "compensation", "rescale",
-                                       "exponent_clamp", "nudge", "n_cast", "order", "num_splits")
+                                       "exponent_clamp", "nudge", "n_cast", "skip_unmoved", "order",
+                                       "num_splits")
                if k in kw}
     res = _run_flashmla(recurrence, d_v=d_v, lse_base=lse_base, options=options, **p, **kw)
     out, lse = outputs_to_flashinfer(res.out, res.lse)

@@ -7,6 +7,7 @@
 //   compensation   "appendix_a" | "as_printed" | "none"                 amla
 //   rescale        "hardware" | "checked" | "safe"                      amla
 //   exponent_clamp int; nudge float; n_cast "toward_zero" | "nearest_even"   amla
+//   skip_unmoved   bool                                                 amla
 //   order          "forward" | "reverse"                                transposed
 //   num_splits     int                                                  split_kv
 // An unknown keyword or value throws amla::invalid_argument naming it.
@@ -74,10 +75,11 @@ class RecurrenceArgs {
                                          {"checked", pow2_mode::checked},
                                          {"safe", pow2_mode::safe}});
     o.exponent_clamp = integer("exponent_clamp", o.exponent_clamp);
-    if (has("nudge")) o.nudge = nb::cast<float>(d_["nudge"]);
+    if (has("nudge")) o.nudge = typed<float>("nudge", 0.0f, "must be a float");
     o.n_cast = parse_choice<eps_rounding>(
         fn_, "n_cast", str("n_cast", "toward_zero"),
         {{"toward_zero", eps_rounding::toward_zero}, {"nearest_even", eps_rounding::nearest_even}});
+    o.skip_unmoved = typed<bool>("skip_unmoved", o.skip_unmoved, "must be a bool");
     return o;
   }
 
@@ -114,11 +116,22 @@ class RecurrenceArgs {
 
  private:
   bool has(const char* key) const { return d_.contains(key) && !d_[key].is_none(); }
+  /// The keyword `key` as a T, or `fallback` where it is absent or None; a value of another
+  /// Python type throws naming the keyword, its value (repr) and the type it must have.
+  template <typename T>
+  T typed(const char* key, T fallback, const char* type_rule) const {
+    if (!has(key)) return fallback;
+    T value{};
+    if (!nb::try_cast<T>(d_[key], value)) {
+      invalid(fn_, key, nb::cast<std::string>(nb::repr(d_[key])), type_rule);
+    }
+    return value;
+  }
   std::string str(const char* key, const char* fallback) const {
-    return has(key) ? nb::cast<std::string>(d_[key]) : std::string(fallback);
+    return typed<std::string>(key, fallback, "must be a str");
   }
   int integer(const char* key, int fallback) const {
-    return has(key) ? nb::cast<int>(d_[key]) : fallback;
+    return typed<int>(key, fallback, "must be an int");
   }
 
   const char* fn_;

@@ -235,6 +235,17 @@ def test_amla_options_change_the_answer(small_case):
     assert n.out.shape == a.out.shape
 
 
+def test_amla_skip_unmoved_drops_the_nudge_drift(small_case):
+    # seqlens 70 and 33 in blocks of 16: rows whose max stays put for a block take the nudge's
+    # k = 8 by default and k = 0 with skip_unmoved; the two runs differ only by that drift.
+    c = small_case
+    a = amla.amla(**c.inputs(), block_size=16)
+    s = amla.amla(**c.inputs(), block_size=16, skip_unmoved=True)
+    assert not np.array_equal(a.out, s.out)
+    np.testing.assert_allclose(s.out, a.out, rtol=1e-4, atol=1e-6)
+    assert np.array_equal(a.lse, s.lse)
+
+
 def test_transposed_reverse_and_split_counts(small_case):
     c = small_case
     f = amla.transposed(**c.inputs(), precision="float32", order="reverse")

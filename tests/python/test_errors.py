@@ -48,6 +48,10 @@ def test_bad_argument_names_it(small_case, changes, arg):
     (amla.amla, {"exponent_clamp": 5}, "amla.exponent_clamp"),
     (amla.transposed, {"order": "sideways"}, "order"),
     (amla.split_kv, {"num_splits": 0}, "split.num_splits"),
+    (amla.base, {"block_size": "64"}, "block_size"),
+    (amla.amla, {"compensation": 3}, "compensation"),
+    (amla.amla, {"nudge": "big"}, "nudge"),
+    (amla.amla, {"skip_unmoved": "yes"}, "skip_unmoved"),
 ])
 def test_bad_recurrence_option_names_it(small_case, fn, options, arg):
     with pytest.raises(ValueError, match=f"argument '{arg}'"):
