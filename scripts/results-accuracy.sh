@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates the measured tables of examples/ACCURACY_RESULTS.md: AMLA Tables 3 and 4 with
 # example_02_accuracy, 100 samples per distribution in each V layout, and the error sources at
-# 20 samples. Deterministic (fixed seed; results do not depend on the thread count). About 10
-# minutes of CPU on 2 cores. Options: --samples N (default 100) for the two main tables.
+# 20 samples. Deterministic (fixed seed; results do not depend on the thread count). About 12
+# minutes on 2 cores. Options: --samples N (default 100) for the two main tables.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/results.sh
