@@ -8,6 +8,7 @@
 #pragma once
 
 #include <benchmark/benchmark.h>
+#include <unistd.h>  // isatty
 
 #include <cstdio>
 #include <map>
@@ -18,6 +19,10 @@ namespace amla::bench {
 
 class RatioReporter : public benchmark::ConsoleReporter {
  public:
+  // Google Benchmark applies --benchmark_color only to the reporter it creates itself: colours
+  // here only on a terminal, so that a redirected run (scripts/results-bench.sh) is plain text.
+  RatioReporter() : ConsoleReporter(isatty(fileno(stdout)) ? OO_ColorTabular : OO_Tabular) {}
+
   void ReportRuns(const std::vector<Run>& runs) override {
     benchmark::ConsoleReporter::ReportRuns(runs);
     for (const auto& r : runs) {
