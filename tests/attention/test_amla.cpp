@@ -407,7 +407,12 @@ TEST_CASE("skip_unmoved: no drift where the max stays put", "[amla]") {
   const double e_printed = rel_error(amla_attention(g, printed).out, truth.out);
   const double e_skip = rel_error(amla_attention(g, skip).out, truth.out);
   CAPTURE(e_printed, e_skip);
-  CHECK(e_skip < e_printed);
+  // Each unmoved step of the printed recurrence adds 8 to O's patterns: a factor of
+  // 1 + 8 * 2^-23 / mantissa, at least 1 + 4.7e-7; over the blocks after the first that drift is
+  // the printed error's floor. Without it, what is left is an order of magnitude smaller.
+  const int unmoved_steps = n_keys / 64 - 1;
+  CHECK(e_printed > 0.9 * unmoved_steps * 4.7e-7);
+  CHECK(10.0 * e_skip < e_printed);
 }
 
 TEST_CASE("The exponent clamp max(n_i - n_{i-1}, -30)", "[amla]") {
