@@ -77,11 +77,6 @@ __global__ void __launch_bounds__(threads)
                 std::int32_t* slot_prefix, std::int32_t* split_list) {
   __shared__ int scratch[threads / 32];
   ptx::griddep_wait();
-  // The decode kernel (launched with programmatic dependent launch) may start its CTAs now: they
-  // set up their barriers while this plan is computed and read it only after their griddep_wait,
-  // which returns once this grid has completed and its writes are visible. This grid's one CTA is
-  // already resident, so the decode CTAs cannot keep it from an SM.
-  ptx::griddep_launch_dependents();
   const int tid = threadIdx.x;
   const auto blocks = [&](int b) { return split_schedule::blocks_of(v.seqlens[b], v.block_keys); };
   int n_max = 0;
