@@ -86,7 +86,8 @@
 // AMLA: O's bits += k for every row that has seen a key, P scaled by S16 before its BF16 cast,
 // out = O / (l * S16). With the paper's step k is never 0 (the +1e-6 nudge alone gives 8); with
 // params::skip_unmoved an unmoved row's k is 0 and the add is skipped when the whole warp agrees,
-// as the standard mode skips its multiply.
+// as the standard mode skips its multiply. A row's AMLA step (its scalars and k) is computed by the
+// two threads of its quad that publish it, not by all four (step_rows).
 #pragma once
 
 #include "amla/backend/cuda/detail/check.cuh"
@@ -152,6 +153,53 @@ __device__ __forceinline__ amla_scalars scalars_of(const row_frame& f, const fra
     if (f.m != neg_inf_f) return msg.scalars;
   }
   return amla_scalars{};
+}
+
+/// c ? a : b, field by field (a select of the whole struct goes through the stack).
+__device__ __forceinline__ frame_step select_step(bool c, const frame_step& a,
+                                                  const frame_step& b) {
+  frame_step r;
+  r.next.m = c ? a.next.m : b.next.m;
+  r.o_scale = c ? a.o_scale : b.o_scale;
+  r.o_add = c ? a.o_add : b.o_add;
+  r.p_scale = c ? a.p_scale : b.p_scale;
+  r.l_scale = c ? a.l_scale : b.l_scale;
+  return r;
+}
+
+/// The frame steps of this thread's two rows r0 (st0) and r1 (st1) to the running maxima m0, m1
+/// (>= the old ones). The four threads of a quad hold the same two rows, so in AMLA mode each row's
+/// scalars and k (the moved step's exp2, BF16 rounding and two divisions) are computed by half of
+/// the quad only: threads with quad < 2 compute row r0's, those with quad >= 2 row r1's (the own
+/// row, `upper` = quad >= 2), and each takes the other row's k and S16 from lane ^ 2, which holds
+/// the same rows and computed the other one. A warp thus runs the moved step's arithmetic once per
+/// block, not once per row, with the same values bit for bit. prev_own: the own row's previous
+/// scalars; own receives its new ones. `mine` is the own row's step (st1 if upper, else st0). The
+/// standard mode steps both rows (an exp2 each).
+template <rescale_mode Mode>
+__device__ __forceinline__ void step_rows(const row_frame& f0, const row_frame& f1, float m0,
+                                          float m1, bool upper, const amla_scalars& prev_own,
+                                          amla_scalars& own, const amla_step_options& step,
+                                          frame_step& st0, frame_step& st1, frame_step& mine) {
+  if constexpr (Mode == rescale_mode::standard) {
+    amla_scalars none;
+    st0 = step_frame<Mode>(f0, amla_scalars{}, m0, none, step);
+    st1 = step_frame<Mode>(f1, amla_scalars{}, m1, none, step);
+    own = amla_scalars{};
+    mine = select_step(upper, st1, st0);
+  } else {
+    mine = step_frame<Mode>(row_frame{upper ? f1.m : f0.m}, prev_own, upper ? m1 : m0, own, step);
+    // The other row: its frame and l scale as the standard step has them (no AMLA scalars), its
+    // add and S16 from the partner lane.
+    amla_scalars none;
+    frame_step other = step_frame<rescale_mode::standard>(
+        row_frame{upper ? f0.m : f1.m}, amla_scalars{}, upper ? m0 : m1, none, step);
+    other.o_scale = 1.0f;
+    other.o_add = __shfl_xor_sync(0xffffffffu, mine.o_add, 2);
+    other.p_scale = __shfl_xor_sync(0xffffffffu, mine.p_scale, 2);
+    st0 = select_step(upper, other, mine);
+    st1 = select_step(upper, mine, other);
+  }
 }
 
 /// Dynamic shared memory to request. Its start is 1024-byte aligned (the 128-byte swizzle repeats
@@ -557,6 +605,10 @@ __global__ void __launch_bounds__(threads, 1)
   const int warp = tid_wg / 32, lane = threadIdx.x % 32;
   const int quad = lane % 4;
   const int r0 = warp * 16 + lane / 4, r1 = r0 + 8;  // this thread's two rows within the CTA
+  // The row whose AMLA step this thread computes and publishes (step_rows): r0 for quads 0 and 1,
+  // r1 for quads 2 and 3.
+  const bool upper = quad >= 2;
+  const int r_own = upper ? r1 : r0;
   const int row_first = row_block * rows_per_cta;
   const bool leader = tid_wg == 0;
 
@@ -604,14 +656,13 @@ __global__ void __launch_bounds__(threads, 1)
         row_max(s, p.scale_log2, mx0, mx1);
         // The previous frame's AMLA scalars: frame B of the last pair, published in msg_b (which
         // WG1 rewrites only after this pair's frame A).
-        amla_scalars fa0, fa1;
-        const frame_step sa0 =
-            step_frame<Mode>(f0, scalars_of<Mode>(f0, sm.msg_b[r0]), max_nan(f0.m, mx0), fa0, step);
-        const frame_step sa1 =
-            step_frame<Mode>(f1, scalars_of<Mode>(f1, sm.msg_b[r1]), max_nan(f1.m, mx1), fa1, step);
-        if (quad == 0) {
-          sm.msg_a[r0] = frame_message{sa0.next, sa0.o_scale, sa0.o_add, fa0};
-          sm.msg_a[r1] = frame_message{sa1.next, sa1.o_scale, sa1.o_add, fa1};
+        amla_scalars fa;
+        frame_step sa0, sa1, sa_own;
+        step_rows<Mode>(f0, f1, max_nan(f0.m, mx0), max_nan(f1.m, mx1), upper,
+                        scalars_of<Mode>(row_frame{upper ? f1.m : f0.m}, sm.msg_b[r_own]), fa, step,
+                        sa0, sa1, sa_own);
+        if ((quad & 1) == 0) {
+          sm.msg_a[r_own] = frame_message{sa_own.next, sa_own.o_scale, sa_own.o_add, fa};
         }
         ptx::bar_arrive(bar_frame_a, 256);  // WG1's softmax of block B may start
         float sum0, sum1;
@@ -675,17 +726,17 @@ __global__ void __launch_bounds__(threads, 1)
         row_max(s, p.scale_log2, mx0, mx1);
         ptx::bar_sync(bar_frame_a, 256);
         const frame_message ma0 = sm.msg_a[r0], ma1 = sm.msg_a[r1];
+        const amla_scalars fa_own = sm.msg_a[r_own].scalars;
         // An absent block B is the identity step (no add, no scale): frame B = frame A.
-        amla_scalars fb0 = ma0.scalars, fb1 = ma1.scalars;
-        const frame_step sb0 =
-            has_b ? step_frame<Mode>(ma0.frame, ma0.scalars, max_nan(ma0.frame.m, mx0), fb0, step)
-                  : frame_step{ma0.frame};
-        const frame_step sb1 =
-            has_b ? step_frame<Mode>(ma1.frame, ma1.scalars, max_nan(ma1.frame.m, mx1), fb1, step)
-                  : frame_step{ma1.frame};
-        if (quad == 0) {
-          sm.msg_b[r0] = frame_message{sb0.next, sb0.o_scale, sb0.o_add, fb0};
-          sm.msg_b[r1] = frame_message{sb1.next, sb1.o_scale, sb1.o_add, fb1};
+        amla_scalars fb = fa_own;
+        frame_step sb0{ma0.frame}, sb1{ma1.frame},
+            sb_own{row_frame{upper ? ma1.frame.m : ma0.frame.m}};
+        if (has_b) {
+          step_rows<Mode>(ma0.frame, ma1.frame, max_nan(ma0.frame.m, mx0),
+                          max_nan(ma1.frame.m, mx1), upper, fa_own, fb, step, sb0, sb1, sb_own);
+        }
+        if ((quad & 1) == 0) {
+          sm.msg_b[r_own] = frame_message{sb_own.next, sb_own.o_scale, sb_own.o_add, fb};
         }
         float sum0 = 0.0f, sum1 = 0.0f;
         if (has_b) exponentiate(s, p.scale_log2, sb0.next.m, sb1.next.m, sum0, sum1);
