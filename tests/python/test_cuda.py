@@ -116,6 +116,7 @@ def test_amla_skip_unmoved_matches_the_cpu_recurrence(kernel):
     cpu = {skip: amla.amla(**c.inputs(), block_size=64, skip_unmoved=skip,
                            round_output_bf16=True).out for skip in (False, True)}
     t = to_cuda(c)
+    gpu = {}
     for skip in (False, True):
         # One piece per request: every CTA walks all 256 blocks, as the CPU recurrence does.
         out, lse = amla.cuda.amla(t["q"], t["kv"], t["block_table"], t["seqlens"], d_v=c.d_v,
@@ -123,10 +124,15 @@ def test_amla_skip_unmoved_matches_the_cpu_recurrence(kernel):
                                   skip_unmoved=skip)
         o = out.float().cpu().numpy()
         assert np.isfinite(o).all()
-        # The BF16 outputs of the same step differ only where the GPU's FP32 sums round across a
-        # BF16 boundary; the drift of the other step moves several percent of them.
+        # The BF16 outputs of the same step differ only where the GPU's FP32 sums (another order
+        # of additions) round across a BF16 boundary; the drift of the other step moves more.
         same = np.count_nonzero(o != cpu[skip])
         other = np.count_nonzero(o != cpu[not skip])
-        assert other > 0.01 * o.size
-        assert 10 * same < other
+        assert 3 * same < other
         np.testing.assert_allclose(o, cpu[skip], rtol=1e-2, atol=1e-3)
+        gpu[skip] = o
+    # The printed step multiplies O by more than 1 at each unmoved block: where the two GPU outputs
+    # differ (a few percent of them), the printed one is the larger in magnitude.
+    moved = gpu[False] != gpu[True]
+    assert np.count_nonzero(moved) > 0.01 * moved.size
+    assert np.mean(np.abs(gpu[False][moved]) > np.abs(gpu[True][moved])) > 0.95
