@@ -44,8 +44,6 @@ struct params {
 inline constexpr int slots_per_pass = 256;
 /// Output columns per thread (d_v = 512, the Hopper kernel's, over 128 threads).
 inline constexpr int columns_per_thread = 4;
-/// Slots whose partial outputs a thread loads before it sums them.
-inline constexpr int slots_in_flight = 8;
 
 /// Grid (rows, split requests the launch allows for): CTA (r, i) merges row r = t * h_q + h of
 /// the i-th split request. Warp 0 reduces the slots' lse (max, then the sum around it); the
@@ -99,29 +97,7 @@ __global__ void __launch_bounds__(threads) combine_kernel(const params p) {
       weight[s] = empty ? 0.0f : expf(lse_of(s0 + s) - mx) * inv;
     }
     __syncthreads();
-    // Slots in groups of slots_in_flight: every load of a group is issued before its first
-    // multiply-add, so that a request cut into many pieces waits for one round trip per group
-    // rather than per slot; the sums are taken in slot order as one at a time would.
-    int s = 0;
-    for (; s + slots_in_flight <= n; s += slots_in_flight) {
-      float v[slots_in_flight][columns_per_thread];
-#pragma unroll
-      for (int u = 0; u < slots_in_flight; ++u) {
-        const float* ps = part + static_cast<std::int64_t>(s0 + s + u) * p.rows * d_v;
-#pragma unroll
-        for (int j = 0; j < columns_per_thread; ++j) {
-          const int d = threadIdx.x + j * threads;
-          v[u][j] = d < d_v ? ps[d] : 0.0f;
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < slots_in_flight; ++u) {
-        const float w = weight[s + u];
-#pragma unroll
-        for (int j = 0; j < columns_per_thread; ++j) acc[j] = fmaf(w, v[u][j], acc[j]);
-      }
-    }
-    for (; s < n; ++s) {
+    for (int s = 0; s < n; ++s) {
       const float w = weight[s];
       const float* ps = part + static_cast<std::int64_t>(s0 + s) * p.rows * d_v;
 #pragma unroll

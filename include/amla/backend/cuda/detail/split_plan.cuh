@@ -17,9 +17,6 @@
 namespace amla::cuda::detail::split_plan {
 
 inline constexpr int threads = 256;
-/// Requests whose block counts the plan kernel keeps in shared memory (8 KB); later ones are read
-/// from the seqlens each time.
-inline constexpr int cached_requests = 2048;
 
 /// The scalars of a sized schedule, written by plan_kernel.
 struct header {
@@ -79,18 +76,9 @@ __global__ void __launch_bounds__(threads)
     plan_kernel(SplitScheduleView v, int slots, header* out, std::int32_t* piece_prefix,
                 std::int32_t* slot_prefix, std::int32_t* split_list) {
   __shared__ int scratch[threads / 32];
-  // The search below reads every request's block count once per candidate: from shared memory,
-  // one global read per request in all.
-  __shared__ int cached[cached_requests];
   ptx::griddep_wait();
   const int tid = threadIdx.x;
-  for (int b = tid; b < v.batch && b < cached_requests; b += threads) {
-    cached[b] = split_schedule::blocks_of(v.seqlens[b], v.block_keys);
-  }
-  __syncthreads();
-  const auto blocks = [&](int b) {
-    return b < cached_requests ? cached[b] : split_schedule::blocks_of(v.seqlens[b], v.block_keys);
-  };
+  const auto blocks = [&](int b) { return split_schedule::blocks_of(v.seqlens[b], v.block_keys); };
   int n_max = 0;
   for (int b = tid; b < v.batch; b += threads) n_max = max(n_max, blocks(b));
   n_max = block_extreme(n_max, scratch, true);
