@@ -238,6 +238,21 @@ __device__ __forceinline__ SplitScheduleView schedule_of(const params& p) {
   return v;
 }
 
+/// Piece `index` of the schedule, as split_schedule::piece_at finds it. A sized schedule that cuts
+/// no request (the plan lists none: piece b is request b, whole) needs no binary search through
+/// piece_prefix, whose log2(batch) loads, each waiting for the last, would otherwise delay the
+/// start of every CTA.
+__device__ __forceinline__ bool piece_of_cta(const params& p, int index, SplitPiece& piece) {
+  const SplitScheduleView v = schedule_of(p);
+  if (v.num_splits == 0 && p.plan->num_split_requests == 0) {
+    if (index >= v.batch) return false;
+    piece = split_schedule::piece_of(
+        index, split_schedule::blocks_of(v.seqlens[index], v.block_keys), 1, 0, 0);
+    return true;
+  }
+  return split_schedule::piece_at(v, index, piece);
+}
+
 /// Visible keys of request row r (token t = r / h_q).
 __device__ __forceinline__ int row_visible(const params& p, int seqlen, int r) {
   return visible_keys(seqlen, p.shape.s_q, r / p.shape.h_q, p.causal);
@@ -626,7 +641,7 @@ __global__ void __launch_bounds__(threads, 1)
   ptx::griddep_wait();
 
   SplitPiece piece;
-  if (!split_schedule::piece_at(schedule_of(p), blockIdx.y, piece)) return;  // past the last piece
+  if (!piece_of_cta(p, blockIdx.y, piece)) return;  // past the last piece
   const piece_rows pr = rows_of(p, piece, row_first, r0, r1);
   const std::uint64_t policy = ptx::make_l2_policy(p.kv_l2_hint);
   const amla_step_options step = amla_kernel_step(p.skip_unmoved != 0);
