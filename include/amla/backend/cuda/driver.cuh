@@ -456,8 +456,19 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
     p.plan = header;
     v.piece_prefix = piece_prefix;
     v.slot_prefix = slot_prefix;
-    launch_ex(split_plan::plan_kernel, dim3(1), split_plan::threads, 0, false, stream, v,
-              bounds.slots, header, piece_prefix, slot_prefix, split_list);
+    if (s.batch < bounds.slots && s.batch <= split_plan::threads) {
+      // A batch the schedule may cut: the decode kernel's CTAs size the schedule themselves
+      // rather than wait for a plan kernel (one scan of the batch each), and CTA (0, 0) writes
+      // the plan the combine reads.
+      p.fused_plan_slots = bounds.slots;
+      p.plan_out = header;
+      p.piece_prefix_out = piece_prefix;
+      p.slot_prefix_out = slot_prefix;
+      p.split_list_out = split_list;
+    } else {
+      launch_ex(split_plan::plan_kernel, dim3(1), split_plan::threads, 0, false, stream, v,
+                bounds.slots, header, piece_prefix, slot_prefix, split_list);
+    }
   }
   if (part_rows > 0) {
     p.out_part = reinterpret_cast<float*>(workspace + w.plan_bytes);

@@ -113,6 +113,8 @@ inline constexpr int chunks = 9;
 inline constexpr int chunk_bytes = 64 * 128;
 inline constexpr int tile_bytes = chunks * chunk_bytes;
 inline constexpr int threads = 256;
+static_assert(threads == split_plan::threads,
+              "the kernel's CTAs run split_plan's CTA-wide functions when they size the schedule");
 
 enum barrier_id : int {
   bar_p_a = 1,      ///< WG0 -> WG1: frame A and P_A published
@@ -140,6 +142,7 @@ struct shared_storage {
   frame_message msg_a[rows_per_cta];
   frame_message msg_b[rows_per_cta];
   float l_part[2][rows_per_cta];
+  int plan_scratch[split_plan::scratch_ints];
   std::uint64_t bar_q;
   std::uint64_t bar_kv[2][chunks];
 };
@@ -222,6 +225,14 @@ struct params {
   /// `plan` (split_plan.cuh computes it on the GPU).
   SplitScheduleView schedule;
   const split_plan::header* plan;
+  /// > 0: a sized schedule of a small batch that no plan kernel computed: every CTA sizes it for
+  /// this many slots (split_plan::search_piece_blocks, scan_plan) and CTA (0, 0) writes the plan
+  /// for the combine to plan_out and the three arrays below.
+  int fused_plan_slots;
+  split_plan::header* plan_out;
+  std::int32_t* piece_prefix_out;
+  std::int32_t* slot_prefix_out;
+  std::int32_t* split_list_out;
   __nv_bfloat16* out;  ///< final outputs (pieces with slot -1)
   float* lse;
   float* out_part;  ///< [slots, rows, 512]
@@ -641,7 +652,20 @@ __global__ void __launch_bounds__(threads, 1)
   ptx::griddep_wait();
 
   SplitPiece piece;
-  if (!piece_of_cta(p, blockIdx.y, piece)) return;  // past the last piece
+  if (p.fused_plan_slots > 0) {
+    // The schedule sized here rather than by a plan kernel before this one, whose run the CTAs
+    // would wait for: each CTA finds its own piece; CTA (0, 0) also writes the plan.
+    const SplitScheduleView v = p.schedule;
+    const int t = split_plan::search_piece_blocks(v, p.fused_plan_slots, sm.plan_scratch);
+    const bool writer = blockIdx.x == 0 && blockIdx.y == 0;
+    if (!split_plan::scan_plan(v, t, sm.plan_scratch, writer ? p.plan_out : nullptr,
+                               p.piece_prefix_out, p.slot_prefix_out, p.split_list_out,
+                               static_cast<int>(blockIdx.y), piece)) {
+      return;  // past the last piece
+    }
+  } else if (!piece_of_cta(p, blockIdx.y, piece)) {
+    return;  // past the last piece
+  }
   const piece_rows pr = rows_of(p, piece, row_first, r0, r1);
   const std::uint64_t policy = ptx::make_l2_policy(p.kv_l2_hint);
   const amla_step_options step = amla_kernel_step(p.skip_unmoved != 0);
