@@ -485,9 +485,16 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
   // AMLA's safe add is its own instantiation: its rare fix-up path must not cost the others
   // registers.
   using kernel_t = void (*)(CUtensorMap, CUtensorMap, hopper::params);
-  kernel_t kernel = hopper::decode_kernel<Mode, false>;
+  // The kernel that sizes the schedule itself is another instantiation too: its code at the start
+  // of a CTA costs the others registers and time (bench/CUDA_RESULTS.md, version 22).
+  const bool size_here = p.fused_plan_slots > 0;
+  kernel_t kernel = size_here ? hopper::decode_kernel<Mode, false, true>
+                              : hopper::decode_kernel<Mode, false, false>;
   if constexpr (Mode == rescale_mode::amla) {
-    if (opt.rescale == pow2_mode::safe) kernel = hopper::decode_kernel<Mode, true>;
+    if (opt.rescale == pow2_mode::safe) {
+      kernel = size_here ? hopper::decode_kernel<Mode, true, true>
+                         : hopper::decode_kernel<Mode, true, false>;
+    }
   }
   AMLA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(hopper::smem_bytes)));

@@ -141,8 +141,7 @@ struct shared_storage {
   std::uint8_t kv[2][tile_bytes];
   frame_message msg_a[rows_per_cta];
   frame_message msg_b[rows_per_cta];
-  float l_part[2][rows_per_cta];
-  int plan_scratch[split_plan::scratch_ints];
+  float l_part[2][rows_per_cta];  ///< the epilogue's l exchange; at the start, the plan's scratch
   std::uint64_t bar_q;
   std::uint64_t bar_kv[2][chunks];
 };
@@ -205,6 +204,9 @@ __device__ __forceinline__ void step_rows(const row_frame& f0, const row_frame& 
   }
 }
 
+static_assert(sizeof(shared_storage::l_part) >= split_plan::scratch_ints * sizeof(int),
+              "l_part holds split_plan's scratch while a CTA sizes the schedule");
+
 /// Dynamic shared memory to request. Its start is 1024-byte aligned (the 128-byte swizzle repeats
 /// every 1024 bytes and the descriptors assume aligned tiles; the kernel checks it).
 inline constexpr std::size_t smem_bytes = sizeof(shared_storage);
@@ -225,9 +227,10 @@ struct params {
   /// `plan` (split_plan.cuh computes it on the GPU).
   SplitScheduleView schedule;
   const split_plan::header* plan;
-  /// > 0: a sized schedule of a small batch that no plan kernel computed: every CTA sizes it for
-  /// this many slots (split_plan::search_piece_blocks, scan_plan) and CTA (0, 0) writes the plan
-  /// for the combine to plan_out and the three arrays below.
+  /// The kernel that sizes the schedule itself (decode_kernel's SizeHere; a sized schedule of a
+  /// small batch that no plan kernel computed): every CTA sizes it for this many slots
+  /// (split_plan::search_piece_blocks, scan_plan) and CTA (0, 0) writes the plan for the combine
+  /// to plan_out and the three arrays below.
   int fused_plan_slots;
   split_plan::header* plan_out;
   std::int32_t* piece_prefix_out;
@@ -609,10 +612,12 @@ __global__ void sm90a_probe(int* flag) {
 #endif
 }
 
-/// SafeAdd: AMLA's add in the safe form (rescale.cuh); false is the raw hardware add. Declared for
+/// SafeAdd: AMLA's add in the safe form (rescale.cuh); false is the raw hardware add. SizeHere: the
+/// CTAs size the split schedule themselves (params::fused_plan_slots) instead of reading the plan
+/// a plan kernel wrote. Declared for
 /// every architecture; its body exists only in an sm_90a compilation (detail/ptx.cuh), elsewhere
 /// it traps with a message (the host never launches it there).
-template <rescale_mode Mode, bool SafeAdd>
+template <rescale_mode Mode, bool SafeAdd, bool SizeHere>
 __global__ void __launch_bounds__(threads, 1)
     decode_kernel(const __grid_constant__ CUtensorMap tm_q,
                   const __grid_constant__ CUtensorMap tm_kv, const params p) {
@@ -652,19 +657,20 @@ __global__ void __launch_bounds__(threads, 1)
   ptx::griddep_wait();
 
   SplitPiece piece;
-  if (p.fused_plan_slots > 0) {
+  if constexpr (SizeHere) {
     // The schedule sized here rather than by a plan kernel before this one, whose run the CTAs
     // would wait for: each CTA finds its own piece; CTA (0, 0) also writes the plan.
+    int* scratch = reinterpret_cast<int*>(&sm.l_part[0][0]);
     const SplitScheduleView v = p.schedule;
-    const int t = split_plan::search_piece_blocks(v, p.fused_plan_slots, sm.plan_scratch);
+    const int t = split_plan::search_piece_blocks(v, p.fused_plan_slots, scratch);
     const bool writer = blockIdx.x == 0 && blockIdx.y == 0;
-    if (!split_plan::scan_plan(v, t, sm.plan_scratch, writer ? p.plan_out : nullptr,
-                               p.piece_prefix_out, p.slot_prefix_out, p.split_list_out,
-                               static_cast<int>(blockIdx.y), piece)) {
+    if (!split_plan::scan_plan(v, t, scratch, writer ? p.plan_out : nullptr, p.piece_prefix_out,
+                               p.slot_prefix_out, p.split_list_out, static_cast<int>(blockIdx.y),
+                               piece)) {
       return;  // past the last piece
     }
-  } else if (!piece_of_cta(p, blockIdx.y, piece)) {
-    return;  // past the last piece
+  } else {
+    if (!piece_of_cta(p, blockIdx.y, piece)) return;  // past the last piece
   }
   const piece_rows pr = rows_of(p, piece, row_first, r0, r1);
   const std::uint64_t policy = ptx::make_l2_policy(p.kv_l2_hint);
