@@ -3,7 +3,9 @@
 // one CTA finds the longest request, searches the piece length T (each thread a few candidates),
 // then sums the requests' pieces and slots and lists the requests the combine merges. Every
 // quantity is split_schedule's host-device arithmetic; only the reductions and prefix sums are
-// the GPU's.
+// the GPU's. The search and the sums are device functions of one CTA (search_piece_blocks,
+// scan_plan) that plan_kernel runs, and so does each CTA of the Hopper decode kernel when it sizes
+// a small batch itself (no plan kernel before it to wait for).
 #pragma once
 
 #include "amla/backend/cuda/detail/check.cuh"
