@@ -506,7 +506,7 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
   // registers.
   using kernel_t = void (*)(CUtensorMap, CUtensorMap, hopper::params);
   // The kernel that sizes the schedule itself is another instantiation too: its code at the start
-  // of a CTA costs the others registers and time (bench/CUDA_RESULTS.md, version 22).
+  // of a CTA costs the others registers and time (measured in bench/CUDA_RESULTS.md).
   const bool size_here = p.fused_plan_slots > 0;
   kernel_t kernel = size_here ? hopper::decode_kernel<Mode, false, true>
                               : hopper::decode_kernel<Mode, false, false>;
