@@ -23,7 +23,9 @@ Keywords: v, d_v (needed when V lives in kv), causal, softmax_scale, out and lse
 to write; else new torch tensors on q's device), and for base/amla/decode kernel ("automatic",
 "simple" or "hopper"), num_splits (0: sized from the batch and lengths), check_tables (copy the
 tables to the host and validate them: synchronises; False for timing) and, for amla, rescale
-("hardware" or "safe"). The work goes on torch's current stream of q's device. Errors in the
+("hardware" or "safe") and skip_unmoved (True: a step whose max did not move adds k = 0, the
+identity, instead of the nudge's 8, as the CPU's ``amla.amla(skip_unmoved=True)``; the Hopper
+kernel then skips the add where no row of a warp moved). The work goes on torch's current stream of q's device. Errors in the
 arguments are ValueError naming the argument, its value and the rule; CUDA failures RuntimeError.
 """
 
@@ -96,8 +98,9 @@ def golden(q, kv, block_table, seqlens, *, v=None, d_v: Optional[int] = None,
 
 def decode(q, kv, block_table, seqlens, *, mode: str = "standard", v=None,
            d_v: Optional[int] = None, causal: bool = False, softmax_scale: Optional[float] = None,
-           kernel: str = "automatic", rescale: str = "hardware", num_splits: int = 0,
-           check_tables: bool = True, out=None, lse=None, return_launch: bool = False):
+           kernel: str = "automatic", rescale: str = "hardware", skip_unmoved: bool = False,
+           num_splits: int = 0, check_tables: bool = True, out=None, lse=None,
+           return_launch: bool = False):
     """amla::cuda::decode: (out [batch, s_q, h_q, d_v] bfloat16, lse [batch, h_q, s_q] float32),
     and with return_launch a dict saying which kernel ran, its pieces and why automatic fell
     back to the simple kernel."""
@@ -105,7 +108,7 @@ def decode(q, kv, block_table, seqlens, *, mode: str = "standard", v=None,
     torch, guard, stream = _torch_context(q)
     out, lse = _outputs(torch, q, kv, v, d_v, out, lse, torch.bfloat16, torch.float32)
     args = dict(v=v, d_v=d_v, causal=causal, softmax_scale=softmax_scale, mode=mode,
-                kernel=kernel, rescale=rescale, num_splits=num_splits,
+                kernel=kernel, rescale=rescale, skip_unmoved=skip_unmoved, num_splits=num_splits,
                 check_tables=check_tables, stream=stream)
     if guard is None:
         launch = _ext.decode(q, kv, block_table, seqlens, out, lse, **args)

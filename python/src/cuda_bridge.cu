@@ -49,6 +49,7 @@ Launch decode(const Inputs& in, void* out, float* lse, const DecodeOptions& opti
                                       {"hopper", ac::kernel_kind::hopper}});
   o.rescale = choose<pow2_mode>("rescale", options.rescale,
                                 {{"hardware", pow2_mode::hardware}, {"safe", pow2_mode::safe}});
+  o.skip_unmoved = options.skip_unmoved;
   o.num_splits = options.num_splits;
   o.check_tables = options.check_tables;
   const ac::DecodeLaunch l = ac::decode(device_inputs(in), {static_cast<bf16*>(out), lse}, o,

@@ -28,6 +28,7 @@ struct DecodeOptions {
   std::string mode = "standard";     ///< "standard" | "amla"
   std::string kernel = "automatic";  ///< "automatic" | "simple" | "hopper"
   std::string rescale = "hardware";  ///< "hardware" | "safe" (AMLA's add)
+  bool skip_unmoved = false;         ///< AMLA's identity step (k = 0 where the max did not move)
   int num_splits = 0;
   bool check_tables = true;
 };

@@ -151,7 +151,8 @@ NB_MODULE(_amla_cuda, m) {
       [](const Array& q, const Array& kv, const Array& block_table, const Array& seqlens,
          const Array& out, const Array& lse, std::optional<Array> v, std::optional<int> d_v,
          bool causal, std::optional<float> softmax_scale, std::string mode, std::string kernel,
-         std::string rescale, int num_splits, bool check_tables, std::uintptr_t stream) {
+         std::string rescale, bool skip_unmoved, int num_splits, bool check_tables,
+         std::uintptr_t stream) {
         const char* fn = "amla.cuda.decode";
         const cuda_bridge::Inputs in = inputs(fn, q, kv, block_table, seqlens, v, d_v);
         check_outputs(fn, in.shape, out, lse, "bfloat16", "float32");
@@ -161,6 +162,7 @@ NB_MODULE(_amla_cuda, m) {
         o.mode = std::move(mode);
         o.kernel = std::move(kernel);
         o.rescale = std::move(rescale);
+        o.skip_unmoved = skip_unmoved;
         o.num_splits = num_splits;
         o.check_tables = check_tables;
         cuda_bridge::Launch l;
@@ -177,8 +179,8 @@ NB_MODULE(_amla_cuda, m) {
       arg("q"), arg("kv"), arg("block_table"), arg("seqlens"), arg("out"), arg("lse"),
       arg("v").none() = nb::none(), arg("d_v").none() = nb::none(), arg("causal") = false,
       arg("softmax_scale").none() = nb::none(), arg("mode") = "standard",
-      arg("kernel") = "automatic", arg("rescale") = "hardware", arg("num_splits") = 0,
-      arg("check_tables") = true, arg("stream") = 0);
+      arg("kernel") = "automatic", arg("rescale") = "hardware", arg("skip_unmoved") = false,
+      arg("num_splits") = 0, arg("check_tables") = true, arg("stream") = 0);
   m.def(
       "golden",
       [](const Array& q, const Array& kv, const Array& block_table, const Array& seqlens,

@@ -437,6 +437,48 @@ std::vector<int> mixed_lengths(int batch, std::mt19937_64& rng, int long_len) {
   return lens;
 }
 
+/// The sized plan a Hopper run left in its workspace (written by the plan kernel, or by the decode
+/// kernel's CTA (0, 0) where it sized the schedule itself) against the CPU schedule of the same
+/// lengths: T, the piece and slot prefixes, the split requests the combine merges.
+void check_workspace_plan(const char* what, const DeviceBuffer<std::uint8_t>& workspace,
+                          const amla::DecodeShape& shape, const std::vector<int>& lens,
+                          cudaStream_t stream) {
+  int sms = 0, dev = 0;
+  AMLA_CUDA_CHECK(cudaGetDevice(&dev));
+  AMLA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  amla::SplitScheduleOptions o;
+  o.sms = sms;
+  o.block_keys = ac::detail::hopper::block_keys;
+  const int row_blocks = (shape.rows_per_group() + ac::detail::hopper::rows_per_cta - 1) /
+                         ac::detail::hopper::rows_per_cta;
+  const std::vector<std::int32_t> lens32(lens.begin(), lens.end());
+  const amla::SplitSchedule cpu = amla::make_split_schedule(lens32, row_blocks, o);
+  const ac::detail::plan_arrays a = ac::detail::plan_arrays_in(workspace.ptr, shape.batch);
+  const std::size_t n1 = static_cast<std::size_t>(shape.batch) + 1;
+  ac::detail::split_plan::header h{};
+  std::vector<std::int32_t> pieces(n1), slots(n1), list(n1);
+  AMLA_CUDA_CHECK(cudaMemcpyAsync(&h, a.header, sizeof(h), cudaMemcpyDeviceToHost, stream));
+  AMLA_CUDA_CHECK(cudaMemcpyAsync(pieces.data(), a.piece_prefix, n1 * sizeof(std::int32_t),
+                                  cudaMemcpyDeviceToHost, stream));
+  AMLA_CUDA_CHECK(cudaMemcpyAsync(slots.data(), a.slot_prefix, n1 * sizeof(std::int32_t),
+                                  cudaMemcpyDeviceToHost, stream));
+  AMLA_CUDA_CHECK(cudaMemcpyAsync(list.data(), a.split_list, n1 * sizeof(std::int32_t),
+                                  cudaMemcpyDeviceToHost, stream));
+  AMLA_CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<std::int32_t> cpu_list;
+  for (int b = 0; b < shape.batch; ++b) {
+    const auto i = static_cast<std::size_t>(b);
+    if (cpu.piece_prefix[i + 1] - cpu.piece_prefix[i] > 1) cpu_list.push_back(b);
+  }
+  list.resize(static_cast<std::size_t>(std::max(0, std::min(h.num_split_requests, shape.batch))));
+  const bool same = h.piece_blocks == cpu.scalars.piece_blocks && pieces == cpu.piece_prefix &&
+                    slots == cpu.slot_prefix && list == cpu_list;
+  EXPECT(same,
+         "%s: the plan in the workspace (T %d, %d split requests) differs from the CPU "
+         "schedule (T %d, %zu split requests)",
+         what, h.piece_blocks, h.num_split_requests, cpu.scalars.piece_blocks, cpu_list.size());
+}
+
 void run_case(const Case& c, std::uint64_t seed, cudaStream_t stream) {
   const auto t0 = std::chrono::steady_clock::now();
   ct::ProblemSpec spec{c.s_q, c.h_q, c.lens, c.page_size, c.spread, seed};
@@ -520,6 +562,10 @@ void run_case(const Case& c, std::uint64_t seed, cudaStream_t stream) {
       continue;
     }
     sync_or_die(stream, 60.0, std::string(c.name) + " " + v.name);
+    if (v.kernel == kernel_kind::hopper && opt.num_splits == 0) {
+      check_workspace_plan((std::string(c.name) + " " + v.name).c_str(), workspace, shape, c.lens,
+                           stream);
+    }
     const std::vector<amla::bf16> o = out.download();
     const std::vector<float> l = lse.download();
     outputs[v.name] = o;

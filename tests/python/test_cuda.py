@@ -90,3 +90,49 @@ def test_bad_arguments_are_value_errors_naming_them():
     with pytest.raises(ValueError, match="softmax_scale"):
         amla.cuda.base(t["q"], t["kv"], t["block_table"], t["seqlens"], d_v=c.d_v,
                        softmax_scale=-1.0)
+
+
+def stay_put_case():
+    """b 1, s_q 1, h_q 128, 16384 keys whose max every row meets at key 0 (block 0) and never
+    again: each of the 255 later blocks of 64 is an unmoved step, where the printed step adds the
+    nudge's k = 8 (a factor of at least 1 + 4.7e-7 each, 1.2e-4 over the row) and skip_unmoved
+    adds nothing. The large score comes from the last (RoPE) column of Q and K, which V does not
+    hold, so that V stays random: no O element is 0, which the hardware add would garble."""
+    c = amla.cases.build(batch=1, s_q=1, h_q=128, seqlens=[16384], seed=8,
+                         distribution=("normal", 0.05), softmax_scale=1.0)
+    q = c.q.astype(np.float32)
+    kv = c.kv.astype(np.float32)
+    q[..., -1] = 4.0
+    kv[..., -1] = 0.0
+    kv[c.block_table[0, 0], 0, :, -1] = 3.0  # q . k_0 about 12, every other score near 0
+    c.q = q.astype(amla.BF16)
+    c.kv = kv.astype(amla.BF16)
+    return c
+
+
+@pytest.mark.parametrize("kernel", ["automatic", "simple"])
+def test_amla_skip_unmoved_matches_the_cpu_recurrence(kernel):
+    c = stay_put_case()
+    cpu = {skip: amla.amla(**c.inputs(), block_size=64, skip_unmoved=skip,
+                           round_output_bf16=True).out for skip in (False, True)}
+    t = to_cuda(c)
+    gpu = {}
+    for skip in (False, True):
+        # One piece per request: every CTA walks all 256 blocks, as the CPU recurrence does.
+        out, lse = amla.cuda.amla(t["q"], t["kv"], t["block_table"], t["seqlens"], d_v=c.d_v,
+                                  softmax_scale=1.0, kernel=kernel, num_splits=1,
+                                  skip_unmoved=skip)
+        o = out.float().cpu().numpy()
+        assert np.isfinite(o).all()
+        # The BF16 outputs of the same step differ only where the GPU's FP32 sums (another order
+        # of additions) round across a BF16 boundary; the drift of the other step moves more.
+        same = np.count_nonzero(o != cpu[skip])
+        other = np.count_nonzero(o != cpu[not skip])
+        assert 3 * same < other
+        np.testing.assert_allclose(o, cpu[skip], rtol=1e-2, atol=1e-3)
+        gpu[skip] = o
+    # The printed step multiplies O by more than 1 at each unmoved block: where the two GPU outputs
+    # differ (a few percent of them), the printed one is the larger in magnitude.
+    moved = gpu[False] != gpu[True]
+    assert np.count_nonzero(moved) > 0.01 * moved.size
+    assert np.mean(np.abs(gpu[False][moved]) > np.abs(gpu[True][moved])) > 0.95

@@ -362,6 +362,26 @@ inline workspace_layout workspace_layout_of(const DecodeShape& s, const CudaDeco
   return w;
 }
 
+/// The sized plan's place at the start of the Hopper path's workspace: the header, then from byte
+/// 256 piece_prefix, slot_prefix and split_list, batch + 1 entries each.
+struct plan_arrays {
+  split_plan::header* header;
+  std::int32_t* piece_prefix;
+  std::int32_t* slot_prefix;
+  std::int32_t* split_list;
+};
+
+inline plan_arrays plan_arrays_in(void* workspace, int batch) {
+  auto* base = static_cast<std::uint8_t*>(workspace);
+  const std::size_t batch1 = static_cast<std::size_t>(batch) + 1;
+  plan_arrays a;
+  a.header = reinterpret_cast<split_plan::header*>(base);
+  a.piece_prefix = reinterpret_cast<std::int32_t*>(base + 256);
+  a.slot_prefix = a.piece_prefix + batch1;
+  a.split_list = a.slot_prefix + batch1;
+  return a;
+}
+
 /// Launches `kernel` on `stream`, with programmatic dependent launch when `pdl` (the kernel
 /// waits for the one before it with griddep_wait before it reads anything).
 template <class... Params, class... Args>
@@ -435,7 +455,6 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
   const int split_requests = sized ? std::min(s.batch, bounds.partials / 2) : s.batch;
 
   // One workspace: the plan (sized), then the partial outputs (when some request is cut).
-  const std::size_t batch1 = static_cast<std::size_t>(s.batch) + 1;
   const workspace_layout w = workspace_layout_of(s, opt, dev.sms);
   const std::size_t part_rows = static_cast<std::size_t>(bounds.partials) * p.rows;
   std::uint8_t* workspace = static_cast<std::uint8_t*>(opt.workspace);
@@ -449,15 +468,27 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
   if (own_workspace) AMLA_CUDA_CHECK(cudaMallocAsync(&workspace, w.bytes, stream));
   std::int32_t* split_list = nullptr;
   if (sized) {
-    auto* header = reinterpret_cast<split_plan::header*>(workspace);
-    auto* piece_prefix = reinterpret_cast<std::int32_t*>(workspace + 256);
-    auto* slot_prefix = piece_prefix + batch1;
-    split_list = slot_prefix + batch1;
+    const plan_arrays a = plan_arrays_in(workspace, s.batch);
+    split_plan::header* header = a.header;
+    std::int32_t* piece_prefix = a.piece_prefix;
+    std::int32_t* slot_prefix = a.slot_prefix;
+    split_list = a.split_list;
     p.plan = header;
     v.piece_prefix = piece_prefix;
     v.slot_prefix = slot_prefix;
-    launch_ex(split_plan::plan_kernel, dim3(1), split_plan::threads, 0, false, stream, v,
-              bounds.slots, header, piece_prefix, slot_prefix, split_list);
+    if (s.batch < bounds.slots && s.batch <= split_plan::threads) {
+      // A batch the schedule may cut: the decode kernel's CTAs size the schedule themselves
+      // rather than wait for a plan kernel (one scan of the batch each), and CTA (0, 0) writes
+      // the plan the combine reads.
+      p.fused_plan_slots = bounds.slots;
+      p.plan_out = header;
+      p.piece_prefix_out = piece_prefix;
+      p.slot_prefix_out = slot_prefix;
+      p.split_list_out = split_list;
+    } else {
+      launch_ex(split_plan::plan_kernel, dim3(1), split_plan::threads, 0, false, stream, v,
+                bounds.slots, header, piece_prefix, slot_prefix, split_list);
+    }
   }
   if (part_rows > 0) {
     p.out_part = reinterpret_cast<float*>(workspace + w.plan_bytes);
@@ -474,9 +505,16 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
   // AMLA's safe add is its own instantiation: its rare fix-up path must not cost the others
   // registers.
   using kernel_t = void (*)(CUtensorMap, CUtensorMap, hopper::params);
-  kernel_t kernel = hopper::decode_kernel<Mode, false>;
+  // The kernel that sizes the schedule itself is another instantiation too: its code at the start
+  // of a CTA costs the others registers and time (measured in bench/CUDA_RESULTS.md).
+  const bool size_here = p.fused_plan_slots > 0;
+  kernel_t kernel = size_here ? hopper::decode_kernel<Mode, false, true>
+                              : hopper::decode_kernel<Mode, false, false>;
   if constexpr (Mode == rescale_mode::amla) {
-    if (opt.rescale == pow2_mode::safe) kernel = hopper::decode_kernel<Mode, true>;
+    if (opt.rescale == pow2_mode::safe) {
+      kernel = size_here ? hopper::decode_kernel<Mode, true, true>
+                         : hopper::decode_kernel<Mode, true, false>;
+    }
   }
   AMLA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(hopper::smem_bytes)));

@@ -12,7 +12,11 @@
 // contiguous range of 64-key KV blocks. A piece that is a whole request writes out and lse; a
 // piece of a request cut into several writes its normalised FP32 partial and lse to its slot, and
 // combine.cuh merges the slots. CTAs past the schedule's last piece (the launch sizes the grid by
-// a bound, the GPU computes the plan) return at once.
+// a bound, the GPU computes the plan) return at once. The sized schedule's plan comes from
+// split_plan.cuh's plan kernel, run before this one; for a batch the schedule may cut (fewer
+// requests than a wave's pieces) the CTAs size it themselves (the SizeHere instantiation, the
+// same device functions) and CTA (0, 0) writes the plan for the combine. When the plan cuts no
+// request, piece b is request b (piece_of_cta, no search).
 //
 // ---- Shared memory (220 KB) --------------------------------------------------------------
 //   Q         64 x 576 BF16 as 9 column chunks of 64 x 64 (8 KB each, 128-byte swizzle)  72 KB
@@ -86,7 +90,8 @@
 // AMLA: O's bits += k for every row that has seen a key, P scaled by S16 before its BF16 cast,
 // out = O / (l * S16). With the paper's step k is never 0 (the +1e-6 nudge alone gives 8); with
 // params::skip_unmoved an unmoved row's k is 0 and the add is skipped when the whole warp agrees,
-// as the standard mode skips its multiply.
+// as the standard mode skips its multiply. A row's AMLA step (its scalars and k) is computed by the
+// two threads of its quad that publish it, not by all four (step_rows).
 #pragma once
 
 #include "amla/backend/cuda/detail/check.cuh"
@@ -112,6 +117,8 @@ inline constexpr int chunks = 9;
 inline constexpr int chunk_bytes = 64 * 128;
 inline constexpr int tile_bytes = chunks * chunk_bytes;
 inline constexpr int threads = 256;
+static_assert(threads == split_plan::threads,
+              "the kernel's CTAs run split_plan's CTA-wide functions when they size the schedule");
 
 enum barrier_id : int {
   bar_p_a = 1,      ///< WG0 -> WG1: frame A and P_A published
@@ -138,7 +145,7 @@ struct shared_storage {
   std::uint8_t kv[2][tile_bytes];
   frame_message msg_a[rows_per_cta];
   frame_message msg_b[rows_per_cta];
-  float l_part[2][rows_per_cta];
+  float l_part[2][rows_per_cta];  ///< the epilogue's l exchange; at the start, the plan's scratch
   std::uint64_t bar_q;
   std::uint64_t bar_kv[2][chunks];
 };
@@ -153,6 +160,56 @@ __device__ __forceinline__ amla_scalars scalars_of(const row_frame& f, const fra
   }
   return amla_scalars{};
 }
+
+/// c ? a : b, field by field (a select of the whole struct goes through the stack).
+__device__ __forceinline__ frame_step select_step(bool c, const frame_step& a,
+                                                  const frame_step& b) {
+  frame_step r;
+  r.next.m = c ? a.next.m : b.next.m;
+  r.o_scale = c ? a.o_scale : b.o_scale;
+  r.o_add = c ? a.o_add : b.o_add;
+  r.p_scale = c ? a.p_scale : b.p_scale;
+  r.l_scale = c ? a.l_scale : b.l_scale;
+  return r;
+}
+
+/// The frame steps of this thread's two rows r0 (st0) and r1 (st1) to the running maxima m0, m1
+/// (>= the old ones). The four threads of a quad hold the same two rows, so in AMLA mode each row's
+/// scalars and k (the moved step's exp2, BF16 rounding and two divisions) are computed by half of
+/// the quad only: threads with quad < 2 compute row r0's, those with quad >= 2 row r1's (the own
+/// row, `upper` = quad >= 2), and each takes the other row's k and S16 from lane ^ 2, which holds
+/// the same rows and computed the other one. A warp thus runs the moved step's arithmetic once per
+/// block, not once per row, with the same values bit for bit. prev_own: the own row's previous
+/// scalars; own receives its new ones. `mine` is the own row's step (st1 if upper, else st0). The
+/// standard mode steps both rows (an exp2 each).
+template <rescale_mode Mode>
+__device__ __forceinline__ void step_rows(const row_frame& f0, const row_frame& f1, float m0,
+                                          float m1, bool upper, const amla_scalars& prev_own,
+                                          amla_scalars& own, const amla_step_options& step,
+                                          frame_step& st0, frame_step& st1, frame_step& mine) {
+  if constexpr (Mode == rescale_mode::standard) {
+    amla_scalars none;
+    st0 = step_frame<Mode>(f0, amla_scalars{}, m0, none, step);
+    st1 = step_frame<Mode>(f1, amla_scalars{}, m1, none, step);
+    own = amla_scalars{};
+    mine = select_step(upper, st1, st0);
+  } else {
+    mine = step_frame<Mode>(row_frame{upper ? f1.m : f0.m}, prev_own, upper ? m1 : m0, own, step);
+    // The other row: its frame and l scale as the standard step has them (no AMLA scalars), its
+    // add and S16 from the partner lane.
+    amla_scalars none;
+    frame_step other = step_frame<rescale_mode::standard>(
+        row_frame{upper ? f0.m : f1.m}, amla_scalars{}, upper ? m0 : m1, none, step);
+    other.o_scale = 1.0f;
+    other.o_add = __shfl_xor_sync(0xffffffffu, mine.o_add, 2);
+    other.p_scale = __shfl_xor_sync(0xffffffffu, mine.p_scale, 2);
+    st0 = select_step(upper, other, mine);
+    st1 = select_step(upper, mine, other);
+  }
+}
+
+static_assert(sizeof(shared_storage::l_part) >= split_plan::scratch_ints * sizeof(int),
+              "l_part holds split_plan's scratch while a CTA sizes the schedule");
 
 /// Dynamic shared memory to request. Its start is 1024-byte aligned (the 128-byte swizzle repeats
 /// every 1024 bytes and the descriptors assume aligned tiles; the kernel checks it).
@@ -174,6 +231,15 @@ struct params {
   /// `plan` (split_plan.cuh computes it on the GPU).
   SplitScheduleView schedule;
   const split_plan::header* plan;
+  /// The kernel that sizes the schedule itself (decode_kernel's SizeHere; a sized schedule of a
+  /// small batch that no plan kernel computed): every CTA sizes it for this many slots
+  /// (split_plan::search_piece_blocks, scan_plan) and CTA (0, 0) writes the plan for the combine
+  /// to plan_out and the three arrays below.
+  int fused_plan_slots;
+  split_plan::header* plan_out;
+  std::int32_t* piece_prefix_out;
+  std::int32_t* slot_prefix_out;
+  std::int32_t* split_list_out;
   __nv_bfloat16* out;  ///< final outputs (pieces with slot -1)
   float* lse;
   float* out_part;  ///< [slots, rows, 512]
@@ -188,6 +254,21 @@ __device__ __forceinline__ SplitScheduleView schedule_of(const params& p) {
     v.piece_blocks = p.plan->piece_blocks;
   }
   return v;
+}
+
+/// Piece `index` of the schedule, as split_schedule::piece_at finds it. A sized schedule that cuts
+/// no request (the plan lists none: piece b is request b, whole) needs no binary search through
+/// piece_prefix, whose log2(batch) loads, each waiting for the last, would otherwise delay the
+/// start of every CTA.
+__device__ __forceinline__ bool piece_of_cta(const params& p, int index, SplitPiece& piece) {
+  const SplitScheduleView v = schedule_of(p);
+  if (v.num_splits == 0 && p.plan->num_split_requests == 0) {
+    if (index >= v.batch) return false;
+    piece = split_schedule::piece_of(
+        index, split_schedule::blocks_of(v.seqlens[index], v.block_keys), 1, 0, 0);
+    return true;
+  }
+  return split_schedule::piece_at(v, index, piece);
 }
 
 /// Visible keys of request row r (token t = r / h_q).
@@ -535,10 +616,12 @@ __global__ void sm90a_probe(int* flag) {
 #endif
 }
 
-/// SafeAdd: AMLA's add in the safe form (rescale.cuh); false is the raw hardware add. Declared for
+/// SafeAdd: AMLA's add in the safe form (rescale.cuh); false is the raw hardware add. SizeHere: the
+/// CTAs size the split schedule themselves (params::fused_plan_slots) instead of reading the plan
+/// a plan kernel wrote. Declared for
 /// every architecture; its body exists only in an sm_90a compilation (detail/ptx.cuh), elsewhere
 /// it traps with a message (the host never launches it there).
-template <rescale_mode Mode, bool SafeAdd>
+template <rescale_mode Mode, bool SafeAdd, bool SizeHere>
 __global__ void __launch_bounds__(threads, 1)
     decode_kernel(const __grid_constant__ CUtensorMap tm_q,
                   const __grid_constant__ CUtensorMap tm_kv, const params p) {
@@ -557,6 +640,10 @@ __global__ void __launch_bounds__(threads, 1)
   const int warp = tid_wg / 32, lane = threadIdx.x % 32;
   const int quad = lane % 4;
   const int r0 = warp * 16 + lane / 4, r1 = r0 + 8;  // this thread's two rows within the CTA
+  // The row whose AMLA step this thread computes and publishes (step_rows): r0 for quads 0 and 1,
+  // r1 for quads 2 and 3.
+  const bool upper = quad >= 2;
+  const int r_own = upper ? r1 : r0;
   const int row_first = row_block * rows_per_cta;
   const bool leader = tid_wg == 0;
 
@@ -574,7 +661,21 @@ __global__ void __launch_bounds__(threads, 1)
   ptx::griddep_wait();
 
   SplitPiece piece;
-  if (!split_schedule::piece_at(schedule_of(p), blockIdx.y, piece)) return;  // past the last piece
+  if constexpr (SizeHere) {
+    // The schedule sized here rather than by a plan kernel before this one, whose run the CTAs
+    // would wait for: each CTA finds its own piece; CTA (0, 0) also writes the plan.
+    int* scratch = reinterpret_cast<int*>(&sm.l_part[0][0]);
+    const SplitScheduleView v = p.schedule;
+    const int t = split_plan::search_piece_blocks(v, p.fused_plan_slots, scratch);
+    const bool writer = blockIdx.x == 0 && blockIdx.y == 0;
+    if (!split_plan::scan_plan(v, t, scratch, writer ? p.plan_out : nullptr, p.piece_prefix_out,
+                               p.slot_prefix_out, p.split_list_out, static_cast<int>(blockIdx.y),
+                               piece)) {
+      return;  // past the last piece
+    }
+  } else {
+    if (!piece_of_cta(p, blockIdx.y, piece)) return;  // past the last piece
+  }
   const piece_rows pr = rows_of(p, piece, row_first, r0, r1);
   const std::uint64_t policy = ptx::make_l2_policy(p.kv_l2_hint);
   const amla_step_options step = amla_kernel_step(p.skip_unmoved != 0);
@@ -604,14 +705,13 @@ __global__ void __launch_bounds__(threads, 1)
         row_max(s, p.scale_log2, mx0, mx1);
         // The previous frame's AMLA scalars: frame B of the last pair, published in msg_b (which
         // WG1 rewrites only after this pair's frame A).
-        amla_scalars fa0, fa1;
-        const frame_step sa0 =
-            step_frame<Mode>(f0, scalars_of<Mode>(f0, sm.msg_b[r0]), max_nan(f0.m, mx0), fa0, step);
-        const frame_step sa1 =
-            step_frame<Mode>(f1, scalars_of<Mode>(f1, sm.msg_b[r1]), max_nan(f1.m, mx1), fa1, step);
-        if (quad == 0) {
-          sm.msg_a[r0] = frame_message{sa0.next, sa0.o_scale, sa0.o_add, fa0};
-          sm.msg_a[r1] = frame_message{sa1.next, sa1.o_scale, sa1.o_add, fa1};
+        amla_scalars fa;
+        frame_step sa0, sa1, sa_own;
+        step_rows<Mode>(f0, f1, max_nan(f0.m, mx0), max_nan(f1.m, mx1), upper,
+                        scalars_of<Mode>(row_frame{upper ? f1.m : f0.m}, sm.msg_b[r_own]), fa, step,
+                        sa0, sa1, sa_own);
+        if ((quad & 1) == 0) {
+          sm.msg_a[r_own] = frame_message{sa_own.next, sa_own.o_scale, sa_own.o_add, fa};
         }
         ptx::bar_arrive(bar_frame_a, 256);  // WG1's softmax of block B may start
         float sum0, sum1;
@@ -675,17 +775,17 @@ __global__ void __launch_bounds__(threads, 1)
         row_max(s, p.scale_log2, mx0, mx1);
         ptx::bar_sync(bar_frame_a, 256);
         const frame_message ma0 = sm.msg_a[r0], ma1 = sm.msg_a[r1];
+        const amla_scalars fa_own = sm.msg_a[r_own].scalars;
         // An absent block B is the identity step (no add, no scale): frame B = frame A.
-        amla_scalars fb0 = ma0.scalars, fb1 = ma1.scalars;
-        const frame_step sb0 =
-            has_b ? step_frame<Mode>(ma0.frame, ma0.scalars, max_nan(ma0.frame.m, mx0), fb0, step)
-                  : frame_step{ma0.frame};
-        const frame_step sb1 =
-            has_b ? step_frame<Mode>(ma1.frame, ma1.scalars, max_nan(ma1.frame.m, mx1), fb1, step)
-                  : frame_step{ma1.frame};
-        if (quad == 0) {
-          sm.msg_b[r0] = frame_message{sb0.next, sb0.o_scale, sb0.o_add, fb0};
-          sm.msg_b[r1] = frame_message{sb1.next, sb1.o_scale, sb1.o_add, fb1};
+        amla_scalars fb = fa_own;
+        frame_step sb0{ma0.frame}, sb1{ma1.frame},
+            sb_own{row_frame{upper ? ma1.frame.m : ma0.frame.m}};
+        if (has_b) {
+          step_rows<Mode>(ma0.frame, ma1.frame, max_nan(ma0.frame.m, mx0),
+                          max_nan(ma1.frame.m, mx1), upper, fa_own, fb, step, sb0, sb1, sb_own);
+        }
+        if ((quad & 1) == 0) {
+          sm.msg_b[r_own] = frame_message{sb_own.next, sb_own.o_scale, sb_own.o_add, fb};
         }
         float sum0 = 0.0f, sum1 = 0.0f;
         if (has_b) exponentiate(s, p.scale_log2, sb0.next.m, sb1.next.m, sum0, sum1);

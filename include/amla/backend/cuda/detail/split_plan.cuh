@@ -3,7 +3,9 @@
 // one CTA finds the longest request, searches the piece length T (each thread a few candidates),
 // then sums the requests' pieces and slots and lists the requests the combine merges. Every
 // quantity is split_schedule's host-device arithmetic; only the reductions and prefix sums are
-// the GPU's.
+// the GPU's. The search and the sums are device functions of one CTA (search_piece_blocks,
+// scan_plan) that plan_kernel runs, and so does each CTA of the Hopper decode kernel when it sizes
+// a small batch itself (no plan kernel before it to wait for).
 #pragma once
 
 #include "amla/backend/cuda/detail/check.cuh"
@@ -69,14 +71,13 @@ __device__ __forceinline__ int block_extreme(int v, int* scratch, bool max) {
   return v;
 }
 
-/// One CTA of `threads` threads. v: a sized schedule's batch, block keys and device seqlens;
-/// slots: the pieces of one wave (split_schedule_bounds). Writes piece_prefix[batch + 1],
-/// slot_prefix[batch + 1], the requests with slots in split_list, and the header.
-__global__ void __launch_bounds__(threads)
-    plan_kernel(SplitScheduleView v, int slots, header* out, std::int32_t* piece_prefix,
-                std::int32_t* slot_prefix, std::int32_t* split_list) {
-  __shared__ int scratch[threads / 32];
-  ptx::griddep_wait();
+/// Shared memory the plan's device functions take: the reductions' scratch, then the piece found.
+inline constexpr int scratch_ints = threads / 32 + 4;
+
+/// T, the sized schedule's piece length for v's lengths and one wave of `slots` pieces
+/// (split_schedule.hpp): every thread of a CTA of `threads` threads calls it and gets T.
+__device__ __forceinline__ int search_piece_blocks(const SplitScheduleView& v, int slots,
+                                                   int* scratch) {
   const int tid = threadIdx.x;
   const auto blocks = [&](int b) { return split_schedule::blocks_of(v.seqlens[b], v.block_keys); };
   int n_max = 0;
@@ -96,28 +97,72 @@ __global__ void __launch_bounds__(threads)
     }
     t = block_extreme(best, scratch, false);
   }
+  return t;
+}
+
+/// The prefix sums of the schedule with piece length t (every thread of the CTA calls it). With
+/// `out` (the plan's arrays, written by this CTA alone): piece_prefix[batch + 1],
+/// slot_prefix[batch + 1], the requests with slots in split_list and the header. With index >= 0:
+/// piece `index` of the schedule, as split_schedule::piece_at reads it from those arrays, into
+/// `piece`; returns false past the last piece.
+__device__ __forceinline__ bool scan_plan(const SplitScheduleView& v, int t, int* scratch,
+                                          header* out, std::int32_t* piece_prefix,
+                                          std::int32_t* slot_prefix, std::int32_t* split_list,
+                                          int index, SplitPiece& piece) {
+  const int tid = threadIdx.x;
+  int* found = scratch + threads / 32;  // request, piece within it, its pieces, its first slot
+  if (tid == 0) found[0] = -1;
   int piece_carry = 0, slot_carry = 0, list_carry = 0;
-  if (tid == 0) {
+  if (out != nullptr && tid == 0) {
     piece_prefix[0] = 0;
     slot_prefix[0] = 0;
   }
   for (int base = 0; base < v.batch; base += threads) {
     const int b = base + tid;
-    const int k = b < v.batch ? split_schedule::pieces_for(blocks(b), t) : 0;
+    const int n = b < v.batch ? split_schedule::blocks_of(v.seqlens[b], v.block_keys) : 0;
+    const int k = b < v.batch ? split_schedule::pieces_for(n, t) : 0;
     int piece_total, slot_total, list_total;
     const int piece_incl = block_inclusive_scan(k, scratch, piece_total);
     const int slot_incl = block_inclusive_scan(split_schedule::slots_for(k), scratch, slot_total);
     const int list_incl = block_inclusive_scan(k > 1 ? 1 : 0, scratch, list_total);
     if (b < v.batch) {
-      piece_prefix[b + 1] = piece_carry + piece_incl;
-      slot_prefix[b + 1] = slot_carry + slot_incl;
-      if (k > 1) split_list[list_carry + list_incl - 1] = b;
+      const int first_piece = piece_carry + piece_incl - k;
+      if (index >= first_piece && index < first_piece + k) {
+        found[0] = b;
+        found[1] = index - first_piece;
+        found[2] = k;
+        found[3] = slot_carry + slot_incl - split_schedule::slots_for(k);
+      }
+      if (out != nullptr) {
+        piece_prefix[b + 1] = piece_carry + piece_incl;
+        slot_prefix[b + 1] = slot_carry + slot_incl;
+        if (k > 1) split_list[list_carry + list_incl - 1] = b;
+      }
     }
     piece_carry += piece_total;
     slot_carry += slot_total;
     list_carry += list_total;
   }
-  if (tid == 0) *out = header{t, list_carry};
+  if (out != nullptr && tid == 0) *out = header{t, list_carry};
+  __syncthreads();
+  const int b = found[0];
+  if (b < 0) return false;
+  piece = split_schedule::piece_of(b, split_schedule::blocks_of(v.seqlens[b], v.block_keys),
+                                   found[2], found[1], found[3]);
+  return true;
+}
+
+/// One CTA of `threads` threads. v: a sized schedule's batch, block keys and device seqlens;
+/// slots: the pieces of one wave (split_schedule_bounds). Writes piece_prefix[batch + 1],
+/// slot_prefix[batch + 1], the requests with slots in split_list, and the header.
+__global__ void __launch_bounds__(threads)
+    plan_kernel(SplitScheduleView v, int slots, header* out, std::int32_t* piece_prefix,
+                std::int32_t* slot_prefix, std::int32_t* split_list) {
+  __shared__ int scratch[scratch_ints];
+  ptx::griddep_wait();
+  const int t = search_piece_blocks(v, slots, scratch);
+  SplitPiece unused;
+  scan_plan(v, t, scratch, out, piece_prefix, slot_prefix, split_list, -1, unused);
 }
 
 /// The sized schedule of `batch` device seqlens as plan_kernel computes it, copied back into a
