@@ -25,8 +25,9 @@ to write; else new torch tensors on q's device), and for base/amla/decode kernel
 tables to the host and validate them: synchronises; False for timing) and, for amla, rescale
 ("hardware" or "safe") and skip_unmoved (True: a step whose max did not move adds k = 0, the
 identity, instead of the nudge's 8, as the CPU's ``amla.amla(skip_unmoved=True)``; the Hopper
-kernel then skips the add where no row of a warp moved). The work goes on torch's current stream of q's device. Errors in the
-arguments are ValueError naming the argument, its value and the rule; CUDA failures RuntimeError.
+kernel then skips the add where no row of a warp moved). The work goes on torch's current stream
+of q's device. Errors in the arguments are ValueError naming the argument, its value and the
+rule; CUDA failures RuntimeError.
 """
 
 from __future__ import annotations
