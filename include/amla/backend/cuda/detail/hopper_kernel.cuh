@@ -107,6 +107,15 @@
 #include "amla/problem/shape.hpp"
 #include "amla/problem/split_schedule.hpp"
 
+// AMLA_CUDA_PHASE_TIMES=1 builds the timing probes into the Hopper kernel: every CTA records
+// %globaltimer and clock64 at the phases of its run (hopper::phase) into
+// CudaDecodeOptions::phase_times, which bm_cuda_decode --phases summarises. A build for timing
+// only: the probes' stores and fences cost a little time and change nothing else. 0 (the
+// default) compiles them away; the code stays parsed and type-checked either way.
+#ifndef AMLA_CUDA_PHASE_TIMES
+#define AMLA_CUDA_PHASE_TIMES 0
+#endif
+
 namespace amla::cuda::detail::hopper {
 
 inline constexpr int rows_per_cta = 64;
@@ -119,6 +128,33 @@ inline constexpr int tile_bytes = chunks * chunk_bytes;
 inline constexpr int threads = 256;
 static_assert(threads == split_plan::threads,
               "the kernel's CTAs run split_plan's CTA-wide functions when they size the schedule");
+
+/// Whether this build records phase times (AMLA_CUDA_PHASE_TIMES).
+inline constexpr bool phase_times_built = AMLA_CUDA_PHASE_TIMES != 0;
+
+/// The moments of a CTA's run that a timing build records, in order. Each CTA writes
+/// phase_slots words at phase_times + (blockIdx.y * gridDim.x + blockIdx.x) * phase_slots: word
+/// ph the %globaltimer (ns) at phase ph, word phase_clock + ph the SM's clock64 there, word
+/// phase_sm the SM's id. A CTA past the schedule's last piece writes no entry (the report skips
+/// records without one).
+enum phase : int {
+  phase_entry = 0,      ///< the kernel's first instruction (thread 0)
+  phase_barriers,       ///< mbarriers initialised, tensor maps prefetched (after the CTA barrier)
+  phase_griddep,        ///< griddep_wait returned: the kernel before this one is complete
+  phase_loads_issued,   ///< piece found, its Q and first two KV blocks' TMA loads issued
+  phase_q_landed,       ///< Q in shared memory
+  phase_first_s,        ///< WG0's first S_A computed (its K block landed)
+  phase_loop_end_wg0,   ///< WG0 out of the block loop
+  phase_loop_end_wg1,   ///< WG1 out of the block loop (thread 128)
+  phase_epilogue_sync,  ///< l exchanged between the warpgroups (the epilogue's CTA barrier)
+  phase_stores_issued,  ///< thread 0 has issued its out and lse stores
+  phase_stores_done,    ///< every thread's stores issued and fenced (a fence and a CTA barrier)
+  phase_count
+};
+inline constexpr int phase_clock = 16;
+inline constexpr int phase_sm = 15;
+inline constexpr int phase_slots = 32;
+static_assert(phase_count <= phase_sm, "the phases fit below the SM id's word");
 
 enum barrier_id : int {
   bar_p_a = 1,      ///< WG0 -> WG1: frame A and P_A published
@@ -244,7 +280,23 @@ struct params {
   float* lse;
   float* out_part;  ///< [slots, rows, 512]
   float* lse_part;  ///< [slots, rows]
+  /// A timing build's record (AMLA_CUDA_PHASE_TIMES; enum phase), or nullptr: none.
+  std::uint64_t* phase_times;
 };
+
+/// Records phase `ph` of this CTA in a timing build (the caller picks the one thread that does);
+/// nothing otherwise.
+__device__ __forceinline__ void mark_phase(const params& p, int ph) {
+  if constexpr (phase_times_built) {
+    if (p.phase_times == nullptr) return;
+    std::uint64_t* rec =
+        p.phase_times + (static_cast<std::uint64_t>(blockIdx.y) * gridDim.x + blockIdx.x) *
+                            static_cast<std::uint64_t>(phase_slots);
+    const std::uint64_t clk = static_cast<std::uint64_t>(clock64());
+    rec[ph] = ptx::globaltimer_ns();
+    rec[phase_clock + ph] = clk;
+  }
+}
 
 /// The schedule as the kernel reads it: a sized one's piece length comes from the plan the kernel
 /// before this one wrote.
@@ -646,6 +698,13 @@ __global__ void __launch_bounds__(threads, 1)
   const int r_own = upper ? r1 : r0;
   const int row_first = row_block * rows_per_cta;
   const bool leader = tid_wg == 0;
+  const bool cta_leader = threadIdx.x == 0;
+  // The entry's time is written only once the CTA has a piece (none past the last piece).
+  std::uint64_t entry_ns = 0, entry_clk = 0;
+  if constexpr (phase_times_built) {
+    entry_ns = ptx::globaltimer_ns();
+    entry_clk = static_cast<std::uint64_t>(clock64());
+  }
 
   if (threadIdx.x == 0) {
     ptx::mbar_init(&sm.bar_q, 1);
@@ -656,9 +715,11 @@ __global__ void __launch_bounds__(threads, 1)
     ptx::prefetch_tensor_map(&tm_kv);
   }
   __syncthreads();
+  if (cta_leader) mark_phase(p, phase_barriers);
   // Nothing global is read before the kernels this one may overlap (programmatic dependent
   // launch: the plan, or whatever produced the inputs) are complete.
   ptx::griddep_wait();
+  if (cta_leader) mark_phase(p, phase_griddep);
 
   SplitPiece piece;
   if constexpr (SizeHere) {
@@ -680,6 +741,17 @@ __global__ void __launch_bounds__(threads, 1)
   const std::uint64_t policy = ptx::make_l2_policy(p.kv_l2_hint);
   const amla_step_options step = amla_kernel_step(p.skip_unmoved != 0);
   if (threadIdx.x == 0) load_piece(sm, &tm_q, &tm_kv, p, pr, row_first, policy);
+  if constexpr (phase_times_built) {
+    if (cta_leader && p.phase_times != nullptr) {
+      mark_phase(p, phase_loads_issued);
+      std::uint64_t* rec =
+          p.phase_times + (static_cast<std::uint64_t>(blockIdx.y) * gridDim.x + blockIdx.x) *
+                              static_cast<std::uint64_t>(phase_slots);
+      rec[phase_entry] = entry_ns;
+      rec[phase_clock + phase_entry] = entry_clk;
+      rec[phase_sm] = ptx::smid();
+    }
+  }
   {
     float o[128];
 #pragma unroll
@@ -688,6 +760,7 @@ __global__ void __launch_bounds__(threads, 1)
     float l0 = 0.0f, l1 = 0.0f;  // this thread's partial row sums of its own blocks
 
     if (pr.kb_begin < pr.kb_end) ptx::mbar_wait(&sm.bar_q, 0);
+    if (cta_leader) mark_phase(p, phase_q_landed);
 
     for (int j = 0;; ++j) {
       const int kb_a = pr.kb_begin + 2 * j;
@@ -700,6 +773,7 @@ __global__ void __launch_bounds__(threads, 1)
       if (wg == 0) {
         // ---- WG0: S_A, frame A, P_A (into KV[0] chunk 8, for both warpgroups) ----
         qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 0, parity, p.stagger_qk != 0);
+        if (cta_leader && j == 0) mark_phase(p, phase_first_s);
         if (hides_keys(pr, kb_a)) mask_scores(s, kb_a * block_keys, pr.vis0, pr.vis1, quad);
         float mx0, mx1;
         row_max(s, p.scale_log2, mx0, mx1);
@@ -832,6 +906,9 @@ __global__ void __launch_bounds__(threads, 1)
       }
     }
 
+    if (cta_leader) mark_phase(p, phase_loop_end_wg0);
+    if (threadIdx.x == 128) mark_phase(p, phase_loop_end_wg1);
+
     // ---- epilogue: l = l_L + l_R (same frame), normalise, write ----
     l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
     l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
@@ -842,6 +919,7 @@ __global__ void __launch_bounds__(threads, 1)
       sm.l_part[wg][r1] = l1;
     }
     __syncthreads();
+    if (cta_leader) mark_phase(p, phase_epilogue_sync);
     const float lt0 = sm.l_part[0][r0] + sm.l_part[1][r0];
     const float lt1 = sm.l_part[0][r1] + sm.l_part[1][r1];
     // A row with no visible key in this piece gets (0, -inf): its O is exactly 0 (P = 0 and every
@@ -898,6 +976,12 @@ __global__ void __launch_bounds__(threads, 1)
         if (write0) lp[rr0] = lse0;
         if (write1) lp[rr1] = lse1;
       }
+    }
+    if constexpr (phase_times_built) {
+      if (cta_leader) mark_phase(p, phase_stores_issued);
+      __threadfence();
+      __syncthreads();
+      if (cta_leader) mark_phase(p, phase_stores_done);
     }
   }
   // Only now may the combine start launching: its CTAs must never take an SM that a CTA of this
