@@ -21,6 +21,7 @@
 // ---- Shared memory (220 KB) --------------------------------------------------------------
 //   Q         64 x 576 BF16 as 9 column chunks of 64 x 64 (8 KB each, 128-byte swizzle)  72 KB
 //   KV[0..1]  two KV blocks of 64 keys x 576, the same 9-chunk layout                    144 KB
+//   (at the end, Q's tile and KV[0] stage the output rows for coalesced stores: staged_unit)
 //   messages  per-row frame steps (with AMLA's scalars) the warpgroups pass each other, the
 //             l exchange, mbarriers                                                       4 KB
 // Chunk c of a buffer holds columns [64c, 64c + 64). Chunks 0-3 are V's left half, 4-7 V's right
@@ -658,6 +659,67 @@ __device__ __forceinline__ void pv_step(float (&o)[128], const frame_step& st0,
   pv_issue(o, buf, c0);
 }
 
+static_assert(2 * tile_bytes >= rows_per_cta * d_v * sizeof(float),
+              "Q's tile and KV[0] hold the staged FP32 partial rows");
+
+/// The epilogue's staging of the CTA's 64 x 512 output rows in shared memory, row-major from the
+/// start of Q's tile (64 KB of BF16, or 128 KB of FP32 partials running on into KV[0]; both free
+/// once every warpgroup is past its last wgmma and no TMA load is in flight), so that the global
+/// stores are whole 16-byte units, consecutive across a warp. Stored directly from the
+/// accumulators, a warp's store covers 8 rows with 16 bytes each (BF16: 64 such stores per
+/// thread), and a CTA took about 8 us to issue them (measured in bench/CUDA_RESULTS.md). The
+/// 16-byte unit u of row r sits at unit u ^ (r & 7), so that the 8 rows of a warp's staging
+/// store fall in different banks and a quarter warp's 16-byte reads in one row do too.
+template <class T>
+__device__ __forceinline__ std::uint8_t* staged_unit(std::uint8_t* stage, int row, int unit) {
+  return stage + row * (d_v * static_cast<int>(sizeof(T))) + ((unit ^ (row & 7)) << 4);
+}
+
+/// Stages the normalised output values a, b of columns col, col + 1 of row `row` (as T).
+template <class T>
+__device__ __forceinline__ void stage_pair(std::uint8_t* stage, int row, int col, float a,
+                                           float b) {
+  const int byte = col * static_cast<int>(sizeof(T));
+  std::uint8_t* at = staged_unit<T>(stage, row, byte >> 4) + (byte & 15);
+  if constexpr (sizeof(T) == 2) {
+    *reinterpret_cast<__nv_bfloat162*>(at) = __floats2bfloat162_rn(a, b);
+  } else {
+    *reinterpret_cast<float2*>(at) = make_float2(a, b);
+  }
+}
+
+/// Copies the staged rows [0, 64) that are real (row_first + r < rows) to global memory: row r
+/// to dst + offset_of(row_first + r) elements. Warp w of the CTA copies rows 8w..8w+7, lane l
+/// units l, l + 32, ... of each; 16-byte stores when dst's rows are 16-byte aligned, else
+/// 4-byte ones (a BF16 output is only promised 4-byte alignment).
+template <class T, class OffsetOf>
+__device__ __forceinline__ void copy_staged_rows(std::uint8_t* stage, T* dst, int row_first,
+                                                 int rows, OffsetOf offset_of) {
+  constexpr int units = d_v * static_cast<int>(sizeof(T)) / 16;
+  const int warp_cta = static_cast<int>(threadIdx.x) / 32,
+            lane = static_cast<int>(threadIdx.x) % 32;
+  for (int i = 0; i < 8; ++i) {
+    const int r = warp_cta * 8 + i;
+    if (row_first + r >= rows) break;
+    std::uint8_t* row_dst = reinterpret_cast<std::uint8_t*>(dst + offset_of(row_first + r));
+    const bool vec = (reinterpret_cast<std::uintptr_t>(row_dst) & 15) == 0;
+#pragma unroll
+    for (int h = 0; h < units / 32; ++h) {
+      const int u = lane + 32 * h;
+      const uint4 v = *reinterpret_cast<const uint4*>(staged_unit<T>(stage, r, u));
+      if (vec) {
+        *reinterpret_cast<uint4*>(row_dst + 16 * u) = v;
+      } else {
+        std::uint32_t* w = reinterpret_cast<std::uint32_t*>(row_dst + 16 * u);
+        w[0] = v.x;
+        w[1] = v.y;
+        w[2] = v.z;
+        w[3] = v.w;
+      }
+    }
+  }
+}
+
 /// Writes 1 to *flag when the code running it was compiled for sm_90a (the Hopper kernel's real
 /// body is there), 0 otherwise. The host asks once per device (driver.cuh, hopper_kernel_built).
 __global__ void sm90a_probe(int* flag) {
@@ -933,35 +995,30 @@ __global__ void __launch_bounds__(threads, 1)
     const bool write0 = row_first + r0 < p.rows, write1 = row_first + r1 < p.rows;
     const int rr0 = row_first + r0, rr1 = row_first + r1;  // request rows r = t * h_q + h
     const int h_q = p.shape.h_q;
+    // Every warpgroup is past its last wgmma (the CTA barrier above): Q's tile and KV[0] take
+    // the staged rows (staged_unit).
+    std::uint8_t* stage = sm.q;
     if (pr.slot < 0) {
-      const std::size_t out0 = p.shape.out_offset(pr.request, rr0 / h_q, rr0 % h_q);
-      const std::size_t out1 = p.shape.out_offset(pr.request, rr1 / h_q, rr1 % h_q);
 #pragma unroll
       for (int jj = 0; jj < 32; ++jj) {
         const int col = col0 + 8 * jj;
-        if (write0) {
-          *reinterpret_cast<__nv_bfloat162*>(p.out + out0 + col) =
-              __floats2bfloat162_rn(o[4 * jj + 0] * inv0, o[4 * jj + 1] * inv0);
-        }
-        if (write1) {
-          *reinterpret_cast<__nv_bfloat162*>(p.out + out1 + col) =
-              __floats2bfloat162_rn(o[4 * jj + 2] * inv1, o[4 * jj + 3] * inv1);
-        }
+        stage_pair<__nv_bfloat16>(stage, r0, col, o[4 * jj + 0] * inv0, o[4 * jj + 1] * inv0);
+        stage_pair<__nv_bfloat16>(stage, r1, col, o[4 * jj + 2] * inv1, o[4 * jj + 3] * inv1);
       }
+      __syncthreads();
+      copy_staged_rows(stage, p.out, row_first, p.rows,
+                       [&](int rr) { return p.shape.out_offset(pr.request, rr / h_q, rr % h_q); });
     } else {
       float* part_out = p.out_part + static_cast<std::int64_t>(pr.slot) * p.rows * d_v;
 #pragma unroll
       for (int jj = 0; jj < 32; ++jj) {
         const int col = col0 + 8 * jj;
-        if (write0) {
-          *reinterpret_cast<float2*>(part_out + static_cast<std::int64_t>(rr0) * d_v + col) =
-              make_float2(o[4 * jj + 0] * inv0, o[4 * jj + 1] * inv0);
-        }
-        if (write1) {
-          *reinterpret_cast<float2*>(part_out + static_cast<std::int64_t>(rr1) * d_v + col) =
-              make_float2(o[4 * jj + 2] * inv1, o[4 * jj + 3] * inv1);
-        }
+        stage_pair<float>(stage, r0, col, o[4 * jj + 0] * inv0, o[4 * jj + 1] * inv0);
+        stage_pair<float>(stage, r1, col, o[4 * jj + 2] * inv1, o[4 * jj + 3] * inv1);
       }
+      __syncthreads();
+      copy_staged_rows(stage, part_out, row_first, p.rows,
+                       [](int rr) { return static_cast<std::int64_t>(rr) * d_v; });
     }
     if (wg == 0 && quad == 0) {
       constexpr float ln2 = 0.693147180559945309f;
