@@ -503,6 +503,8 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
                 bounds.slots, header, piece_prefix, slot_prefix, split_list);
     }
   }
+  // No request is cut: one fixed split, or a sized schedule of a batch that fills a wave.
+  p.whole_requests = opt.num_splits == 1 || (sized && bounds.partials == 0) ? 1 : 0;
   if (part_rows > 0) {
     p.out_part = reinterpret_cast<float*>(workspace + w.plan_bytes);
     p.lse_part = p.out_part + part_rows * hopper::d_v;

@@ -261,6 +261,10 @@ struct params {
   int kv_l2_hint;    ///< 0 none, 1 evict first, 2 evict last (TMA loads of Q and the KV cache)
   int stagger_qk;    ///< 1: WG1 issues S_B only after WG0 has issued S_A
   int skip_unmoved;  ///< 1: AMLA's identity steps add 0 (CudaDecodeOptions::skip_unmoved)
+  /// 1: the schedule cuts no request, as the host knows from its bounds (one fixed split, or a
+  /// sized schedule of a batch that fills a wave): piece b is request b, whole, found without
+  /// reading the plan (piece_of_cta).
+  int whole_requests;
   float scale_log2;
   const std::int32_t* block_table;
   const std::int32_t* seqlens;
@@ -312,8 +316,15 @@ __device__ __forceinline__ SplitScheduleView schedule_of(const params& p) {
 /// Piece `index` of the schedule, as split_schedule::piece_at finds it. A sized schedule that cuts
 /// no request (the plan lists none: piece b is request b, whole) needs no binary search through
 /// piece_prefix, whose log2(batch) loads, each waiting for the last, would otherwise delay the
-/// start of every CTA.
+/// start of every CTA; when the host knows that no request is cut (params::whole_requests) the
+/// plan is not read either.
 __device__ __forceinline__ bool piece_of_cta(const params& p, int index, SplitPiece& piece) {
+  if (p.whole_requests) {
+    if (index >= p.schedule.batch) return false;
+    piece = split_schedule::piece_of(index, split_schedule::blocks_of(p.seqlens[index], block_keys),
+                                     1, 0, 0);
+    return true;
+  }
   const SplitScheduleView v = schedule_of(p);
   if (v.num_splits == 0 && p.plan->num_split_requests == 0) {
     if (index >= v.batch) return false;
@@ -797,6 +808,11 @@ __global__ void __launch_bounds__(threads, 1)
       return;  // past the last piece
     }
   } else {
+    // A whole request's block table row is known before its length: its first entries are
+    // fetched while the length is read (load_kv reads them next; otherwise two dependent misses).
+    if (p.whole_requests && threadIdx.x == 0 && static_cast<int>(blockIdx.y) < p.schedule.batch) {
+      ptx::prefetch_l1(p.block_table + p.shape.table_offset(static_cast<int>(blockIdx.y), 0));
+    }
     if (!piece_of_cta(p, blockIdx.y, piece)) return;  // past the last piece
   }
   const piece_rows pr = rows_of(p, piece, row_first, r0, r1);

@@ -160,6 +160,12 @@ __device__ __forceinline__ void fence_proxy_async_smem() {
 #endif
 }
 
+/// Starts fetching the line holding `p` into L1 (and L2) without waiting for it: a later load of
+/// it finds it there or in flight. Plain sm_70+ PTX.
+__device__ __forceinline__ void prefetch_l1(const void* p) {
+  asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
+}
+
 // ---- timers (any architecture) ------------------------------------------------------------------
 // %globaltimer: nanoseconds on a clock every SM shares (its updates may be coarser than a
 // nanosecond); %smid: the SM running the thread. A timing build of the Hopper kernel reads them
