@@ -16,7 +16,8 @@
 // split_plan.cuh's plan kernel, run before this one; for a batch the schedule may cut (fewer
 // requests than a wave's pieces) the CTAs size it themselves (the SizeHere instantiation, the
 // same device functions) and CTA (0, 0) writes the plan for the combine. When the plan cuts no
-// request, piece b is request b (piece_of_cta, no search).
+// request, piece b is request b (piece_of_cta, no search); when the host's bounds already say so
+// (params::whole_requests), the plan is not read at all.
 //
 // ---- Shared memory (220 KB) --------------------------------------------------------------
 //   Q         64 x 576 BF16 as 9 column chunks of 64 x 64 (8 KB each, 128-byte swizzle)  72 KB
