@@ -12,6 +12,10 @@
 //   bm_cuda_decode --quick    s_k 4096 only
 //   bm_cuda_decode --filter TEXT          the configurations whose name holds TEXT
 //   bm_cuda_decode --profile [b s_q s_k [splits]]   one configuration, three launches, for ncu
+//   bm_cuda_decode --phases [b s_q s_k [splits [mode]]]   where a Hopper CTA's time goes: medians
+//                             of its phases (hopper_kernel.cuh, enum phase) over the CTAs of 15
+//                             launches, by wave; needs a build with AMLA_CUDA_PHASE_TIMES=1
+//                             (e.g. CMAKE_CUDA_FLAGS=-DAMLA_CUDA_PHASE_TIMES=1)
 #include "amla/backend/cuda/cuda.cuh"
 #include "bench_cuda.cuh"
 
@@ -88,6 +92,150 @@ __global__ void __launch_bounds__(256, 1) wgmma_rate(int groups, float* sink) {
   if (acc == 1.2345f) sink[threadIdx.x] = acc;
 }
 
+/// Medians of named figures over several launches, printed in the order first seen.
+struct Figures {
+  std::vector<std::string> names;
+  std::vector<std::vector<double>> values;
+  void add(const std::string& name, double v) {
+    const auto it = std::find(names.begin(), names.end(), name);
+    if (it == names.end()) {
+      names.push_back(name);
+      values.push_back({v});
+    } else {
+      values[static_cast<std::size_t>(it - names.begin())].push_back(v);
+    }
+  }
+};
+
+/// bm_cuda_decode --phases: runs one Hopper configuration `reps` times (the L2 flushed before
+/// each launch, as the timed grid) with CudaDecodeOptions::phase_times, and prints per phase the
+/// median over the CTAs of each launch (then the median over launches) of the time from the CTA's
+/// entry, in ns (clock64 deltas at the CTA's own clock rate, measured against %globaltimer over
+/// its whole run), for all CTAs and by wave: the first wave is the SM count's earliest entries.
+/// Also the launch's event time, the decode kernel's span (earliest entry to latest stores-done),
+/// and on each SM the gap between one CTA's stores-done and the next one's entry.
+void phase_report(const ac::CudaDecodeOptions& base, int batch, int s_q, int s_k, int sms,
+                  void* flush, std::size_t flush_bytes) {
+  namespace hk = amla::cuda::detail::hopper;
+  const int h_q = 128, page = 64, reps = 15;
+  std::mt19937 rng(12345);
+  const amla_bench::DeviceProblem problem(s_q, h_q, std::vector<int>(batch, s_k), page, 3, 4, rng);
+  const ac::DeviceDecodeInputs in = problem.inputs();
+  const ac::DeviceDecodeOutputs outs = problem.outputs();
+  ac::CudaDecodeOptions opt = base;
+  void* workspace = nullptr;
+  opt.workspace_bytes = ac::decode_workspace_bytes(problem.shape, opt);
+  if (opt.workspace_bytes > 0) AMLA_CUDA_CHECK(cudaMalloc(&workspace, opt.workspace_bytes));
+  opt.workspace = workspace;
+  opt.check_tables = true;
+  const ac::DecodeLaunch launch = ac::decode(in, outs, opt);
+  opt.check_tables = false;
+  const int row_blocks = (s_q * h_q + hk::rows_per_cta - 1) / hk::rows_per_cta;
+  const std::size_t ctas = static_cast<std::size_t>(row_blocks) * launch.pieces;
+  const std::size_t words = ctas * hk::phase_slots;
+  std::uint64_t* rec = nullptr;
+  AMLA_CUDA_CHECK(cudaMalloc(&rec, words * sizeof(std::uint64_t)));
+  opt.phase_times = rec;
+  std::vector<std::uint64_t> host(words);
+  const char* names[hk::phase_count] = {
+      "entry",        "barriers init", "griddep_wait",  "loads issued",  "Q landed",   "first S_A",
+      "loop end WG0", "loop end WG1",  "epilogue sync", "stores issued", "stores done"};
+  Figures fig;
+  amla_bench::Events ev;
+  // About a second of launches first, so that the clocks have ramped (as the grid's GEMMs do).
+  {
+    amla_bench::Events w;
+    AMLA_CUDA_CHECK(cudaEventRecord(w.a));
+    for (float elapsed = 0; elapsed < 1000.0f;) {
+      for (int i = 0; i < 20; ++i) ac::decode(in, outs, opt);
+      AMLA_CUDA_CHECK(cudaEventRecord(w.b));
+      AMLA_CUDA_CHECK(cudaEventSynchronize(w.b));
+      AMLA_CUDA_CHECK(cudaEventElapsedTime(&elapsed, w.a, w.b));
+    }
+  }
+  for (int rep = 0; rep < reps + 2; ++rep) {
+    AMLA_CUDA_CHECK(cudaMemset(rec, 0, words * sizeof(std::uint64_t)));
+    AMLA_CUDA_CHECK(cudaMemsetAsync(flush, rep & 0xFF, flush_bytes));
+    const double event_us = 1e3 * ev.ms([&] { ac::decode(in, outs, opt); });
+    AMLA_CUDA_CHECK(
+        cudaMemcpy(host.data(), rec, words * sizeof(std::uint64_t), cudaMemcpyDeviceToHost));
+    if (rep < 2) continue;  // warm-up
+    struct Cta {
+      const std::uint64_t* r;
+      double ghz;
+    };
+    std::vector<Cta> run;
+    for (std::size_t c = 0; c < ctas; ++c) {
+      const std::uint64_t* r = host.data() + c * hk::phase_slots;
+      if (r[hk::phase_entry] == 0 || r[hk::phase_stores_done] == 0) continue;
+      const double ns = static_cast<double>(r[hk::phase_stores_done] - r[hk::phase_entry]);
+      const double cyc = static_cast<double>(r[hk::phase_clock + hk::phase_stores_done] -
+                                             r[hk::phase_clock + hk::phase_entry]);
+      run.push_back({r, ns > 0 ? cyc / ns : 0.0});
+    }
+    if (run.empty()) continue;
+    std::sort(run.begin(), run.end(), [](const Cta& a, const Cta& b) {
+      return a.r[hk::phase_entry] < b.r[hk::phase_entry];
+    });
+    const std::uint64_t t0 = run.front().r[hk::phase_entry];
+    std::uint64_t t_end = 0;
+    for (const Cta& c : run) t_end = std::max(t_end, c.r[hk::phase_stores_done]);
+    std::vector<double> ghz;
+    for (const Cta& c : run) ghz.push_back(c.ghz);
+    const double clock_ghz = amla_bench::median(ghz);
+    fig.add("event time of decode() (us)", event_us);
+    fig.add("decode kernel span, first entry to last stores done (us)", (t_end - t0) * 1e-3);
+    fig.add("SM clock (GHz, clock64 against %globaltimer)", clock_ghz);
+    const std::size_t wave = static_cast<std::size_t>(sms);
+    for (int w = 0; w < 3; ++w) {
+      const std::size_t lo = w == 2 ? wave : 0,
+                        hi = w == 0 ? std::min(wave, run.size()) : run.size();
+      if (lo >= hi) continue;
+      const std::string tag = w == 0 ? "wave 1" : w == 1 ? "all" : "wave 2+";
+      std::vector<double> start;
+      for (std::size_t i = lo; i < hi; ++i)
+        start.push_back((run[i].r[hk::phase_entry] - t0) * 1e-3);
+      fig.add(tag + ": CTAs", static_cast<double>(hi - lo));
+      fig.add(tag + ": entry after the first CTA's (us)", amla_bench::median(start));
+      for (int ph = 1; ph < hk::phase_count; ++ph) {
+        std::vector<double> d;
+        for (std::size_t i = lo; i < hi; ++i) {
+          const std::uint64_t* r = run[i].r;
+          if (r[ph] == 0) continue;
+          d.push_back(
+              static_cast<double>(r[hk::phase_clock + ph] - r[hk::phase_clock + hk::phase_entry]) /
+              clock_ghz * 1e-3);
+        }
+        if (!d.empty())
+          fig.add(tag + ": " + names[ph] + " (us after entry)", amla_bench::median(d));
+      }
+    }
+    // On each SM, the gap from a CTA's stores-done to the next CTA's entry (%globaltimer).
+    std::vector<double> gaps;
+    for (std::size_t i = 0; i < run.size(); ++i) {
+      for (std::size_t k = i + 1; k < run.size(); ++k) {
+        if (run[k].r[hk::phase_sm] == run[i].r[hk::phase_sm]) {
+          gaps.push_back((static_cast<double>(run[k].r[hk::phase_entry]) -
+                          static_cast<double>(run[i].r[hk::phase_stores_done])) *
+                         1e-3);
+          break;
+        }
+      }
+    }
+    if (!gaps.empty())
+      fig.add("same SM: next CTA's entry after stores done (us)", amla_bench::median(gaps));
+  }
+  std::printf("phases: %s/%s b %d s_q %d s_k %d pieces %d, %zu CTAs, medians over %d launches\n",
+              ac::to_string(launch.kernel),
+              base.mode == ac::rescale_mode::amla ? "amla" : "standard", batch, s_q, s_k,
+              launch.pieces, ctas, reps);
+  for (std::size_t i = 0; i < fig.names.size(); ++i) {
+    std::printf("  %-64s %9.2f\n", fig.names[i].c_str(), amla_bench::median(fig.values[i]));
+  }
+  AMLA_CUDA_CHECK(cudaFree(rec));
+  if (workspace != nullptr) AMLA_CUDA_CHECK(cudaFree(workspace));
+}
+
 /// Median time (ms) of `launch`, each repetition after an L2 flush.
 template <class F>
 double time_ms(F&& launch, void* flush, std::size_t flush_bytes, int warmup, int reps) {
@@ -122,6 +270,23 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bm_cuda_decode: --profile mode must be standard, amla or amla-skip\n");
     return 2;
   }
+  // --phases [b s_q s_k [splits [mode]]]: the CTA phase breakdown (default b 128, s_q 1, s_k 1024).
+  const bool phases = arg == "--phases";
+  const int phases_b = phases && argc > 4 ? std::atoi(argv[2]) : 128;
+  const int phases_sq = phases && argc > 4 ? std::atoi(argv[3]) : 1;
+  const int phases_sk = phases && argc > 4 ? std::atoi(argv[4]) : 1024;
+  const int phases_splits = phases && argc > 5 ? std::atoi(argv[5]) : 0;
+  const std::string phases_mode = phases && argc > 6 ? argv[6] : "standard";
+  if (phases && !amla::cuda::detail::hopper::phase_times_built) {
+    std::fprintf(stderr,
+                 "bm_cuda_decode: --phases needs a build with AMLA_CUDA_PHASE_TIMES=1 (this one "
+                 "records no phases)\n");
+    return 2;
+  }
+  if (phases && phases_mode != "standard" && phases_mode != "amla" && phases_mode != "amla-skip") {
+    std::fprintf(stderr, "bm_cuda_decode: --phases mode must be standard, amla or amla-skip\n");
+    return 2;
+  }
   if (!amla_bench::device_visible("bm_cuda_decode")) return 77;
   try {
     cudaDeviceProp prop{};
@@ -131,6 +296,17 @@ int main(int argc, char** argv) {
     const std::size_t flush_bytes = 256u << 20;
     void* flush = nullptr;
     AMLA_CUDA_CHECK(cudaMalloc(&flush, flush_bytes));
+    if (phases) {
+      ac::CudaDecodeOptions o{
+          .mode = phases_mode == "standard" ? ac::rescale_mode::standard : ac::rescale_mode::amla,
+          .kernel = ac::kernel_kind::hopper,
+          .num_splits = phases_splits,
+          .rescale = amla::pow2_mode::hardware};
+      o.skip_unmoved = phases_mode == "amla-skip";
+      phase_report(o, phases_b, phases_sq, phases_sk, prop.multiProcessorCount, flush, flush_bytes);
+      AMLA_CUDA_CHECK(cudaFree(flush));
+      return 0;
+    }
 
     // ---- cuBLAS BF16 GEMM ceiling ----
     const int n = 8192;

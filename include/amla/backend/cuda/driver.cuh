@@ -148,6 +148,10 @@ struct CudaDecodeOptions {
   /// 8, as attention::AmlaOptions::skip_unmoved; the Hopper kernel then skips the add where no row
   /// of a warp moved, as the standard mode skips its multiply. Ignored by the standard mode.
   bool skip_unmoved = false;
+  /// A timing build's per-CTA record of the Hopper kernel's phases (bm_cuda_decode --phases):
+  /// device memory of hopper::phase_slots words per CTA of the grid, written only by a program
+  /// built with AMLA_CUDA_PHASE_TIMES=1 (detail/hopper_kernel.cuh, enum phase). nullptr: none.
+  std::uint64_t* phase_times = nullptr;
 };
 
 /// What decode() launched.
@@ -245,6 +249,14 @@ inline float validate_host(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
   if (opt.workspace != nullptr) {
     require(reinterpret_cast<std::uintptr_t>(opt.workspace) % 256 == 0, "options.workspace",
             reinterpret_cast<std::uintptr_t>(opt.workspace), "must be 256-byte aligned");
+  }
+  if (opt.phase_times != nullptr) {
+    require(hopper::phase_times_built, "options.phase_times",
+            reinterpret_cast<std::uintptr_t>(opt.phase_times),
+            "must be nullptr unless the program is built with AMLA_CUDA_PHASE_TIMES=1");
+    require(opt.kernel == kernel_kind::hopper, "options.phase_times",
+            reinterpret_cast<std::uintptr_t>(opt.phase_times),
+            "needs options.kernel = hopper (only the Hopper kernel records its phases)");
   }
   if (opt.kernel == kernel_kind::hopper) {
     const std::string why = hopper_unsupported(in);
@@ -443,6 +455,7 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
   p.seqlens = in.seqlens;
   p.out = reinterpret_cast<__nv_bfloat16*>(out.out);
   p.lse = out.lse;
+  p.phase_times = opt.phase_times;
 
   const SplitScheduleBounds bounds = split_bounds(s, opt, dev.sms);
   const bool sized = opt.num_splits == 0;
@@ -490,6 +503,8 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
                 bounds.slots, header, piece_prefix, slot_prefix, split_list);
     }
   }
+  // No request is cut: one fixed split, or a sized schedule of a batch that fills a wave.
+  p.whole_requests = opt.num_splits == 1 || (sized && bounds.partials == 0) ? 1 : 0;
   if (part_rows > 0) {
     p.out_part = reinterpret_cast<float*>(workspace + w.plan_bytes);
     p.lse_part = p.out_part + part_rows * hopper::d_v;

@@ -16,11 +16,13 @@
 // split_plan.cuh's plan kernel, run before this one; for a batch the schedule may cut (fewer
 // requests than a wave's pieces) the CTAs size it themselves (the SizeHere instantiation, the
 // same device functions) and CTA (0, 0) writes the plan for the combine. When the plan cuts no
-// request, piece b is request b (piece_of_cta, no search).
+// request, piece b is request b (piece_of_cta, no search); when the host's bounds already say so
+// (params::whole_requests), the plan is not read at all.
 //
 // ---- Shared memory (220 KB) --------------------------------------------------------------
 //   Q         64 x 576 BF16 as 9 column chunks of 64 x 64 (8 KB each, 128-byte swizzle)  72 KB
 //   KV[0..1]  two KV blocks of 64 keys x 576, the same 9-chunk layout                    144 KB
+//   (at the end, Q's tile and KV[0] stage the output rows for coalesced stores: staged_unit)
 //   messages  per-row frame steps (with AMLA's scalars) the warpgroups pass each other, the
 //             l exchange, mbarriers                                                       4 KB
 // Chunk c of a buffer holds columns [64c, 64c + 64). Chunks 0-3 are V's left half, 4-7 V's right
@@ -107,6 +109,15 @@
 #include "amla/problem/shape.hpp"
 #include "amla/problem/split_schedule.hpp"
 
+// AMLA_CUDA_PHASE_TIMES=1 builds the timing probes into the Hopper kernel: every CTA records
+// %globaltimer and clock64 at the phases of its run (hopper::phase) into
+// CudaDecodeOptions::phase_times, which bm_cuda_decode --phases summarises. A build for timing
+// only: the probes' stores and fences cost a little time and change nothing else. 0 (the
+// default) compiles them away; the code stays parsed and type-checked either way.
+#ifndef AMLA_CUDA_PHASE_TIMES
+#define AMLA_CUDA_PHASE_TIMES 0
+#endif
+
 namespace amla::cuda::detail::hopper {
 
 inline constexpr int rows_per_cta = 64;
@@ -119,6 +130,33 @@ inline constexpr int tile_bytes = chunks * chunk_bytes;
 inline constexpr int threads = 256;
 static_assert(threads == split_plan::threads,
               "the kernel's CTAs run split_plan's CTA-wide functions when they size the schedule");
+
+/// Whether this build records phase times (AMLA_CUDA_PHASE_TIMES).
+inline constexpr bool phase_times_built = AMLA_CUDA_PHASE_TIMES != 0;
+
+/// The moments of a CTA's run that a timing build records, in order. Each CTA writes
+/// phase_slots words at phase_times + (blockIdx.y * gridDim.x + blockIdx.x) * phase_slots: word
+/// ph the %globaltimer (ns) at phase ph, word phase_clock + ph the SM's clock64 there, word
+/// phase_sm the SM's id. A CTA past the schedule's last piece writes no entry (the report skips
+/// records without one).
+enum phase : int {
+  phase_entry = 0,      ///< the kernel's first instruction (thread 0)
+  phase_barriers,       ///< mbarriers initialised, tensor maps prefetched (after the CTA barrier)
+  phase_griddep,        ///< griddep_wait returned: the kernel before this one is complete
+  phase_loads_issued,   ///< piece found, its Q and first two KV blocks' TMA loads issued
+  phase_q_landed,       ///< Q in shared memory
+  phase_first_s,        ///< WG0's first S_A computed (its K block landed)
+  phase_loop_end_wg0,   ///< WG0 out of the block loop
+  phase_loop_end_wg1,   ///< WG1 out of the block loop (thread 128)
+  phase_epilogue_sync,  ///< l exchanged between the warpgroups (the epilogue's CTA barrier)
+  phase_stores_issued,  ///< thread 0 has issued its out and lse stores
+  phase_stores_done,    ///< every thread's stores issued and fenced (a fence and a CTA barrier)
+  phase_count
+};
+inline constexpr int phase_clock = 16;
+inline constexpr int phase_sm = 15;
+inline constexpr int phase_slots = 32;
+static_assert(phase_count <= phase_sm, "the phases fit below the SM id's word");
 
 enum barrier_id : int {
   bar_p_a = 1,      ///< WG0 -> WG1: frame A and P_A published
@@ -224,6 +262,10 @@ struct params {
   int kv_l2_hint;    ///< 0 none, 1 evict first, 2 evict last (TMA loads of Q and the KV cache)
   int stagger_qk;    ///< 1: WG1 issues S_B only after WG0 has issued S_A
   int skip_unmoved;  ///< 1: AMLA's identity steps add 0 (CudaDecodeOptions::skip_unmoved)
+  /// 1: the schedule cuts no request, as the host knows from its bounds (one fixed split, or a
+  /// sized schedule of a batch that fills a wave): piece b is request b, whole, found without
+  /// reading the plan (piece_of_cta).
+  int whole_requests;
   float scale_log2;
   const std::int32_t* block_table;
   const std::int32_t* seqlens;
@@ -244,7 +286,23 @@ struct params {
   float* lse;
   float* out_part;  ///< [slots, rows, 512]
   float* lse_part;  ///< [slots, rows]
+  /// A timing build's record (AMLA_CUDA_PHASE_TIMES; enum phase), or nullptr: none.
+  std::uint64_t* phase_times;
 };
+
+/// Records phase `ph` of this CTA in a timing build (the caller picks the one thread that does);
+/// nothing otherwise.
+__device__ __forceinline__ void mark_phase(const params& p, int ph) {
+  if constexpr (phase_times_built) {
+    if (p.phase_times == nullptr) return;
+    std::uint64_t* rec =
+        p.phase_times + (static_cast<std::uint64_t>(blockIdx.y) * gridDim.x + blockIdx.x) *
+                            static_cast<std::uint64_t>(phase_slots);
+    const std::uint64_t clk = static_cast<std::uint64_t>(clock64());
+    rec[ph] = ptx::globaltimer_ns();
+    rec[phase_clock + ph] = clk;
+  }
+}
 
 /// The schedule as the kernel reads it: a sized one's piece length comes from the plan the kernel
 /// before this one wrote.
@@ -259,8 +317,15 @@ __device__ __forceinline__ SplitScheduleView schedule_of(const params& p) {
 /// Piece `index` of the schedule, as split_schedule::piece_at finds it. A sized schedule that cuts
 /// no request (the plan lists none: piece b is request b, whole) needs no binary search through
 /// piece_prefix, whose log2(batch) loads, each waiting for the last, would otherwise delay the
-/// start of every CTA.
+/// start of every CTA; when the host knows that no request is cut (params::whole_requests) the
+/// plan is not read either.
 __device__ __forceinline__ bool piece_of_cta(const params& p, int index, SplitPiece& piece) {
+  if (p.whole_requests) {
+    if (index >= p.schedule.batch) return false;
+    piece = split_schedule::piece_of(index, split_schedule::blocks_of(p.seqlens[index], block_keys),
+                                     1, 0, 0);
+    return true;
+  }
   const SplitScheduleView v = schedule_of(p);
   if (v.num_splits == 0 && p.plan->num_split_requests == 0) {
     if (index >= v.batch) return false;
@@ -606,6 +671,67 @@ __device__ __forceinline__ void pv_step(float (&o)[128], const frame_step& st0,
   pv_issue(o, buf, c0);
 }
 
+static_assert(2 * tile_bytes >= rows_per_cta * d_v * sizeof(float),
+              "Q's tile and KV[0] hold the staged FP32 partial rows");
+
+/// The epilogue's staging of the CTA's 64 x 512 output rows in shared memory, row-major from the
+/// start of Q's tile (64 KB of BF16, or 128 KB of FP32 partials running on into KV[0]; both free
+/// once every warpgroup is past its last wgmma and no TMA load is in flight), so that the global
+/// stores are whole 16-byte units, consecutive across a warp. Stored directly from the
+/// accumulators, a warp's store covers 8 rows with 16 bytes each (BF16: 64 such stores per
+/// thread), and a CTA took about 8 us to issue them (measured in bench/CUDA_RESULTS.md). The
+/// 16-byte unit u of row r sits at unit u ^ (r & 7), so that the 8 rows of a warp's staging
+/// store fall in different banks and a quarter warp's 16-byte reads in one row do too.
+template <class T>
+__device__ __forceinline__ std::uint8_t* staged_unit(std::uint8_t* stage, int row, int unit) {
+  return stage + row * (d_v * static_cast<int>(sizeof(T))) + ((unit ^ (row & 7)) << 4);
+}
+
+/// Stages the normalised output values a, b of columns col, col + 1 of row `row` (as T).
+template <class T>
+__device__ __forceinline__ void stage_pair(std::uint8_t* stage, int row, int col, float a,
+                                           float b) {
+  const int byte = col * static_cast<int>(sizeof(T));
+  std::uint8_t* at = staged_unit<T>(stage, row, byte >> 4) + (byte & 15);
+  if constexpr (sizeof(T) == 2) {
+    *reinterpret_cast<__nv_bfloat162*>(at) = __floats2bfloat162_rn(a, b);
+  } else {
+    *reinterpret_cast<float2*>(at) = make_float2(a, b);
+  }
+}
+
+/// Copies the staged rows [0, 64) that are real (row_first + r < rows) to global memory: row r
+/// to dst + offset_of(row_first + r) elements. Warp w of the CTA copies rows 8w..8w+7, lane l
+/// units l, l + 32, ... of each; 16-byte stores when dst's rows are 16-byte aligned, else
+/// 4-byte ones (a BF16 output is only promised 4-byte alignment).
+template <class T, class OffsetOf>
+__device__ __forceinline__ void copy_staged_rows(std::uint8_t* stage, T* dst, int row_first,
+                                                 int rows, OffsetOf offset_of) {
+  constexpr int units = d_v * static_cast<int>(sizeof(T)) / 16;
+  const int warp_cta = static_cast<int>(threadIdx.x) / 32,
+            lane = static_cast<int>(threadIdx.x) % 32;
+  for (int i = 0; i < 8; ++i) {
+    const int r = warp_cta * 8 + i;
+    if (row_first + r >= rows) break;
+    std::uint8_t* row_dst = reinterpret_cast<std::uint8_t*>(dst + offset_of(row_first + r));
+    const bool vec = (reinterpret_cast<std::uintptr_t>(row_dst) & 15) == 0;
+#pragma unroll
+    for (int h = 0; h < units / 32; ++h) {
+      const int u = lane + 32 * h;
+      const uint4 v = *reinterpret_cast<const uint4*>(staged_unit<T>(stage, r, u));
+      if (vec) {
+        *reinterpret_cast<uint4*>(row_dst + 16 * u) = v;
+      } else {
+        std::uint32_t* w = reinterpret_cast<std::uint32_t*>(row_dst + 16 * u);
+        w[0] = v.x;
+        w[1] = v.y;
+        w[2] = v.z;
+        w[3] = v.w;
+      }
+    }
+  }
+}
+
 /// Writes 1 to *flag when the code running it was compiled for sm_90a (the Hopper kernel's real
 /// body is there), 0 otherwise. The host asks once per device (driver.cuh, hopper_kernel_built).
 __global__ void sm90a_probe(int* flag) {
@@ -646,6 +772,13 @@ __global__ void __launch_bounds__(threads, 1)
   const int r_own = upper ? r1 : r0;
   const int row_first = row_block * rows_per_cta;
   const bool leader = tid_wg == 0;
+  const bool cta_leader = threadIdx.x == 0;
+  // The entry's time is written only once the CTA has a piece (none past the last piece).
+  std::uint64_t entry_ns = 0, entry_clk = 0;
+  if constexpr (phase_times_built) {
+    entry_ns = ptx::globaltimer_ns();
+    entry_clk = static_cast<std::uint64_t>(clock64());
+  }
 
   if (threadIdx.x == 0) {
     ptx::mbar_init(&sm.bar_q, 1);
@@ -656,9 +789,11 @@ __global__ void __launch_bounds__(threads, 1)
     ptx::prefetch_tensor_map(&tm_kv);
   }
   __syncthreads();
+  if (cta_leader) mark_phase(p, phase_barriers);
   // Nothing global is read before the kernels this one may overlap (programmatic dependent
   // launch: the plan, or whatever produced the inputs) are complete.
   ptx::griddep_wait();
+  if (cta_leader) mark_phase(p, phase_griddep);
 
   SplitPiece piece;
   if constexpr (SizeHere) {
@@ -674,12 +809,28 @@ __global__ void __launch_bounds__(threads, 1)
       return;  // past the last piece
     }
   } else {
+    // A whole request's block table row is known before its length: its first entries are
+    // fetched while the length is read (load_kv reads them next; otherwise two dependent misses).
+    if (p.whole_requests && threadIdx.x == 0 && static_cast<int>(blockIdx.y) < p.schedule.batch) {
+      ptx::prefetch_l1(p.block_table + p.shape.table_offset(static_cast<int>(blockIdx.y), 0));
+    }
     if (!piece_of_cta(p, blockIdx.y, piece)) return;  // past the last piece
   }
   const piece_rows pr = rows_of(p, piece, row_first, r0, r1);
   const std::uint64_t policy = ptx::make_l2_policy(p.kv_l2_hint);
   const amla_step_options step = amla_kernel_step(p.skip_unmoved != 0);
   if (threadIdx.x == 0) load_piece(sm, &tm_q, &tm_kv, p, pr, row_first, policy);
+  if constexpr (phase_times_built) {
+    if (cta_leader && p.phase_times != nullptr) {
+      mark_phase(p, phase_loads_issued);
+      std::uint64_t* rec =
+          p.phase_times + (static_cast<std::uint64_t>(blockIdx.y) * gridDim.x + blockIdx.x) *
+                              static_cast<std::uint64_t>(phase_slots);
+      rec[phase_entry] = entry_ns;
+      rec[phase_clock + phase_entry] = entry_clk;
+      rec[phase_sm] = ptx::smid();
+    }
+  }
   {
     float o[128];
 #pragma unroll
@@ -688,6 +839,7 @@ __global__ void __launch_bounds__(threads, 1)
     float l0 = 0.0f, l1 = 0.0f;  // this thread's partial row sums of its own blocks
 
     if (pr.kb_begin < pr.kb_end) ptx::mbar_wait(&sm.bar_q, 0);
+    if (cta_leader) mark_phase(p, phase_q_landed);
 
     for (int j = 0;; ++j) {
       const int kb_a = pr.kb_begin + 2 * j;
@@ -700,6 +852,7 @@ __global__ void __launch_bounds__(threads, 1)
       if (wg == 0) {
         // ---- WG0: S_A, frame A, P_A (into KV[0] chunk 8, for both warpgroups) ----
         qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 0, parity, p.stagger_qk != 0);
+        if (cta_leader && j == 0) mark_phase(p, phase_first_s);
         if (hides_keys(pr, kb_a)) mask_scores(s, kb_a * block_keys, pr.vis0, pr.vis1, quad);
         float mx0, mx1;
         row_max(s, p.scale_log2, mx0, mx1);
@@ -832,6 +985,9 @@ __global__ void __launch_bounds__(threads, 1)
       }
     }
 
+    if (cta_leader) mark_phase(p, phase_loop_end_wg0);
+    if (threadIdx.x == 128) mark_phase(p, phase_loop_end_wg1);
+
     // ---- epilogue: l = l_L + l_R (same frame), normalise, write ----
     l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
     l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
@@ -842,6 +998,7 @@ __global__ void __launch_bounds__(threads, 1)
       sm.l_part[wg][r1] = l1;
     }
     __syncthreads();
+    if (cta_leader) mark_phase(p, phase_epilogue_sync);
     const float lt0 = sm.l_part[0][r0] + sm.l_part[1][r0];
     const float lt1 = sm.l_part[0][r1] + sm.l_part[1][r1];
     // A row with no visible key in this piece gets (0, -inf): its O is exactly 0 (P = 0 and every
@@ -855,35 +1012,30 @@ __global__ void __launch_bounds__(threads, 1)
     const bool write0 = row_first + r0 < p.rows, write1 = row_first + r1 < p.rows;
     const int rr0 = row_first + r0, rr1 = row_first + r1;  // request rows r = t * h_q + h
     const int h_q = p.shape.h_q;
+    // Every warpgroup is past its last wgmma (the CTA barrier above): Q's tile and KV[0] take
+    // the staged rows (staged_unit).
+    std::uint8_t* stage = sm.q;
     if (pr.slot < 0) {
-      const std::size_t out0 = p.shape.out_offset(pr.request, rr0 / h_q, rr0 % h_q);
-      const std::size_t out1 = p.shape.out_offset(pr.request, rr1 / h_q, rr1 % h_q);
 #pragma unroll
       for (int jj = 0; jj < 32; ++jj) {
         const int col = col0 + 8 * jj;
-        if (write0) {
-          *reinterpret_cast<__nv_bfloat162*>(p.out + out0 + col) =
-              __floats2bfloat162_rn(o[4 * jj + 0] * inv0, o[4 * jj + 1] * inv0);
-        }
-        if (write1) {
-          *reinterpret_cast<__nv_bfloat162*>(p.out + out1 + col) =
-              __floats2bfloat162_rn(o[4 * jj + 2] * inv1, o[4 * jj + 3] * inv1);
-        }
+        stage_pair<__nv_bfloat16>(stage, r0, col, o[4 * jj + 0] * inv0, o[4 * jj + 1] * inv0);
+        stage_pair<__nv_bfloat16>(stage, r1, col, o[4 * jj + 2] * inv1, o[4 * jj + 3] * inv1);
       }
+      __syncthreads();
+      copy_staged_rows(stage, p.out, row_first, p.rows,
+                       [&](int rr) { return p.shape.out_offset(pr.request, rr / h_q, rr % h_q); });
     } else {
       float* part_out = p.out_part + static_cast<std::int64_t>(pr.slot) * p.rows * d_v;
 #pragma unroll
       for (int jj = 0; jj < 32; ++jj) {
         const int col = col0 + 8 * jj;
-        if (write0) {
-          *reinterpret_cast<float2*>(part_out + static_cast<std::int64_t>(rr0) * d_v + col) =
-              make_float2(o[4 * jj + 0] * inv0, o[4 * jj + 1] * inv0);
-        }
-        if (write1) {
-          *reinterpret_cast<float2*>(part_out + static_cast<std::int64_t>(rr1) * d_v + col) =
-              make_float2(o[4 * jj + 2] * inv1, o[4 * jj + 3] * inv1);
-        }
+        stage_pair<float>(stage, r0, col, o[4 * jj + 0] * inv0, o[4 * jj + 1] * inv0);
+        stage_pair<float>(stage, r1, col, o[4 * jj + 2] * inv1, o[4 * jj + 3] * inv1);
       }
+      __syncthreads();
+      copy_staged_rows(stage, part_out, row_first, p.rows,
+                       [](int rr) { return static_cast<std::int64_t>(rr) * d_v; });
     }
     if (wg == 0 && quad == 0) {
       constexpr float ln2 = 0.693147180559945309f;
@@ -898,6 +1050,12 @@ __global__ void __launch_bounds__(threads, 1)
         if (write0) lp[rr0] = lse0;
         if (write1) lp[rr1] = lse1;
       }
+    }
+    if constexpr (phase_times_built) {
+      if (cta_leader) mark_phase(p, phase_stores_issued);
+      __threadfence();
+      __syncthreads();
+      if (cta_leader) mark_phase(p, phase_stores_done);
     }
   }
   // Only now may the combine start launching: its CTAs must never take an SM that a CTA of this

@@ -160,6 +160,28 @@ __device__ __forceinline__ void fence_proxy_async_smem() {
 #endif
 }
 
+/// Starts fetching the line holding `p` into L1 (and L2) without waiting for it: a later load of
+/// it finds it there or in flight. Plain sm_70+ PTX.
+__device__ __forceinline__ void prefetch_l1(const void* p) {
+  asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
+}
+
+// ---- timers (any architecture) ------------------------------------------------------------------
+// %globaltimer: nanoseconds on a clock every SM shares (its updates may be coarser than a
+// nanosecond); %smid: the SM running the thread. A timing build of the Hopper kernel reads them
+// (hopper_kernel.cuh, AMLA_CUDA_PHASE_TIMES).
+
+__device__ __forceinline__ std::uint64_t globaltimer_ns() {
+  std::uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ std::uint32_t smid() {
+  std::uint32_t id;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+  return id;
+}
+
 // ---- programmatic dependent launch (sm_90) ------------------------------------------------------
 // A kernel launched with cudaLaunchAttributeProgrammaticStreamSerialization may start while the
 // kernel before it on the stream is still running; griddep_wait blocks until that kernel has
