@@ -674,6 +674,91 @@ void table_validation(cudaStream_t stream) {
          launch.fallback_reason.c_str());
 }
 
+/// Where out's rows are 16-byte aligned the Hopper epilogue stores whole 16-byte units, else
+/// 4-byte ones; an out that is not 4-byte aligned (a valid BF16 pointer) is not the Hopper
+/// kernel's: automatic runs the simple kernel and says why, kernel hopper is refused. At each
+/// offset every output lands in its place, bit for bit the aligned run's, and nothing around it
+/// is written.
+void output_alignment(cudaStream_t stream) {
+  std::printf("== output alignment\n");
+  // Two requests of b 2, h_q 128 (two row blocks each): 300 keys, and 64 keys.
+  const ct::Problem hp(ct::ProblemSpec{1, 128, {300, 64}, 64, 1.0, 17});
+  const amla::DecodeShape& shape = hp.shape();
+  const DeviceProblem dev(hp);
+  const std::size_t n = shape.out_elems();
+  constexpr std::size_t slack = 16;  // elements past the largest offset, which must stay unwritten
+  DeviceBuffer<amla::bf16> out(n + slack);
+  DeviceBuffer<float> lse(shape.lse_elems());
+  const std::uint16_t canary = 0x7FA5;  // a NaN no kernel writes
+  const std::vector<amla::bf16> fill(n + slack, amla::bf16::from_bits(canary));
+  int device = 0, major = 0, minor = 0;
+  AMLA_CUDA_CHECK(cudaGetDevice(&device));
+  AMLA_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  AMLA_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  const bool hopper =
+      !g_simple_only && major == 9 && minor == 0 && ac::detail::hopper_kernel_built(device);
+  for (const ac::rescale_mode mode : {ac::rescale_mode::standard, ac::rescale_mode::amla}) {
+    const char* mode_name = mode == ac::rescale_mode::standard ? "standard" : "amla";
+    std::vector<amla::bf16> aligned;
+    // 0: 16-byte aligned (cudaMalloc), 2: 4-byte aligned only, 1: 2-byte aligned only.
+    for (const std::size_t offset : {std::size_t{0}, std::size_t{2}, std::size_t{1}}) {
+      out.upload(fill);
+      ac::CudaDecodeOptions opt;
+      opt.mode = mode;
+      opt.kernel = g_simple_only ? ac::kernel_kind::simple : ac::kernel_kind::automatic;
+      const ac::DecodeLaunch launch = ac::decode(dev.in, {out.ptr + offset, lse.ptr}, opt, stream);
+      sync_or_die(stream, 60.0, "output alignment");
+      const std::vector<amla::bf16> all = out.download();
+      const bool to_hopper = hopper && offset != 1;
+      std::printf("  %s, out at +%zu bytes: %s%s%s\n", mode_name, 2 * offset,
+                  ac::to_string(launch.kernel), launch.fallback_reason.empty() ? "" : ", because ",
+                  launch.fallback_reason.c_str());
+      if (!g_simple_only) {
+        EXPECT(launch.kernel == (to_hopper ? ac::kernel_kind::hopper : ac::kernel_kind::simple),
+               "%s at +%zu bytes: automatic chose %s", mode_name, 2 * offset,
+               ac::to_string(launch.kernel));
+      }
+      if (hopper && offset == 1) {
+        EXPECT(launch.fallback_reason.find("out 4-byte aligned") != std::string::npos,
+               "%s at +2 bytes: fallback reason '%s'", mode_name, launch.fallback_reason.c_str());
+      }
+      std::size_t outside = 0, unwritten = 0;
+      for (std::size_t i = 0; i < all.size(); ++i) {
+        const bool inside = i >= offset && i < offset + n;
+        const bool untouched = all[i].bits == canary;
+        outside += !inside && !untouched ? 1 : 0;
+        unwritten += inside && untouched ? 1 : 0;
+      }
+      EXPECT(outside == 0 && unwritten == 0, "%s at +%zu bytes: %zu written outside, %zu unwritten",
+             mode_name, 2 * offset, outside, unwritten);
+      const std::vector<amla::bf16> mine(all.begin() + static_cast<std::ptrdiff_t>(offset),
+                                         all.begin() + static_cast<std::ptrdiff_t>(offset + n));
+      if (offset == 0) {
+        aligned = mine;
+      } else if (to_hopper == hopper) {
+        // The kernel of the aligned run: the same values, bit for bit.
+        std::size_t differ = 0;
+        for (std::size_t i = 0; i < n; ++i) differ += mine[i].bits != aligned[i].bits ? 1 : 0;
+        EXPECT(differ == 0, "%s at +%zu bytes: %zu elements differ from the aligned run", mode_name,
+               2 * offset, differ);
+      } else {
+        // The simple kernel against the aligned run's Hopper kernel: BF16 roundings apart.
+        const double d = rel_diff(mine, aligned);
+        EXPECT(d < 1e-2, "%s at +%zu bytes: %.3e from the aligned Hopper run", mode_name,
+               2 * offset, d);
+      }
+    }
+  }
+  if (hopper) {
+    ac::CudaDecodeOptions opt;
+    opt.kernel = ac::kernel_kind::hopper;
+    expect_throw<amla::invalid_argument>("kernel hopper with out 2-byte aligned",
+                                         "out 4-byte aligned", [&] {
+                                           ac::decode(dev.in, {out.ptr + 1, lse.ptr}, opt, stream);
+                                         });
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Hostile inputs: the semantics of problem/conventions.hpp on every kernel and the GPU golden.
 
@@ -1205,6 +1290,7 @@ int run_gpu(bool quick) {
   cudaStream_t stream;
   AMLA_CUDA_CHECK(cudaStreamCreate(&stream));
   table_validation(stream);
+  output_alignment(stream);
 
   std::random_device rd;
   const std::uint64_t seed0 = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();

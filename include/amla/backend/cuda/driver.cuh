@@ -30,7 +30,8 @@
 // Kernels:
 //   simple  any shape: one CTA per query row, FP32 throughout (detail/simple_kernel.cuh).
 //   hopper  the DeepSeek shape (d_qk 576, d_v 512, V inside kv, h_kv 1, page size a multiple of
-//           64 or 8/16/32) on compute capability 9.0: wgmma + TMA, two warpgroups, a split-KV
+//           64 or 8/16/32; q and kv 16-byte aligned, out 4-byte aligned) on compute capability
+//           9.0: wgmma + TMA, two warpgroups, a split-KV
 //           tile schedule (problem/split_schedule.hpp, computed on the GPU by
 //           detail/split_plan.cuh) with an LSE combine, the three kernels chained by programmatic
 //           dependent launch (detail/hopper_kernel.cuh documents the schedule).
@@ -177,7 +178,8 @@ inline dense_reads dense_reads_of(const DeviceDecodeInputs& in) {
 inline constexpr int max_splits = 64;
 
 /// Why the Hopper kernel cannot run this problem (empty: it can). Device-independent part.
-inline std::string hopper_unsupported(const DeviceDecodeInputs& in) {
+inline std::string hopper_unsupported(const DeviceDecodeInputs& in,
+                                      const DeviceDecodeOutputs& out) {
   const DecodeShape& s = in.shape;
   if (s.d_qk != hopper::d_qk || s.d_v != hopper::d_v) {
     return "needs d_qk = 576 and d_v = 512 (got " + std::to_string(s.d_qk) + ", " +
@@ -192,6 +194,10 @@ inline std::string hopper_unsupported(const DeviceDecodeInputs& in) {
   if (reinterpret_cast<std::uintptr_t>(in.q) % 16 != 0 ||
       reinterpret_cast<std::uintptr_t>(in.kv) % 16 != 0) {
     return "needs q and kv 16-byte aligned (TMA)";
+  }
+  // The epilogue stores two BF16 at a time at least (16 bytes where out's rows allow it).
+  if (reinterpret_cast<std::uintptr_t>(out.out) % 4 != 0) {
+    return "needs out 4-byte aligned (its BF16 stores are pairs at least)";
   }
   return {};
 }
@@ -259,7 +265,7 @@ inline float validate_host(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
             "needs options.kernel = hopper (only the Hopper kernel records its phases)");
   }
   if (opt.kernel == kernel_kind::hopper) {
-    const std::string why = hopper_unsupported(in);
+    const std::string why = hopper_unsupported(in, out);
     if (!why.empty()) {
       amla::detail::throw_invalid(fn, "options.kernel", "hopper",
                                   "the Hopper kernel " + why + "; use automatic or simple");
@@ -589,7 +595,7 @@ DecodeLaunch dispatch(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& o
                       const CudaDecodeOptions& opt, cudaStream_t stream) {
   DecodeLaunch launch;
   const device_facts dev = current_device();
-  std::string why = hopper_unsupported(in);
+  std::string why = hopper_unsupported(in, out);
   if (why.empty() && !(dev.major == 9 && dev.minor == 0)) {
     why = "needs compute capability 9.0 (this device is " + std::to_string(dev.major) + "." +
           std::to_string(dev.minor) + ")";

@@ -703,7 +703,7 @@ __device__ __forceinline__ void stage_pair(std::uint8_t* stage, int row, int col
 /// Copies the staged rows [0, 64) that are real (row_first + r < rows) to global memory: row r
 /// to dst + offset_of(row_first + r) elements. Warp w of the CTA copies rows 8w..8w+7, lane l
 /// units l, l + 32, ... of each; 16-byte stores when dst's rows are 16-byte aligned, else
-/// 4-byte ones (a BF16 output is only promised 4-byte alignment).
+/// 4-byte ones (the driver sends an out that is not 4-byte aligned to the simple kernel).
 template <class T, class OffsetOf>
 __device__ __forceinline__ void copy_staged_rows(std::uint8_t* stage, T* dst, int row_first,
                                                  int rows, OffsetOf offset_of) {
