@@ -1331,11 +1331,15 @@ void plan_reuse(cudaStream_t stream) {
   }
   struct Shape {
     int batch, s_k;
+    bool mixed;  ///< lengths s_k, s_k - 250, s_k - 500, ...: requests cut into different counts
   };
   std::optional<ac::DecodePlan> b16_plan;
-  for (const Shape sh : {Shape{16, 4096}, Shape{1, 16384}}) {
-    const ct::Problem hp(ct::ProblemSpec{
-        2, 128, std::vector<int>(static_cast<std::size_t>(sh.batch), sh.s_k), 64, 1.0, 29});
+  for (const Shape sh : {Shape{16, 4096, false}, Shape{16, 4096, true}, Shape{1, 16384, false}}) {
+    std::vector<int> lens(static_cast<std::size_t>(sh.batch), sh.s_k);
+    for (std::size_t i = 0; sh.mixed && i < lens.size(); ++i) {
+      lens[i] = sh.s_k - 250 * static_cast<int>(i);
+    }
+    const ct::Problem hp(ct::ProblemSpec{2, 128, lens, 64, 1.0, 29});
     const amla::DecodeShape& shape = hp.shape();
     const DeviceProblem dev(hp);
     DeviceBuffer<amla::bf16> out(shape.out_elems());
@@ -1359,6 +1363,7 @@ void plan_reuse(cudaStream_t stream) {
       for (int use = 1; use <= 2; ++use) {
         const std::vector<amla::bf16> poison(out.n, amla::bf16::from_bits(0x7FA5));
         out.upload(poison);
+        lse.upload(std::vector<float>(lse.n, std::numeric_limits<float>::quiet_NaN()));
         const ac::DecodeLaunch reused = ac::decode(dev.in, {out.ptr, lse.ptr}, opt, stream);
         sync_or_die(stream, 60.0, "decode with a reused plan");
         const std::vector<amla::bf16> out_reused = out.download();
@@ -1370,10 +1375,10 @@ void plan_reuse(cudaStream_t stream) {
         const bool lse_same =
             std::memcmp(lse_reused.data(), lse_sized.data(), lse_sized.size() * sizeof(float)) == 0;
         std::printf(
-            "  b %2d s_k %5d %-8s: %d pieces, use %d of the plan: %zu of %zu outputs "
+            "  b %2d s_k %5d%s %-8s: %d pieces, use %d of the plan: %zu of %zu outputs "
             "differ from the sized call, lse %s\n",
-            sh.batch, sh.s_k, mode_name, reused.pieces, use, differ, out_reused.size(),
-            lse_same ? "identical" : "differs");
+            sh.batch, sh.s_k, sh.mixed ? " (mixed)" : "", mode_name, reused.pieces, use, differ,
+            out_reused.size(), lse_same ? "identical" : "differs");
         EXPECT(reused.pieces == sized.pieces, "b %d %s: %d pieces with the plan, %d without",
                sh.batch, mode_name, reused.pieces, sized.pieces);
         EXPECT(differ == 0 && lse_same, "b %d %s, use %d: %zu outputs differ, lse %s", sh.batch,
