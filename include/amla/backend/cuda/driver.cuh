@@ -706,8 +706,9 @@ inline DecodeLaunch decode(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
 /// (e.g. every layer of one decode step): they launch no plan kernel. The plan stays valid while
 /// the workspace's plan region is not overwritten (a decode() with this plan leaves it alone; one
 /// without a plan, or another plan_decode, rewrites it) and each request's length needs the same
-/// number of pieces; a decode() whose lengths need others traps on the device. With
-/// options.check_tables the tables are validated on the host first (synchronises the stream).
+/// number of pieces; a decode() whose lengths need others traps on the device (the stream then
+/// reports an illegal instruction and the context is lost). With options.check_tables the tables
+/// are validated on the host first (synchronises the stream).
 inline DecodePlan plan_decode(const DeviceDecodeInputs& in, const CudaDecodeOptions& options = {},
                               cudaStream_t stream = nullptr) {
   const char* fn = "amla::cuda::plan_decode";

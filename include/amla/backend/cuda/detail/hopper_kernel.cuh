@@ -319,11 +319,6 @@ __device__ __forceinline__ SplitScheduleView schedule_of(const params& p) {
   return v;
 }
 
-/// Piece `index` of the schedule, as split_schedule::piece_at finds it. A sized schedule that cuts
-/// no request (the plan lists none: piece b is request b, whole) needs no binary search through
-/// piece_prefix, whose log2(batch) loads, each waiting for the last, would otherwise delay the
-/// start of every CTA; when the host knows that no request is cut (params::whole_requests) the
-/// plan is not read either.
 /// A reused plan (params::plan_reused) gave request b `planned` pieces: the current length must
 /// need as many with the plan's piece length, else the plan is stale and the CTA traps (a schedule
 /// whose piece counts match is valid for the current lengths; every request has a piece, so some
@@ -333,17 +328,15 @@ __device__ __forceinline__ void plan_matches(const params& p, const SplitSchedul
   if (!p.plan_reused) return;
   const int now = split_schedule::pieces_for(split_schedule::blocks_of(v.seqlens[b], v.block_keys),
                                              v.piece_blocks);
-  if (now != planned) {
-    if (threadIdx.x == 0) {
-      printf(
-          "amla: a reused decode plan is stale: request %d has seqlen %d, which needs %d "
-          "pieces of %d blocks, the plan has %d (plan_decode again)\n",
-          b, v.seqlens[b], now, v.piece_blocks, planned);
-    }
-    __trap();
-  }
+  // No printf here: a call in the kernel serialises its wgmma pipeline (ptxas C7510).
+  if (now != planned) __trap();
 }
 
+/// Piece `index` of the schedule, as split_schedule::piece_at finds it. A sized schedule that cuts
+/// no request (the plan lists none: piece b is request b, whole) needs no binary search through
+/// piece_prefix, whose log2(batch) loads, each waiting for the last, would otherwise delay the
+/// start of every CTA; when the host knows that no request is cut (params::whole_requests) the
+/// plan is not read either.
 __device__ __forceinline__ bool piece_of_cta(const params& p, int index, SplitPiece& piece) {
   if (p.whole_requests) {
     if (index >= p.schedule.batch) return false;
