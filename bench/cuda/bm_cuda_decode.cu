@@ -8,7 +8,8 @@
 //
 //   bm_cuda_decode            the benchmark grid: b 128, s_q {1, 2}, s_k {1024, 4096, 16384}, both
 //                             modes, the balanced split-KV schedule and no split; tuning knobs at
-//                             s_k 4096; the split-KV shapes b 16 and b 1
+//                             s_k 4096; the split-KV shapes b 16 and b 1, sized in each call
+//                             and with a plan made once (plan_decode) and reused
 //   bm_cuda_decode --quick    s_k 4096 only
 //   bm_cuda_decode --filter TEXT          the configurations whose name holds TEXT
 //   bm_cuda_decode --profile [b s_q s_k [splits]]   one configuration, three launches, for ncu
@@ -382,6 +383,9 @@ int main(int argc, char** argv) {
       ac::CudaDecodeOptions opt;
       int reps;
       std::string variant;  ///< appended to the kernel/mode name
+      /// The sized schedule made once by plan_decode before the timed launches and reused by
+      /// each (CudaDecodeOptions::plan), as FlashMLA's metadata is across a step's layers.
+      bool reuse_plan = false;
     };
     auto options = [](ac::kernel_kind kernel, ac::rescale_mode mode) {
       return ac::CudaDecodeOptions{
@@ -448,7 +452,11 @@ int main(int argc, char** argv) {
     for (int b : {16, 1}) {
       const int s_k = b == 16 ? 4096 : 16384;
       configs.push_back({b, 2, s_k, hopper_std, 15, ""});
+      configs.push_back({b, 2, s_k, hopper_std, 15, "/plan reused"});
+      configs.back().reuse_plan = true;
       configs.push_back({b, 2, s_k, hopper_amla, 15, ""});
+      configs.push_back({b, 2, s_k, hopper_amla, 15, "/plan reused"});
+      configs.back().reuse_plan = true;
       configs.push_back({b, 2, s_k, hopper_amla_skip, 15, "/skip"});
       ac::CudaDecodeOptions o = hopper_std;
       o.pdl = false;
@@ -508,6 +516,11 @@ int main(int argc, char** argv) {
         opt.check_tables = true;
         const ac::DecodeLaunch launch = ac::decode(in, outs, opt);  // validates the tables once
         opt.check_tables = false;
+        ac::DecodePlan plan;
+        if (c.reuse_plan) {
+          plan = ac::plan_decode(in, opt);
+          opt.plan = &plan;
+        }
         const double ms = time_ms([&] { ac::decode(in, outs, opt); }, flush, flush_bytes,
                                   c.reps > 5 ? 3 : 1, c.reps);
         if (profile) {

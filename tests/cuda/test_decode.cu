@@ -9,8 +9,10 @@
 //                                        of problem/conventions.hpp; the GPU float64 golden
 //                                        (golden.cuh) against the CPU one, and the Hopper kernel
 //                                        against it at the benchmark's sizes; the split-KV plan
-//                                        the GPU computes against the CPU schedule; exits 77
-//                                        (ctest: skipped) when no GPU is visible
+//                                        the GPU computes against the CPU schedule, and decode
+//                                        with a plan made once (plan_decode) bit for bit decode
+//                                        without one; exits 77 (ctest: skipped) when no GPU is
+//                                        visible
 //   cuda_decode gpu-quick                the same on the small cases only
 //   cuda_decode gpu --simple-only        every case on the simple kernel only (the fallback off
 //   cuda_decode gpu-quick --simple-only  Hopper), as does AMLA_CUDA_SIMPLE_ONLY=1 in the
@@ -32,6 +34,7 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <span>
 #include <string>
@@ -182,6 +185,42 @@ int run_validate() {
     opt.workspace = reinterpret_cast<void*>(std::uintptr_t{0x50010});
     opt.workspace_bytes = 1 << 20;
     expect_throw<inv>("misaligned workspace", "options.workspace", run(good(), out, opt));
+  }
+  {
+    // A reused plan of another shape is refused before any CUDA call.
+    ac::DecodePlan plan;
+    plan.batch = 2;
+    plan.s_q = 1;
+    plan.h_q = 128;
+    plan.block_keys = 64;
+    plan.slots = 132;
+    plan.memory = reinterpret_cast<void*>(std::uintptr_t{0x60000});
+    ac::CudaDecodeOptions opt;
+    opt.plan = &plan;
+    expect_throw<inv>("plan of batch 2 for batch 1", "options.plan", run(good(), out, opt));
+    expect_throw<inv>("plan of batch 2 for batch 1 names the batches", "batch 2",
+                      run(good(), out, opt));
+    plan.batch = 1;
+    plan.s_q = 2;
+    expect_throw<inv>("plan of s_q 2 for s_q 1", "options.plan", run(good(), out, opt));
+    plan.s_q = 1;
+    plan.h_q = 64;
+    expect_throw<inv>("plan of h_q 64 for h_q 128", "options.plan", run(good(), out, opt));
+    plan.h_q = 128;
+    plan.block_keys = 32;
+    expect_throw<inv>("plan of 32-key blocks", "options.plan", run(good(), out, opt));
+    plan.block_keys = 64;
+    opt.num_splits = 2;
+    expect_throw<inv>("plan with num_splits 2", "options.plan", run(good(), out, opt));
+    opt.num_splits = 0;
+    plan.memory = nullptr;
+    expect_throw<inv>("plan without memory", "options.plan", run(good(), out, opt));
+    expect_throw<inv>("plan_decode without a workspace", "options.workspace",
+                      [in = good()] { ac::plan_decode(in, {}); });
+    ac::CudaDecodeOptions fixed;
+    fixed.num_splits = 4;
+    expect_throw<inv>("plan_decode of a fixed split", "options.num_splits",
+                      [in = good(), fixed] { ac::plan_decode(in, fixed); });
   }
   {
     auto* fake_f64 = reinterpret_cast<double*>(std::uintptr_t{0x40000});
@@ -1276,6 +1315,92 @@ void schedule_checks(std::mt19937_64& rng, cudaStream_t stream) {
   }
 }
 
+/// Plan once, decode many: at the split-KV shapes (b 16, s_q 2, s_k 4096 and b 1, s_q 2,
+/// s_k 16384, as the benchmark's), decode() with a plan made by plan_decode equals decode()
+/// sizing the schedule itself bit for bit, in both modes and on a second reuse; a plan of another
+/// batch or of a GPU of another size is refused on the host naming options.plan.
+void plan_reuse(cudaStream_t stream) {
+  std::printf("== a reused split-KV plan (plan_decode)\n");
+  int device = 0, major = 0, minor = 0;
+  AMLA_CUDA_CHECK(cudaGetDevice(&device));
+  AMLA_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  AMLA_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  if (g_simple_only || !(major == 9 && minor == 0 && ac::detail::hopper_kernel_built(device))) {
+    std::printf("  skipped: the Hopper kernel does not run here\n");
+    return;
+  }
+  struct Shape {
+    int batch, s_k;
+    bool mixed;  ///< lengths s_k, s_k - 250, s_k - 500, ...: requests cut into different counts
+  };
+  std::optional<ac::DecodePlan> b16_plan;
+  for (const Shape sh : {Shape{16, 4096, false}, Shape{16, 4096, true}, Shape{1, 16384, false}}) {
+    std::vector<int> lens(static_cast<std::size_t>(sh.batch), sh.s_k);
+    for (std::size_t i = 0; sh.mixed && i < lens.size(); ++i) {
+      lens[i] = sh.s_k - 250 * static_cast<int>(i);
+    }
+    const ct::Problem hp(ct::ProblemSpec{2, 128, lens, 64, 1.0, 29});
+    const amla::DecodeShape& shape = hp.shape();
+    const DeviceProblem dev(hp);
+    DeviceBuffer<amla::bf16> out(shape.out_elems());
+    DeviceBuffer<float> lse(shape.lse_elems());
+    ac::CudaDecodeOptions opt;
+    opt.kernel = ac::kernel_kind::hopper;
+    DeviceBuffer<std::uint8_t> workspace(ac::decode_workspace_bytes(shape, opt));
+    opt.workspace = workspace.ptr;
+    opt.workspace_bytes = workspace.n;
+    for (const ac::rescale_mode mode : {ac::rescale_mode::standard, ac::rescale_mode::amla}) {
+      const char* mode_name = mode == ac::rescale_mode::standard ? "standard" : "amla";
+      opt.mode = mode;
+      opt.plan = nullptr;
+      const ac::DecodeLaunch sized = ac::decode(dev.in, {out.ptr, lse.ptr}, opt, stream);
+      sync_or_die(stream, 60.0, "decode, sized in the call");
+      const std::vector<amla::bf16> out_sized = out.download();
+      const std::vector<float> lse_sized = lse.download();
+      const ac::DecodePlan plan = ac::plan_decode(dev.in, opt, stream);
+      if (sh.batch == 16) b16_plan = plan;
+      opt.plan = &plan;
+      for (int use = 1; use <= 2; ++use) {
+        const std::vector<amla::bf16> poison(out.n, amla::bf16::from_bits(0x7FA5));
+        out.upload(poison);
+        lse.upload(std::vector<float>(lse.n, std::numeric_limits<float>::quiet_NaN()));
+        const ac::DecodeLaunch reused = ac::decode(dev.in, {out.ptr, lse.ptr}, opt, stream);
+        sync_or_die(stream, 60.0, "decode with a reused plan");
+        const std::vector<amla::bf16> out_reused = out.download();
+        const std::vector<float> lse_reused = lse.download();
+        std::size_t differ = 0;
+        for (std::size_t i = 0; i < out_reused.size(); ++i) {
+          differ += out_reused[i].bits != out_sized[i].bits ? 1 : 0;
+        }
+        const bool lse_same =
+            std::memcmp(lse_reused.data(), lse_sized.data(), lse_sized.size() * sizeof(float)) == 0;
+        std::printf(
+            "  b %2d s_k %5d%s %-8s: %d pieces, use %d of the plan: %zu of %zu outputs "
+            "differ from the sized call, lse %s\n",
+            sh.batch, sh.s_k, sh.mixed ? " (mixed)" : "", mode_name, reused.pieces, use, differ,
+            out_reused.size(), lse_same ? "identical" : "differs");
+        EXPECT(reused.pieces == sized.pieces, "b %d %s: %d pieces with the plan, %d without",
+               sh.batch, mode_name, reused.pieces, sized.pieces);
+        EXPECT(differ == 0 && lse_same, "b %d %s, use %d: %zu outputs differ, lse %s", sh.batch,
+               mode_name, use, differ, lse_same ? "identical" : "differs");
+      }
+    }
+    if (sh.batch == 1 && b16_plan) {
+      opt.plan = &*b16_plan;
+      expect_throw<amla::invalid_argument>("b 16's plan for b 1", "options.plan", [&] {
+        ac::decode(dev.in, {out.ptr, lse.ptr}, opt, stream);
+      });
+      ac::DecodePlan other = *b16_plan;
+      other.batch = 1;
+      other.slots += 1;
+      opt.plan = &other;
+      expect_throw<amla::invalid_argument>("a plan of another GPU's slots", "options.plan", [&] {
+        ac::decode(dev.in, {out.ptr, lse.ptr}, opt, stream);
+      });
+    }
+  }
+}
+
 int run_gpu(bool quick) {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
@@ -1291,6 +1416,7 @@ int run_gpu(bool quick) {
   AMLA_CUDA_CHECK(cudaStreamCreate(&stream));
   table_validation(stream);
   output_alignment(stream);
+  plan_reuse(stream);
 
   std::random_device rd;
   const std::uint64_t seed0 = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();

@@ -33,7 +33,8 @@
 //           64 or 8/16/32; q and kv 16-byte aligned, out 4-byte aligned) on compute capability
 //           9.0: wgmma + TMA, two warpgroups, a split-KV
 //           tile schedule (problem/split_schedule.hpp, computed on the GPU by
-//           detail/split_plan.cuh) with an LSE combine, the three kernels chained by programmatic
+//           detail/split_plan.cuh in each call, or once by plan_decode and reused through
+//           CudaDecodeOptions::plan) with an LSE combine, the three kernels chained by programmatic
 //           dependent launch (detail/hopper_kernel.cuh documents the schedule).
 //   automatic picks hopper when the problem, the device (compute capability 9.0) and the build
 //           (an sm_90a target: AMLA_CUDA_ARCHITECTURES holding 90a) allow it, else simple. The
@@ -111,6 +112,8 @@ inline const char* to_string(kernel_kind k) {
   return amla::detail::enum_name(k, {"automatic", "simple", "hopper"});
 }
 
+struct DecodePlan;
+
 struct CudaDecodeOptions {
   bool causal = false;                   ///< mask aligned to the end (see the file comment)
   std::optional<float> softmax_scale{};  ///< default 1 / sqrt(d_qk); finite and > 0
@@ -153,6 +156,23 @@ struct CudaDecodeOptions {
   /// device memory of hopper::phase_slots words per CTA of the grid, written only by a program
   /// built with AMLA_CUDA_PHASE_TIMES=1 (detail/hopper_kernel.cuh, enum phase). nullptr: none.
   std::uint64_t* phase_times = nullptr;
+  /// A sized split-KV schedule made once by plan_decode() and reused (FlashMLA's metadata reused
+  /// across layers): decode() then launches no plan kernel and sizes nothing, its CTAs read this
+  /// plan. It must be of this call's batch, s_q and h_q on this device, with num_splits 0; a CTA
+  /// whose request's current length needs another piece count than the plan's traps. nullptr: the
+  /// schedule is sized in this call.
+  const DecodePlan* plan = nullptr;
+};
+
+/// A sized split-KV schedule on the device, made by plan_decode(): what it was sized for, and the
+/// device memory it lies in (the plan region at the start of the workspace it was written to).
+struct DecodePlan {
+  int batch = 0;
+  int s_q = 0;
+  int h_q = 0;
+  int block_keys = 0;            ///< keys per KV block of the schedule
+  int slots = 0;                 ///< the pieces of one wave it was sized for (the device's SMs)
+  const void* memory = nullptr;  ///< the plan's device memory (workspace_layout's plan region)
 };
 
 /// What decode() launched.
@@ -227,6 +247,38 @@ inline void validate_inputs(const char* fn, const DeviceDecodeInputs& in) {
   require_device_pointer(fn, "seqlens", in.seqlens, "[batch] int32");
 }
 
+/// Throws amla::invalid_argument naming options.plan when `what` of the plan (`planned`) is not
+/// this call's (`here`).
+inline void require_plan_match(const char* fn, const char* what, int planned, int here) {
+  if (planned != here) {
+    amla::detail::throw_invalid(fn, "options.plan",
+                                std::string("a plan of ") + what + " " + std::to_string(planned),
+                                std::string("must be sized for this call's ") + what + " " +
+                                    std::to_string(here) + " (plan_decode with the same shape)");
+  }
+}
+
+/// The reused plan's checks that need no device: it is of this call's shape and the sized
+/// schedule's.
+inline void validate_plan_shape(const char* fn, const DecodeShape& s,
+                                const CudaDecodeOptions& opt) {
+  const DecodePlan& plan = *opt.plan;
+  if (opt.num_splits != 0) {
+    amla::detail::throw_invalid(fn, "options.plan", "a sized plan",
+                                "needs options.num_splits = 0 (got " +
+                                    std::to_string(opt.num_splits) +
+                                    "): a plan is the sized schedule's");
+  }
+  if (plan.memory == nullptr) {
+    amla::detail::throw_invalid(fn, "options.plan", "a plan with memory nullptr",
+                                "must be made by plan_decode (its memory holds the schedule)");
+  }
+  require_plan_match(fn, "batch", plan.batch, s.batch);
+  require_plan_match(fn, "s_q", plan.s_q, s.s_q);
+  require_plan_match(fn, "h_q", plan.h_q, s.h_q);
+  require_plan_match(fn, "block_keys", plan.block_keys, hopper::block_keys);
+}
+
 /// Host-only validation (no CUDA call): throws amla::invalid_argument. Returns the softmax scale.
 inline float validate_host(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& out,
                            const CudaDecodeOptions& opt) {
@@ -264,6 +316,7 @@ inline float validate_host(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
             reinterpret_cast<std::uintptr_t>(opt.phase_times),
             "needs options.kernel = hopper (only the Hopper kernel records its phases)");
   }
+  if (opt.plan != nullptr) validate_plan_shape(fn, s, opt);
   if (opt.kernel == kernel_kind::hopper) {
     const std::string why = hopper_unsupported(in, out);
     if (!why.empty()) {
@@ -486,7 +539,16 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
   const bool own_workspace = workspace == nullptr && w.bytes > 0;
   if (own_workspace) AMLA_CUDA_CHECK(cudaMallocAsync(&workspace, w.bytes, stream));
   std::int32_t* split_list = nullptr;
-  if (sized) {
+  if (sized && opt.plan != nullptr) {
+    // A plan made once by plan_decode: read, not computed (the CTAs check its piece counts
+    // against the current lengths).
+    const plan_arrays a = plan_arrays_in(const_cast<void*>(opt.plan->memory), s.batch);
+    split_list = a.split_list;
+    p.plan = a.header;
+    p.plan_reused = 1;
+    v.piece_prefix = a.piece_prefix;
+    v.slot_prefix = a.slot_prefix;
+  } else if (sized) {
     const plan_arrays a = plan_arrays_in(workspace, s.batch);
     split_plan::header* header = a.header;
     std::int32_t* piece_prefix = a.piece_prefix;
@@ -595,6 +657,10 @@ DecodeLaunch dispatch(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& o
                       const CudaDecodeOptions& opt, cudaStream_t stream) {
   DecodeLaunch launch;
   const device_facts dev = current_device();
+  if (opt.plan != nullptr) {
+    require_plan_match("amla::cuda::decode", "slots", opt.plan->slots,
+                       split_bounds(in.shape, opt, dev.sms).slots);
+  }
   std::string why = hopper_unsupported(in, out);
   if (why.empty() && !(dev.major == 9 && dev.minor == 0)) {
     why = "needs compute capability 9.0 (this device is " + std::to_string(dev.major) + "." +
@@ -631,6 +697,60 @@ inline DecodeLaunch decode(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
     return detail::dispatch<rescale_mode::amla>(in, out, scale, options, stream);
   }
   return detail::dispatch<rescale_mode::standard>(in, out, scale, options, stream);
+}
+
+/// Sizes the split-KV schedule of `in` (its batch and device seqlens) once, as decode() with
+/// num_splits 0 would in each call, and writes it on `stream` into the plan region at the start of
+/// options.workspace (required: at least decode_workspace_bytes(), 256-byte aligned). Returns the
+/// handle to put in CudaDecodeOptions::plan for later decode() calls of this shape on this device
+/// (e.g. every layer of one decode step): they launch no plan kernel. The plan stays valid while
+/// the workspace's plan region is not overwritten (a decode() with this plan leaves it alone; one
+/// without a plan, or another plan_decode, rewrites it) and each request's length needs the same
+/// number of pieces; a decode() whose lengths need others traps on the device (the stream then
+/// reports an illegal instruction and the context is lost). With options.check_tables the tables
+/// are validated on the host first (synchronises the stream).
+inline DecodePlan plan_decode(const DeviceDecodeInputs& in, const CudaDecodeOptions& options = {},
+                              cudaStream_t stream = nullptr) {
+  const char* fn = "amla::cuda::plan_decode";
+  detail::validate_inputs(fn, in);
+  const DecodeShape& s = in.shape;
+  if (options.num_splits != 0) {
+    amla::detail::throw_invalid(fn, "options.num_splits", std::to_string(options.num_splits),
+                                "must be 0: a plan is the sized schedule's");
+  }
+  if (options.workspace == nullptr ||
+      reinterpret_cast<std::uintptr_t>(options.workspace) % 256 != 0) {
+    amla::detail::throw_invalid(
+        fn, "options.workspace",
+        amla::detail::to_text(reinterpret_cast<std::uintptr_t>(options.workspace)),
+        "must be device memory, 256-byte aligned, that holds the plan");
+  }
+  const detail::device_facts dev = detail::current_device();
+  const detail::workspace_layout w = detail::workspace_layout_of(s, options, dev.sms);
+  if (options.workspace_bytes < w.bytes) {
+    amla::detail::throw_invalid(
+        fn, "options.workspace_bytes", std::to_string(options.workspace_bytes),
+        "must be at least decode_workspace_bytes() = " + std::to_string(w.bytes) +
+            " for this shape");
+  }
+  if (options.check_tables) detail::validate_tables_on_host(fn, in, stream);
+  const SplitScheduleBounds bounds = detail::split_bounds(s, options, dev.sms);
+  const detail::plan_arrays a = detail::plan_arrays_in(options.workspace, s.batch);
+  SplitScheduleView v;
+  v.batch = s.batch;
+  v.num_splits = 0;
+  v.block_keys = detail::hopper::block_keys;
+  v.seqlens = in.seqlens;
+  detail::launch_ex(detail::split_plan::plan_kernel, dim3(1), detail::split_plan::threads, 0, false,
+                    stream, v, bounds.slots, a.header, a.piece_prefix, a.slot_prefix, a.split_list);
+  DecodePlan plan;
+  plan.batch = s.batch;
+  plan.s_q = s.s_q;
+  plan.h_q = s.h_q;
+  plan.block_keys = detail::hopper::block_keys;
+  plan.slots = bounds.slots;
+  plan.memory = options.workspace;
+  return plan;
 }
 
 /// Bytes of CudaDecodeOptions::workspace that decode() needs for this shape and options on the

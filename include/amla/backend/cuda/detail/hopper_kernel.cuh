@@ -15,8 +15,10 @@
 // a bound, the GPU computes the plan) return at once. The sized schedule's plan comes from
 // split_plan.cuh's plan kernel, run before this one; for a batch the schedule may cut (fewer
 // requests than a wave's pieces) the CTAs size it themselves (the SizeHere instantiation, the
-// same device functions) and CTA (0, 0) writes the plan for the combine. When the plan cuts no
-// request, piece b is request b (piece_of_cta, no search); when the host's bounds already say so
+// same device functions) and CTA (0, 0) writes the plan for the combine. A plan made once by
+// plan_decode and reused (params::plan_reused) is read as the plan kernel's, each CTA first
+// checking its request's piece count against the current length (plan_matches). When the plan cuts
+// no request, piece b is request b (piece_of_cta, no search); when the host's bounds already say so
 // (params::whole_requests), the plan is not read at all.
 //
 // ---- Shared memory (220 KB) --------------------------------------------------------------
@@ -273,6 +275,9 @@ struct params {
   /// `plan` (split_plan.cuh computes it on the GPU).
   SplitScheduleView schedule;
   const split_plan::header* plan;
+  /// 1: `plan` was made by an earlier plan_decode for lengths that may have changed since; each
+  /// CTA checks its request's piece count against the current length (plan_matches).
+  int plan_reused;
   /// The kernel that sizes the schedule itself (decode_kernel's SizeHere; a sized schedule of a
   /// small batch that no plan kernel computed): every CTA sizes it for this many slots
   /// (split_plan::search_piece_blocks, scan_plan) and CTA (0, 0) writes the plan for the combine
@@ -314,6 +319,19 @@ __device__ __forceinline__ SplitScheduleView schedule_of(const params& p) {
   return v;
 }
 
+/// A reused plan (params::plan_reused) gave request b `planned` pieces: the current length must
+/// need as many with the plan's piece length, else the plan is stale and the CTA traps (a schedule
+/// whose piece counts match is valid for the current lengths; every request has a piece, so some
+/// CTA checks each).
+__device__ __forceinline__ void plan_matches(const params& p, const SplitScheduleView& v, int b,
+                                             int planned) {
+  if (!p.plan_reused) return;
+  const int now = split_schedule::pieces_for(split_schedule::blocks_of(v.seqlens[b], v.block_keys),
+                                             v.piece_blocks);
+  // No printf here: a call in the kernel serialises its wgmma pipeline (ptxas C7510).
+  if (now != planned) __trap();
+}
+
 /// Piece `index` of the schedule, as split_schedule::piece_at finds it. A sized schedule that cuts
 /// no request (the plan lists none: piece b is request b, whole) needs no binary search through
 /// piece_prefix, whose log2(batch) loads, each waiting for the last, would otherwise delay the
@@ -329,11 +347,17 @@ __device__ __forceinline__ bool piece_of_cta(const params& p, int index, SplitPi
   const SplitScheduleView v = schedule_of(p);
   if (v.num_splits == 0 && p.plan->num_split_requests == 0) {
     if (index >= v.batch) return false;
+    plan_matches(p, v, index, 1);
     piece = split_schedule::piece_of(
         index, split_schedule::blocks_of(v.seqlens[index], v.block_keys), 1, 0, 0);
     return true;
   }
-  return split_schedule::piece_at(v, index, piece);
+  if (!split_schedule::piece_at(v, index, piece)) return false;
+  if (v.num_splits == 0) {
+    const int b = piece.request;
+    plan_matches(p, v, b, v.piece_prefix[b + 1] - v.piece_prefix[b]);
+  }
+  return true;
 }
 
 /// Visible keys of request row r (token t = r / h_q).
