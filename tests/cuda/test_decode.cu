@@ -1341,7 +1341,7 @@ void plan_reuse(cudaStream_t stream) {
     }
     const ct::Problem hp(ct::ProblemSpec{2, 128, lens, 64, 1.0, 29});
     const amla::DecodeShape& shape = hp.shape();
-    const DeviceProblem dev(hp);
+    DeviceProblem dev(hp);  // not const: the stale-plan check rewrites its lengths
     DeviceBuffer<amla::bf16> out(shape.out_elems());
     DeviceBuffer<float> lse(shape.lse_elems());
     ac::CudaDecodeOptions opt;
@@ -1383,6 +1383,18 @@ void plan_reuse(cudaStream_t stream) {
                sh.batch, mode_name, reused.pieces, sized.pieces);
         EXPECT(differ == 0 && lse_same, "b %d %s, use %d: %zu outputs differ, lse %s", sh.batch,
                mode_name, use, differ, lse_same ? "identical" : "differs");
+      }
+      if (sh.mixed) {
+        // The lengths change under the plan: request 0 (the longest, cut into pieces) now holds one
+        // key and needs one piece. Checking its tables, decode() refuses the plan on the host.
+        std::vector<std::int32_t> shorter(lens.begin(), lens.end());
+        shorter[0] = 1;
+        dev.lens.upload(shorter);
+        expect_throw<amla::invalid_argument>("a plan older than the lengths", "seqlens[0] = 1",
+                                             [&] {
+                                               ac::decode(dev.in, {out.ptr, lse.ptr}, opt, stream);
+                                             });
+        dev.lens.upload(std::vector<std::int32_t>(lens.begin(), lens.end()));
       }
     }
     if (sh.batch == 1 && b16_plan) {

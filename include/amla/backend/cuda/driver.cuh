@@ -67,6 +67,7 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -158,9 +159,10 @@ struct CudaDecodeOptions {
   std::uint64_t* phase_times = nullptr;
   /// A sized split-KV schedule made once by plan_decode() and reused (FlashMLA's metadata reused
   /// across layers): decode() then launches no plan kernel and sizes nothing, its CTAs read this
-  /// plan. It must be of this call's batch, s_q and h_q on this device, with num_splits 0; a CTA
-  /// whose request's current length needs another piece count than the plan's traps. nullptr: the
-  /// schedule is sized in this call.
+  /// plan. It must be of this call's batch, s_q and h_q on this device, with num_splits 0, and
+  /// give each request the piece count its current length needs: with check_tables a plan that
+  /// does not is refused on the host (invalid_argument naming options.plan); without, the first
+  /// CTA that sees it traps. nullptr: the schedule is sized in this call.
   const DecodePlan* plan = nullptr;
 };
 
@@ -329,8 +331,9 @@ inline float validate_host(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
 
 /// Copies seqlens and block_table to the host and checks them with amla::validate_tables (the
 /// CPU recurrences' check).
-inline void validate_tables_on_host(const char* fn, const DeviceDecodeInputs& in,
-                                    cudaStream_t stream) {
+inline std::vector<std::int32_t> validate_tables_on_host(const char* fn,
+                                                         const DeviceDecodeInputs& in,
+                                                         cudaStream_t stream) {
   const DecodeShape& s = in.shape;
   std::vector<std::int32_t> lens(s.seqlens_elems());
   std::vector<std::int32_t> table(s.block_table_elems());
@@ -340,6 +343,7 @@ inline void validate_tables_on_host(const char* fn, const DeviceDecodeInputs& in
                                   cudaMemcpyDeviceToHost, stream));
   AMLA_CUDA_CHECK(cudaStreamSynchronize(stream));
   validate_tables(fn, s, table, lens);
+  return lens;
 }
 
 /// cuTensorMapEncodeTiled through the runtime's driver entry point (no -lcuda needed).
@@ -451,6 +455,36 @@ inline plan_arrays plan_arrays_in(void* workspace, int batch) {
   a.slot_prefix = a.piece_prefix + batch1;
   a.split_list = a.slot_prefix + batch1;
   return a;
+}
+
+/// A reused plan against the current lengths (host copies, `lens`): each request must need the
+/// number of pieces the plan gave it (the kernel's own check traps; this one, done where the
+/// tables are checked on the host anyway, throws amla::invalid_argument naming options.plan).
+inline void validate_plan_lengths(const char* fn, const DecodePlan& plan,
+                                  std::span<const std::int32_t> lens, cudaStream_t stream) {
+  const plan_arrays a = plan_arrays_in(const_cast<void*>(plan.memory), plan.batch);
+  split_plan::header h{};
+  std::vector<std::int32_t> prefix(static_cast<std::size_t>(plan.batch) + 1);
+  AMLA_CUDA_CHECK(
+      cudaMemcpyAsync(&h, a.header, sizeof(split_plan::header), cudaMemcpyDeviceToHost, stream));
+  AMLA_CUDA_CHECK(cudaMemcpyAsync(prefix.data(), a.piece_prefix,
+                                  prefix.size() * sizeof(std::int32_t), cudaMemcpyDeviceToHost,
+                                  stream));
+  AMLA_CUDA_CHECK(cudaStreamSynchronize(stream));
+  for (std::size_t b = 0; b < lens.size(); ++b) {
+    const int planned = prefix[b + 1] - prefix[b];
+    const int now = split_schedule::pieces_for(split_schedule::blocks_of(lens[b], plan.block_keys),
+                                               h.piece_blocks);
+    if (planned != now) {
+      amla::detail::throw_invalid(
+          fn, "options.plan",
+          "a plan giving request " + std::to_string(b) + " " + std::to_string(planned) + " pieces",
+          "must give each request the pieces its current length needs (seqlens[" +
+              std::to_string(b) + "] = " + std::to_string(lens[b]) + ": " + std::to_string(now) +
+              " pieces of " + std::to_string(h.piece_blocks) +
+              " blocks); plan_decode again after the lengths change");
+    }
+  }
 }
 
 /// Launches `kernel` on `stream`, with programmatic dependent launch when `pdl` (the kernel
@@ -692,7 +726,13 @@ DecodeLaunch dispatch(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& o
 inline DecodeLaunch decode(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& out,
                            const CudaDecodeOptions& options = {}, cudaStream_t stream = nullptr) {
   const float scale = detail::validate_host(in, out, options);
-  if (options.check_tables) detail::validate_tables_on_host("amla::cuda::decode", in, stream);
+  if (options.check_tables) {
+    const std::vector<std::int32_t> lens =
+        detail::validate_tables_on_host("amla::cuda::decode", in, stream);
+    if (options.plan != nullptr) {
+      detail::validate_plan_lengths("amla::cuda::decode", *options.plan, lens, stream);
+    }
+  }
   if (options.mode == rescale_mode::amla) {
     return detail::dispatch<rescale_mode::amla>(in, out, scale, options, stream);
   }
@@ -706,9 +746,10 @@ inline DecodeLaunch decode(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
 /// (e.g. every layer of one decode step): they launch no plan kernel. The plan stays valid while
 /// the workspace's plan region is not overwritten (a decode() with this plan leaves it alone; one
 /// without a plan, or another plan_decode, rewrites it) and each request's length needs the same
-/// number of pieces; a decode() whose lengths need others traps on the device (the stream then
-/// reports an illegal instruction and the context is lost). With options.check_tables the tables
-/// are validated on the host first (synchronises the stream).
+/// number of pieces; a decode() whose lengths need others is refused on the host when it checks
+/// its tables (check_tables), and otherwise traps on the device (the stream then reports an
+/// illegal instruction and the context is lost). With options.check_tables the tables are
+/// validated on the host first (synchronises the stream).
 inline DecodePlan plan_decode(const DeviceDecodeInputs& in, const CudaDecodeOptions& options = {},
                               cudaStream_t stream = nullptr) {
   const char* fn = "amla::cuda::plan_decode";
