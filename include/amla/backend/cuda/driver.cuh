@@ -480,9 +480,9 @@ inline void validate_plan_lengths(const char* fn, const DecodePlan& plan,
           fn, "options.plan",
           "a plan giving request " + std::to_string(b) + " " + std::to_string(planned) + " pieces",
           "must give each request the pieces its current length needs (seqlens[" +
-              std::to_string(b) + "] = " + std::to_string(lens[b]) + ": " + std::to_string(now) +
-              " pieces of " + std::to_string(h.piece_blocks) +
-              " blocks); plan_decode again after the lengths change");
+              std::to_string(b) + "] = " + std::to_string(lens[b]) + " needs " +
+              std::to_string(now) + " of at most " + std::to_string(h.piece_blocks) +
+              " blocks each); plan_decode again after the lengths change");
     }
   }
 }
@@ -691,10 +691,6 @@ DecodeLaunch dispatch(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& o
                       const CudaDecodeOptions& opt, cudaStream_t stream) {
   DecodeLaunch launch;
   const device_facts dev = current_device();
-  if (opt.plan != nullptr) {
-    require_plan_match("amla::cuda::decode", "slots", opt.plan->slots,
-                       split_bounds(in.shape, opt, dev.sms).slots);
-  }
   std::string why = hopper_unsupported(in, out);
   if (why.empty() && !(dev.major == 9 && dev.minor == 0)) {
     why = "needs compute capability 9.0 (this device is " + std::to_string(dev.major) + "." +
@@ -726,6 +722,11 @@ DecodeLaunch dispatch(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& o
 inline DecodeLaunch decode(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& out,
                            const CudaDecodeOptions& options = {}, cudaStream_t stream = nullptr) {
   const float scale = detail::validate_host(in, out, options);
+  if (options.plan != nullptr) {
+    detail::require_plan_match(
+        "amla::cuda::decode", "slots", options.plan->slots,
+        detail::split_bounds(in.shape, options, detail::current_device().sms).slots);
+  }
   if (options.check_tables) {
     const std::vector<std::int32_t> lens =
         detail::validate_tables_on_host("amla::cuda::decode", in, stream);
