@@ -487,6 +487,17 @@ inline void validate_plan_lengths(const char* fn, const DecodePlan& plan,
   }
 }
 
+/// The split schedule's view of `in`: its batch and device seqlens over the Hopper kernel's KV
+/// blocks, with `num_splits` (0: sized).
+inline SplitScheduleView schedule_view(const DeviceDecodeInputs& in, int num_splits) {
+  SplitScheduleView v;
+  v.batch = in.shape.batch;
+  v.num_splits = num_splits;
+  v.block_keys = hopper::block_keys;
+  v.seqlens = in.seqlens;
+  return v;
+}
+
 /// Launches `kernel` on `stream`, with programmatic dependent launch when `pdl` (the kernel
 /// waits for the one before it with griddep_wait before it reads anything).
 template <class... Params, class... Args>
@@ -503,6 +514,14 @@ void launch_ex(void (*kernel)(Params...), dim3 grid, int block, std::size_t smem
   cfg.attrs = attr;
   cfg.numAttrs = pdl ? 1 : 0;
   AMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+}
+
+/// Launches the plan kernel (one CTA) that writes v's sized schedule for one wave of `slots`
+/// pieces into the plan arrays `a`.
+inline void launch_plan_kernel(const SplitScheduleView& v, int slots, const plan_arrays& a,
+                               cudaStream_t stream) {
+  launch_ex(split_plan::plan_kernel, dim3(1), split_plan::threads, 0, false, stream, v, slots,
+            a.header, a.piece_prefix, a.slot_prefix, a.split_list);
 }
 
 template <rescale_mode Mode>
@@ -552,11 +571,8 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
 
   const SplitScheduleBounds bounds = split_bounds(s, opt, dev.sms);
   const bool sized = opt.num_splits == 0;
+  p.schedule = schedule_view(in, opt.num_splits);
   SplitScheduleView& v = p.schedule;
-  v.batch = s.batch;
-  v.num_splits = opt.num_splits;
-  v.block_keys = hopper::block_keys;
-  v.seqlens = in.seqlens;
   // A split request has two pieces or more.
   const int split_requests = sized ? std::min(s.batch, bounds.partials / 2) : s.batch;
 
@@ -573,36 +589,29 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
   const bool own_workspace = workspace == nullptr && w.bytes > 0;
   if (own_workspace) AMLA_CUDA_CHECK(cudaMallocAsync(&workspace, w.bytes, stream));
   std::int32_t* split_list = nullptr;
-  if (sized && opt.plan != nullptr) {
-    // A plan made once by plan_decode: read, not computed (the CTAs check its piece counts
-    // against the current lengths).
-    const plan_arrays a = plan_arrays_in(const_cast<void*>(opt.plan->memory), s.batch);
+  if (sized) {
+    // A plan made once by plan_decode is read, not computed (the CTAs check its piece counts
+    // against the current lengths); otherwise this call writes one into its workspace.
+    const bool reused = opt.plan != nullptr;
+    const plan_arrays a =
+        plan_arrays_in(reused ? const_cast<void*>(opt.plan->memory) : workspace, s.batch);
     split_list = a.split_list;
     p.plan = a.header;
-    p.plan_reused = 1;
     v.piece_prefix = a.piece_prefix;
     v.slot_prefix = a.slot_prefix;
-  } else if (sized) {
-    const plan_arrays a = plan_arrays_in(workspace, s.batch);
-    split_plan::header* header = a.header;
-    std::int32_t* piece_prefix = a.piece_prefix;
-    std::int32_t* slot_prefix = a.slot_prefix;
-    split_list = a.split_list;
-    p.plan = header;
-    v.piece_prefix = piece_prefix;
-    v.slot_prefix = slot_prefix;
-    if (s.batch < bounds.slots && s.batch <= split_plan::threads) {
+    if (reused) {
+      p.plan_reused = 1;
+    } else if (s.batch < bounds.slots && s.batch <= split_plan::threads) {
       // A batch the schedule may cut: the decode kernel's CTAs size the schedule themselves
       // rather than wait for a plan kernel (one scan of the batch each), and CTA (0, 0) writes
       // the plan the combine reads.
       p.fused_plan_slots = bounds.slots;
-      p.plan_out = header;
-      p.piece_prefix_out = piece_prefix;
-      p.slot_prefix_out = slot_prefix;
-      p.split_list_out = split_list;
+      p.plan_out = a.header;
+      p.piece_prefix_out = a.piece_prefix;
+      p.slot_prefix_out = a.slot_prefix;
+      p.split_list_out = a.split_list;
     } else {
-      launch_ex(split_plan::plan_kernel, dim3(1), split_plan::threads, 0, false, stream, v,
-                bounds.slots, header, piece_prefix, slot_prefix, split_list);
+      launch_plan_kernel(v, bounds.slots, a, stream);
     }
   }
   // No request is cut: one fixed split, or a sized schedule of a batch that fills a wave.
@@ -688,9 +697,8 @@ inline bool hopper_kernel_built(int device) {
 
 template <rescale_mode Mode>
 DecodeLaunch dispatch(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& out, float scale,
-                      const CudaDecodeOptions& opt, cudaStream_t stream) {
+                      const CudaDecodeOptions& opt, const device_facts& dev, cudaStream_t stream) {
   DecodeLaunch launch;
-  const device_facts dev = current_device();
   std::string why = hopper_unsupported(in, out);
   if (why.empty() && !(dev.major == 9 && dev.minor == 0)) {
     why = "needs compute capability 9.0 (this device is " + std::to_string(dev.major) + "." +
@@ -722,10 +730,12 @@ DecodeLaunch dispatch(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& o
 inline DecodeLaunch decode(const DeviceDecodeInputs& in, const DeviceDecodeOutputs& out,
                            const CudaDecodeOptions& options = {}, cudaStream_t stream = nullptr) {
   const float scale = detail::validate_host(in, out, options);
+  const detail::device_facts dev = detail::current_device();
   if (options.plan != nullptr) {
-    detail::require_plan_match(
-        "amla::cuda::decode", "slots", options.plan->slots,
-        detail::split_bounds(in.shape, options, detail::current_device().sms).slots);
+    // Before anything is read from the plan's memory (a plan of another device's slots may lie in
+    // memory of that device).
+    detail::require_plan_match("amla::cuda::decode", "slots", options.plan->slots,
+                               detail::split_bounds(in.shape, options, dev.sms).slots);
   }
   if (options.check_tables) {
     const std::vector<std::int32_t> lens =
@@ -735,9 +745,9 @@ inline DecodeLaunch decode(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
     }
   }
   if (options.mode == rescale_mode::amla) {
-    return detail::dispatch<rescale_mode::amla>(in, out, scale, options, stream);
+    return detail::dispatch<rescale_mode::amla>(in, out, scale, options, dev, stream);
   }
-  return detail::dispatch<rescale_mode::standard>(in, out, scale, options, stream);
+  return detail::dispatch<rescale_mode::standard>(in, out, scale, options, dev, stream);
 }
 
 /// Sizes the split-KV schedule of `in` (its batch and device seqlens) once, as decode() with
@@ -778,13 +788,7 @@ inline DecodePlan plan_decode(const DeviceDecodeInputs& in, const CudaDecodeOpti
   if (options.check_tables) detail::validate_tables_on_host(fn, in, stream);
   const SplitScheduleBounds bounds = detail::split_bounds(s, options, dev.sms);
   const detail::plan_arrays a = detail::plan_arrays_in(options.workspace, s.batch);
-  SplitScheduleView v;
-  v.batch = s.batch;
-  v.num_splits = 0;
-  v.block_keys = detail::hopper::block_keys;
-  v.seqlens = in.seqlens;
-  detail::launch_ex(detail::split_plan::plan_kernel, dim3(1), detail::split_plan::threads, 0, false,
-                    stream, v, bounds.slots, a.header, a.piece_prefix, a.slot_prefix, a.split_list);
+  detail::launch_plan_kernel(detail::schedule_view(in, 0), bounds.slots, a, stream);
   DecodePlan plan;
   plan.batch = s.batch;
   plan.s_q = s.s_q;

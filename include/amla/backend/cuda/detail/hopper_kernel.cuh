@@ -297,12 +297,16 @@ struct params {
 
 /// Records phase `ph` of this CTA in a timing build (the caller picks the one thread that does);
 /// nothing otherwise.
+/// This CTA's phase_slots words of params::phase_times.
+__device__ __forceinline__ std::uint64_t* phase_record(const params& p) {
+  return p.phase_times + (static_cast<std::uint64_t>(blockIdx.y) * gridDim.x + blockIdx.x) *
+                             static_cast<std::uint64_t>(phase_slots);
+}
+
 __device__ __forceinline__ void mark_phase(const params& p, int ph) {
   if constexpr (phase_times_built) {
     if (p.phase_times == nullptr) return;
-    std::uint64_t* rec =
-        p.phase_times + (static_cast<std::uint64_t>(blockIdx.y) * gridDim.x + blockIdx.x) *
-                            static_cast<std::uint64_t>(phase_slots);
+    std::uint64_t* rec = phase_record(p);
     const std::uint64_t clk = static_cast<std::uint64_t>(clock64());
     rec[ph] = ptx::globaltimer_ns();
     rec[phase_clock + ph] = clk;
@@ -337,19 +341,22 @@ __device__ __forceinline__ void plan_matches(const params& p, const SplitSchedul
 /// piece_prefix, whose log2(batch) loads, each waiting for the last, would otherwise delay the
 /// start of every CTA; when the host knows that no request is cut (params::whole_requests) the
 /// plan is not read either.
+/// Request b whole: its one piece.
+__device__ __forceinline__ SplitPiece whole_request(const params& p, int b) {
+  return split_schedule::piece_of(b, split_schedule::blocks_of(p.seqlens[b], block_keys), 1, 0, 0);
+}
+
 __device__ __forceinline__ bool piece_of_cta(const params& p, int index, SplitPiece& piece) {
   if (p.whole_requests) {
     if (index >= p.schedule.batch) return false;
-    piece = split_schedule::piece_of(index, split_schedule::blocks_of(p.seqlens[index], block_keys),
-                                     1, 0, 0);
+    piece = whole_request(p, index);
     return true;
   }
   const SplitScheduleView v = schedule_of(p);
   if (v.num_splits == 0 && p.plan->num_split_requests == 0) {
     if (index >= v.batch) return false;
     plan_matches(p, v, index, 1);
-    piece = split_schedule::piece_of(
-        index, split_schedule::blocks_of(v.seqlens[index], v.block_keys), 1, 0, 0);
+    piece = whole_request(p, index);
     return true;
   }
   if (!split_schedule::piece_at(v, index, piece)) return false;
@@ -847,9 +854,7 @@ __global__ void __launch_bounds__(threads, 1)
   if constexpr (phase_times_built) {
     if (cta_leader && p.phase_times != nullptr) {
       mark_phase(p, phase_loads_issued);
-      std::uint64_t* rec =
-          p.phase_times + (static_cast<std::uint64_t>(blockIdx.y) * gridDim.x + blockIdx.x) *
-                              static_cast<std::uint64_t>(phase_slots);
+      std::uint64_t* rec = phase_record(p);
       rec[phase_entry] = entry_ns;
       rec[phase_clock + phase_entry] = entry_clk;
       rec[phase_sm] = ptx::smid();
