@@ -33,6 +33,15 @@ T choose(const char* arg, const std::string& text,
   amla::detail::throw_invalid("amla.cuda.decode", arg, given, names);
 }
 
+ac::DecodePlan device_plan(const Plan& p) {
+  return ac::DecodePlan{.batch = p.batch,
+                        .s_q = p.s_q,
+                        .h_q = p.h_q,
+                        .block_keys = p.block_keys,
+                        .slots = p.slots,
+                        .memory = reinterpret_cast<const void*>(p.memory)};
+}
+
 }  // namespace
 
 Launch decode(const Inputs& in, void* out, float* lse, const DecodeOptions& options,
@@ -52,9 +61,38 @@ Launch decode(const Inputs& in, void* out, float* lse, const DecodeOptions& opti
   o.skip_unmoved = options.skip_unmoved;
   o.num_splits = options.num_splits;
   o.check_tables = options.check_tables;
+  o.workspace = options.workspace;
+  o.workspace_bytes = options.workspace_bytes;
+  ac::DecodePlan plan;
+  if (options.plan) {
+    plan = device_plan(*options.plan);
+    o.plan = &plan;
+  }
   const ac::DecodeLaunch l = ac::decode(device_inputs(in), {static_cast<bf16*>(out), lse}, o,
                                         reinterpret_cast<cudaStream_t>(stream));
   return Launch{ac::to_string(l.kernel), l.pieces, l.fallback_reason};
+}
+
+std::size_t workspace_bytes(const Inputs& in, int num_splits) {
+  ac::CudaDecodeOptions o;
+  o.num_splits = num_splits;
+  return ac::decode_workspace_bytes(in.shape, o);
+}
+
+Plan plan_decode(const Inputs& in, void* workspace, std::size_t bytes, bool check_tables,
+                 std::uintptr_t stream) {
+  ac::CudaDecodeOptions o;
+  o.workspace = workspace;
+  o.workspace_bytes = bytes;
+  o.check_tables = check_tables;
+  const ac::DecodePlan p =
+      ac::plan_decode(device_inputs(in), o, reinterpret_cast<cudaStream_t>(stream));
+  return Plan{.batch = p.batch,
+              .s_q = p.s_q,
+              .h_q = p.h_q,
+              .block_keys = p.block_keys,
+              .slots = p.slots,
+              .memory = reinterpret_cast<std::uintptr_t>(p.memory)};
 }
 
 void golden(const Inputs& in, double* out, double* lse, bool causal,

@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "amla/config.hpp"
@@ -33,6 +35,7 @@ const char* dtype_name(const nb::dlpack::dtype& d) {
   if (d == nb::dtype<float>()) return "float32";
   if (d == nb::dtype<double>()) return "float64";
   if (d == nb::dtype<std::int32_t>()) return "int32";
+  if (d == nb::dtype<std::uint8_t>()) return "uint8";
   return "another dtype";
 }
 
@@ -138,6 +141,13 @@ void check_outputs(const char* fn, const DecodeShape& s, const Array& out, const
   }
 }
 
+/// A caller's workspace (a 1-D uint8 CUDA array) as the bridge takes it: pointer and bytes.
+std::pair<void*, std::size_t> workspace_of(const char* fn, const std::optional<Array>& ws) {
+  if (!ws) return {nullptr, 0};
+  void* p = check(fn, "workspace", *ws, 1, "uint8");
+  return {p, ws->shape(0)};
+}
+
 }  // namespace
 }  // namespace amla::python
 
@@ -146,12 +156,21 @@ NB_MODULE(_amla_cuda, m) {
   using namespace amla::python;
   using nb::arg;
   m.doc() = "amla's CUDA backend over DLPack CUDA arrays (see amla.cuda)";
+  nb::class_<cuda_bridge::Plan>(m, "Plan",
+                                "a sized split-KV schedule in device memory (amla.cuda.DecodePlan)")
+      .def_ro("batch", &cuda_bridge::Plan::batch)
+      .def_ro("s_q", &cuda_bridge::Plan::s_q)
+      .def_ro("h_q", &cuda_bridge::Plan::h_q)
+      .def_ro("block_keys", &cuda_bridge::Plan::block_keys)
+      .def_ro("slots", &cuda_bridge::Plan::slots)
+      .def_ro("memory", &cuda_bridge::Plan::memory);
   m.def(
       "decode",
       [](const Array& q, const Array& kv, const Array& block_table, const Array& seqlens,
          const Array& out, const Array& lse, std::optional<Array> v, std::optional<int> d_v,
          bool causal, std::optional<float> softmax_scale, std::string mode, std::string kernel,
          std::string rescale, bool skip_unmoved, int num_splits, bool check_tables,
+         std::optional<Array> workspace, std::optional<cuda_bridge::Plan> plan,
          std::uintptr_t stream) {
         const char* fn = "amla.cuda.decode";
         const cuda_bridge::Inputs in = inputs(fn, q, kv, block_table, seqlens, v, d_v);
@@ -165,6 +184,8 @@ NB_MODULE(_amla_cuda, m) {
         o.skip_unmoved = skip_unmoved;
         o.num_splits = num_splits;
         o.check_tables = check_tables;
+        std::tie(o.workspace, o.workspace_bytes) = workspace_of(fn, workspace);
+        o.plan = plan;
         cuda_bridge::Launch l;
         {
           nb::gil_scoped_release release;
@@ -180,7 +201,32 @@ NB_MODULE(_amla_cuda, m) {
       arg("v").none() = nb::none(), arg("d_v").none() = nb::none(), arg("causal") = false,
       arg("softmax_scale").none() = nb::none(), arg("mode") = "standard",
       arg("kernel") = "automatic", arg("rescale") = "hardware", arg("skip_unmoved") = false,
-      arg("num_splits") = 0, arg("check_tables") = true, arg("stream") = 0);
+      arg("num_splits") = 0, arg("check_tables") = true, arg("workspace").none() = nb::none(),
+      arg("plan").none() = nb::none(), arg("stream") = 0);
+  m.def(
+      "workspace_bytes",
+      [](const Array& q, const Array& kv, const Array& block_table, const Array& seqlens,
+         std::optional<Array> v, std::optional<int> d_v, int num_splits) {
+        const cuda_bridge::Inputs in =
+            inputs("amla.cuda.workspace_bytes", q, kv, block_table, seqlens, v, d_v);
+        return cuda_bridge::workspace_bytes(in, num_splits);
+      },
+      arg("q"), arg("kv"), arg("block_table"), arg("seqlens"), arg("v").none() = nb::none(),
+      arg("d_v").none() = nb::none(), arg("num_splits") = 0);
+  m.def(
+      "plan_decode",
+      [](const Array& q, const Array& kv, const Array& block_table, const Array& seqlens,
+         const Array& workspace, std::optional<Array> v, std::optional<int> d_v, bool check_tables,
+         std::uintptr_t stream) {
+        const char* fn = "amla.cuda.plan_decode";
+        const cuda_bridge::Inputs in = inputs(fn, q, kv, block_table, seqlens, v, d_v);
+        const auto [ws, bytes] = workspace_of(fn, workspace);
+        nb::gil_scoped_release release;
+        return cuda_bridge::plan_decode(in, ws, bytes, check_tables, stream);
+      },
+      arg("q"), arg("kv"), arg("block_table"), arg("seqlens"), arg("workspace"),
+      arg("v").none() = nb::none(), arg("d_v").none() = nb::none(), arg("check_tables") = true,
+      arg("stream") = 0);
   m.def(
       "golden",
       [](const Array& q, const Array& kv, const Array& block_table, const Array& seqlens,

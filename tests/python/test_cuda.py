@@ -136,3 +136,78 @@ def test_amla_skip_unmoved_matches_the_cpu_recurrence(kernel):
     moved = gpu[False] != gpu[True]
     assert np.count_nonzero(moved) > 0.01 * moved.size
     assert np.mean(np.abs(gpu[False][moved]) > np.abs(gpu[True][moved])) > 0.95
+
+
+def split_case(seqlens, seed):
+    """A batch small enough that the sized schedule cuts its requests into pieces (16 requests of
+    s_q 2 and h_q 128 fill a quarter of an H100's wave)."""
+    return amla.cases.build(batch=len(seqlens), s_q=2, h_q=128, seqlens=seqlens, seed=seed)
+
+
+@pytest.mark.parametrize("mode", ["base", "amla"])
+def test_a_reused_plan_gives_the_sized_call_bit_for_bit(mode):
+    lens = [4096] * 8 + [3000, 64, 1, 4000, 2048, 700, 4096, 129]
+    c = split_case(lens, seed=9)
+    t = to_cuda(c)
+    run = amla.cuda.base if mode == "base" else amla.cuda.amla
+    plan = amla.cuda.plan_decode(t["q"], t["kv"], t["block_table"], t["seqlens"], d_v=c.d_v)
+    assert (plan.batch, plan.s_q, plan.h_q) == (16, 2, 128)
+    sized, sized_lse, launch = run(t["q"], t["kv"], t["block_table"], t["seqlens"], d_v=c.d_v,
+                                   return_launch=True)
+    # Two layers of one decode step: the same plan, other queries (the lengths unchanged).
+    for layer in range(2):
+        q = t["q"] if layer == 0 else t["q"].flip(2).contiguous()
+        ref, ref_lse = run(q, t["kv"], t["block_table"], t["seqlens"], d_v=c.d_v)
+        out, lse, reused = run(q, t["kv"], t["block_table"], t["seqlens"], d_v=c.d_v, plan=plan,
+                               return_launch=True)
+        assert reused["kernel"] == launch["kernel"] and reused["pieces"] == launch["pieces"]
+        assert torch.equal(out.view(torch.int16), ref.view(torch.int16))
+        assert torch.equal(lse, ref_lse)
+    if launch["kernel"] == "hopper":
+        assert launch["pieces"] > 16  # the schedule cut requests: the plan mattered
+
+
+def test_a_plan_is_refused_for_other_lengths_and_other_shapes():
+    c = split_case([4096] * 16, seed=10)
+    t = to_cuda(c)
+    plan = amla.cuda.plan_decode(t["q"], t["kv"], t["block_table"], t["seqlens"], d_v=c.d_v)
+    # Lengths that need other piece counts than the plan gave (checked with the tables).
+    shorter = torch.full_like(t["seqlens"], 64)
+    with pytest.raises(ValueError, match="plan"):
+        amla.cuda.base(t["q"], t["kv"], t["block_table"], shorter, d_v=c.d_v, plan=plan)
+    # Another batch.
+    with pytest.raises(ValueError, match="plan"):
+        amla.cuda.base(t["q"][:8], t["kv"], t["block_table"][:8], t["seqlens"][:8], d_v=c.d_v,
+                       plan=plan)
+    # Fixed splits and a plan at once.
+    with pytest.raises(ValueError, match="plan|num_splits"):
+        amla.cuda.base(t["q"], t["kv"], t["block_table"], t["seqlens"], d_v=c.d_v, plan=plan,
+                       num_splits=2)
+    # Not a plan.
+    with pytest.raises(ValueError, match="'plan'"):
+        amla.cuda.base(t["q"], t["kv"], t["block_table"], t["seqlens"], d_v=c.d_v,
+                       plan={"batch": 16})
+    # A workspace too small for the plan.
+    small = torch.empty(64, dtype=torch.uint8, device="cuda")
+    with pytest.raises(ValueError, match="workspace"):
+        amla.cuda.plan_decode(t["q"], t["kv"], t["block_table"], t["seqlens"], d_v=c.d_v,
+                              workspace=small)
+
+
+def test_a_caller_workspace_serves_calls_without_a_plan():
+    c = split_case([2000] * 4, seed=11)
+    t = to_cuda(c)
+    n = amla.cuda.workspace_bytes(t["q"], t["kv"], t["block_table"], t["seqlens"], d_v=c.d_v)
+    assert n > 0
+    ws = torch.empty(n, dtype=torch.uint8, device="cuda")
+    ref, ref_lse = amla.cuda.base(t["q"], t["kv"], t["block_table"], t["seqlens"], d_v=c.d_v)
+    out, lse = amla.cuda.base(t["q"], t["kv"], t["block_table"], t["seqlens"], d_v=c.d_v,
+                              workspace=ws)
+    assert torch.equal(out.view(torch.int16), ref.view(torch.int16))
+    assert torch.equal(lse, ref_lse)
+    with pytest.raises(ValueError, match="workspace"):
+        amla.cuda.base(t["q"], t["kv"], t["block_table"], t["seqlens"], d_v=c.d_v,
+                       workspace=ws[:16])
+    with pytest.raises(ValueError, match="'workspace'"):
+        amla.cuda.base(t["q"], t["kv"], t["block_table"], t["seqlens"], d_v=c.d_v,
+                       workspace=ws.view(torch.int8))
