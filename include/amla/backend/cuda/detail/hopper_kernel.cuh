@@ -166,6 +166,7 @@ enum barrier_id : int {
   bar_wg0 = 3,      ///< WG0 alone (128 threads)
   bar_wg1 = 4,      ///< WG1 alone
   bar_qk = 5,       ///< WG0 -> WG1: S_A issued, WG1 may issue S_B (params::stagger_qk)
+  bar_a_done = 6,   ///< WG0 -> WG1: WG0's P_A V_A done (KV[0] chunk 8 may be refilled)
   bar_b_done = 7,   ///< WG0 -> WG1: WG0's P_B V_B done (KV[1] chunk 8 may be refilled)
   bar_frame_a = 8,  ///< WG0 -> WG1: frame A published (before P_A)
 };
@@ -709,22 +710,6 @@ __device__ __forceinline__ void pv_issue(float (&o)[128], const std::uint8_t* bu
   ptx::wgmma_commit();
 }
 
-/// Issues O (+)= P V for one warpgroup's half with P from this thread's registers (the m16k16 A
-/// fragments of make_p_fragments, k-step kk in a[kk]) and commits it: V the 256 columns from
-/// chunk c0 of `buf`. The caller waits, and neither writes nor reads `a` until then.
-__device__ __forceinline__ void pv_issue(float (&o)[128], std::uint32_t (&a)[4][4],
-                                         const std::uint8_t* buf, int c0) {
-  const smem_desc dv = make_desc(buf, chunk_bytes);
-  ptx::fence_regs(o);
-  ptx::fence_regs(a);
-  ptx::wgmma_fence();
-#pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {
-    ptx::wgmma_m64n256k16_rs<true>(o, a[kk], dv.at(c0 * chunk_bytes + kk * 2048), 1);
-  }
-  ptx::wgmma_commit();
-}
-
 /// Whether block kb holds keys some row of the CTA does not see (keys from vis_min on).
 __device__ __forceinline__ bool hides_keys(const piece_rows& pr, int kb) {
   return (kb + 1) * block_keys > pr.vis_min;
@@ -739,35 +724,21 @@ __device__ __forceinline__ void hide_keys(std::uint8_t* buf, int c0, int kb, con
 
 /// One warpgroup's P V of block kb in `buf` (its half of V: chunks c0..c0 + 3): O moved to the
 /// block's frame (rescale_rows), the V rows some row of the CTA does not see prepared
-/// (hide_keys), the wgmma issued and committed; the caller waits. P is the other warpgroup's,
-/// the block's tile in chunk 8 of `buf` (the named barrier that published it ordered it).
+/// (hide_keys), the wgmma issued and committed; the caller waits. own_p: this warpgroup stored
+/// the P tile itself, so all its warps must have written it before the wgmma reads it (a tile
+/// from the other warpgroup was ordered by the named barrier that published it).
 template <rescale_mode Mode, bool SafeAdd>
 __device__ __forceinline__ void pv_step(float (&o)[128], const frame_step& st0,
                                         const frame_step& st1, std::uint8_t* buf, int c0, int kb,
-                                        const piece_rows& pr, int bar, int tid_wg) {
+                                        const piece_rows& pr, int bar, int tid_wg, bool own_p) {
   rescale_rows<Mode, SafeAdd>(o, st0, st1);
-  if (hides_keys(pr, kb)) {
-    hide_keys(buf, c0, kb, pr, tid_wg);
+  const bool hide = hides_keys(pr, kb);
+  if (hide) hide_keys(buf, c0, kb, pr, tid_wg);
+  if (hide || own_p) {
     ptx::fence_proxy_async_smem();
-    ptx::bar_sync(bar, 128);  // the prepared rows written
+    ptx::bar_sync(bar, 128);  // the P tile and the prepared rows written
   }
   pv_issue(o, buf, c0);
-}
-
-/// pv_step with this warpgroup's own P from its registers (`a`, which the caller leaves alone
-/// until the wgmma is complete): no tile, so no barrier before the wgmma.
-template <rescale_mode Mode, bool SafeAdd>
-__device__ __forceinline__ void pv_step(float (&o)[128], const frame_step& st0,
-                                        const frame_step& st1, std::uint32_t (&a)[4][4],
-                                        std::uint8_t* buf, int c0, int kb, const piece_rows& pr,
-                                        int bar, int tid_wg) {
-  rescale_rows<Mode, SafeAdd>(o, st0, st1);
-  if (hides_keys(pr, kb)) {
-    hide_keys(buf, c0, kb, pr, tid_wg);
-    ptx::fence_proxy_async_smem();
-    ptx::bar_sync(bar, 128);  // the prepared rows written
-  }
-  pv_issue(o, a, buf, c0);
 }
 
 static_assert(2 * tile_bytes >= rows_per_cta * d_v * sizeof(float),
@@ -966,22 +937,21 @@ __global__ void __launch_bounds__(threads, 1)
         exponentiate(s, sa0.next.m, sa1.next.m, sum0, sum1);
         l0 = l0 * sa0.l_scale + sum0;
         l1 = l1 * sa1.l_scale + sum1;
-        // ---- WG0: O_L = step_A(O_L) + P_A V_A[:, L], P_A from registers and issued first; then
-        // P_A into KV[0] chunk 8 for WG1, packed again (the wgmma in flight owns pa) ----
-        std::uint32_t pa[4][4];
-        make_p_fragments<Mode == rescale_mode::amla>(pa, s, sa0.p_scale, sa1.p_scale);
-        pv_step<Mode, SafeAdd>(o, sa0, sa1, pa, sm.kv[0], 0, kb_a, pr, bar_wg0, tid_wg);
         {
-          std::uint32_t pt[4][4];
-          make_p_fragments<Mode == rescale_mode::amla>(pt, s, sa0.p_scale, sa1.p_scale);
-          store_p_tile(sm.kv[0] + 8 * chunk_bytes, pt, r0, quad);
+          std::uint32_t pa[4][4];
+          make_p_fragments<Mode == rescale_mode::amla>(pa, s, sa0.p_scale, sa1.p_scale);
+          store_p_tile(sm.kv[0] + 8 * chunk_bytes, pa, r0, quad);
         }
         ptx::fence_proxy_async_smem();
         ptx::bar_arrive(bar_p_a, 256);
+
+        // ---- WG0: O_L = step_A(O_L) + P_A V_A[:, L] (P_A from shared memory: holding its
+        // fragments in registers across the rescale would cost 16 registers per thread) ----
+        pv_step<Mode, SafeAdd>(o, sa0, sa1, sm.kv[0], 0, kb_a, pr, bar_wg0, tid_wg, true);
         ptx::wgmma_wait<0>();
         ptx::fence_regs(o);
-        ptx::fence_regs(pa);
-        ptx::bar_sync(bar_wg0, 128);  // every warp of WG0 is done reading KV[0] chunks 0-3
+        ptx::bar_sync(bar_wg0, 128);  // every warp of WG0 is done reading KV[0] chunks 0-3 and 8
+        ptx::bar_arrive(bar_a_done, 256);
         if (leader && kb_a + 2 < pr.kb_end) load_kv(sm, &tm_kv, p, pr, policy, 0, kb_a + 2, 0, 4);
 
         // ---- WG0: O_L = step_B(O_L) + P_B V_B[:, L] (P_B from WG1 through KV[1] chunk 8) ----
@@ -989,7 +959,7 @@ __global__ void __launch_bounds__(threads, 1)
         if (has_b) {
           const frame_step sb0 = received_step<Mode>(sm.msg_b[r0]);
           const frame_step sb1 = received_step<Mode>(sm.msg_b[r1]);
-          pv_step<Mode, SafeAdd>(o, sb0, sb1, sm.kv[1], 0, kb_b, pr, bar_wg0, tid_wg);
+          pv_step<Mode, SafeAdd>(o, sb0, sb1, sm.kv[1], 0, kb_b, pr, bar_wg0, tid_wg, false);
           // l_L (blocks A so far) moves from frame A to frame B.
           if (sa0.next.m != neg_inf_f) l0 *= fast_exp2(sa0.next.m - sb0.next.m);
           if (sa1.next.m != neg_inf_f) l1 *= fast_exp2(sa1.next.m - sb1.next.m);
@@ -1039,11 +1009,11 @@ __global__ void __launch_bounds__(threads, 1)
 
         // ---- WG1: O_R = step_A(O_R) + P_A V_A[:, R] (P_A from WG0 through KV[0] chunk 8) ----
         ptx::bar_sync(bar_p_a, 256);
-        pv_step<Mode, SafeAdd>(o, ma0, ma1, sm.kv[0], 4, kb_a, pr, bar_wg1, tid_wg);
+        pv_step<Mode, SafeAdd>(o, ma0, ma1, sm.kv[0], 4, kb_a, pr, bar_wg1, tid_wg, false);
 
-        // ---- WG1: P_B published while P_A V_A runs (and kept in registers for WG1's half) ----
-        std::uint32_t pb[4][4];
+        // ---- WG1: P_B published while P_A V_A runs ----
         if (has_b) {
+          std::uint32_t pb[4][4];
           make_p_fragments<Mode == rescale_mode::amla>(pb, s, sb0.p_scale, sb1.p_scale);
           store_p_tile(sm.kv[1] + 8 * chunk_bytes, pb, r0, quad);
           ptx::fence_proxy_async_smem();
@@ -1056,16 +1026,16 @@ __global__ void __launch_bounds__(threads, 1)
         f1 = sb1.next;
         ptx::wgmma_wait<0>();
         ptx::fence_regs(o);
-        // Every warp of WG1 is done reading KV[0] chunks 4-8 (WG0 read P_A from its registers).
-        ptx::bar_sync(bar_wg1, 128);
+        ptx::bar_sync(bar_wg1, 128);     // every warp of WG1 is done reading KV[0] chunks 4-8
+        ptx::bar_sync(bar_a_done, 256);  // and WG0 with chunk 8 (P_A)
         if (leader && kb_a + 2 < pr.kb_end) load_kv(sm, &tm_kv, p, pr, policy, 0, kb_a + 2, 4, 9);
 
-        // ---- WG1: O_R = step_B(O_R) + P_B V_B[:, R] (P_B from registers) ----
+        // ---- WG1: O_R = step_B(O_R) + P_B V_B[:, R] (P_B from shared memory; the barrier
+        // above ordered all four warps' rows of it) ----
         if (has_b) {
-          pv_step<Mode, SafeAdd>(o, sb0, sb1, pb, sm.kv[1], 4, kb_b, pr, bar_wg1, tid_wg);
+          pv_step<Mode, SafeAdd>(o, sb0, sb1, sm.kv[1], 4, kb_b, pr, bar_wg1, tid_wg, false);
           ptx::wgmma_wait<0>();
           ptx::fence_regs(o);
-          ptx::fence_regs(pb);
           ptx::bar_sync(bar_wg1, 128);
           ptx::bar_sync(bar_b_done, 256);  // WG0 is done with KV[1] chunk 8 (P_B)
           if (leader && kb_b + 2 < pr.kb_end) {
