@@ -201,35 +201,6 @@ __device__ __forceinline__ amla_scalars scalars_of(const row_frame& f, const fra
   return amla_scalars{};
 }
 
-/// Writes a row's frame step for the other warpgroup (read after the named barrier that
-/// publishes it): the standard mode writes what that warpgroup reads (the frame and O's factor),
-/// AMLA also the add and the frame's scalars.
-template <rescale_mode Mode>
-__device__ __forceinline__ void publish_step(frame_message& msg, const frame_step& st,
-                                             const amla_scalars& scalars) {
-  if constexpr (Mode == rescale_mode::standard) {
-    msg.frame = st.next;
-    msg.o_scale = st.o_scale;
-  } else {
-    msg = frame_message{st.next, st.o_scale, st.o_add, scalars};
-  }
-}
-
-/// The frame step the other warpgroup published in `msg` (publish_step), as this warpgroup's P V
-/// applies it to its half of O: the frame and O's factor or add (P was scaled by its writer).
-template <rescale_mode Mode>
-__device__ __forceinline__ frame_step received_step(const frame_message& msg) {
-  frame_step st;
-  st.next = msg.frame;
-  if constexpr (Mode == rescale_mode::standard) {
-    st.o_scale = msg.o_scale;
-  } else {
-    st.o_scale = msg.o_scale;
-    st.o_add = msg.o_add;
-  }
-  return st;
-}
-
 /// c ? a : b, field by field (a select of the whole struct goes through the stack).
 __device__ __forceinline__ frame_step select_step(bool c, const frame_step& a,
                                                   const frame_step& b) {
@@ -931,7 +902,9 @@ __global__ void __launch_bounds__(threads, 1)
         step_rows<Mode>(f0, f1, max_nan(f0.m, mx0), max_nan(f1.m, mx1), upper,
                         scalars_of<Mode>(row_frame{upper ? f1.m : f0.m}, sm.msg_b[r_own]), fa, step,
                         sa0, sa1, sa_own);
-        if ((quad & 1) == 0) publish_step<Mode>(sm.msg_a[r_own], sa_own, fa);
+        if ((quad & 1) == 0) {
+          sm.msg_a[r_own] = frame_message{sa_own.next, sa_own.o_scale, sa_own.o_add, fa};
+        }
         ptx::bar_arrive(bar_frame_a, 256);  // WG1's softmax of block B may start
         float sum0, sum1;
         exponentiate(s, sa0.next.m, sa1.next.m, sum0, sum1);
@@ -957,14 +930,15 @@ __global__ void __launch_bounds__(threads, 1)
         // ---- WG0: O_L = step_B(O_L) + P_B V_B[:, L] (P_B from WG1 through KV[1] chunk 8) ----
         ptx::bar_sync(bar_p_b, 256);
         if (has_b) {
-          const frame_step sb0 = received_step<Mode>(sm.msg_b[r0]);
-          const frame_step sb1 = received_step<Mode>(sm.msg_b[r1]);
+          const frame_message mb0 = sm.msg_b[r0], mb1 = sm.msg_b[r1];
+          const frame_step sb0{mb0.frame, mb0.o_scale, mb0.o_add, 1.0f, 1.0f};
+          const frame_step sb1{mb1.frame, mb1.o_scale, mb1.o_add, 1.0f, 1.0f};
           pv_step<Mode, SafeAdd>(o, sb0, sb1, sm.kv[1], 0, kb_b, pr, bar_wg0, tid_wg, false);
           // l_L (blocks A so far) moves from frame A to frame B.
-          if (sa0.next.m != neg_inf_f) l0 *= fast_exp2(sa0.next.m - sb0.next.m);
-          if (sa1.next.m != neg_inf_f) l1 *= fast_exp2(sa1.next.m - sb1.next.m);
-          f0 = sb0.next;
-          f1 = sb1.next;
+          if (sa0.next.m != neg_inf_f) l0 *= fast_exp2(sa0.next.m - mb0.frame.m);
+          if (sa1.next.m != neg_inf_f) l1 *= fast_exp2(sa1.next.m - mb1.frame.m);
+          f0 = mb0.frame;
+          f1 = mb1.frame;
           ptx::wgmma_wait<0>();
           ptx::fence_regs(o);
           ptx::bar_sync(bar_wg0, 128);
@@ -992,24 +966,29 @@ __global__ void __launch_bounds__(threads, 1)
         float mx0, mx1;
         row_max_and_scale(s, p.scale_log2, mx0, mx1);
         ptx::bar_sync(bar_frame_a, 256);
-        const frame_step ma0 = received_step<Mode>(sm.msg_a[r0]),
-                         ma1 = received_step<Mode>(sm.msg_a[r1]);
-        const amla_scalars fa_own =
-            Mode == rescale_mode::amla ? sm.msg_a[r_own].scalars : amla_scalars{};
+        const frame_message ma0 = sm.msg_a[r0], ma1 = sm.msg_a[r1];
+        const amla_scalars fa_own = sm.msg_a[r_own].scalars;
         // An absent block B is the identity step (no add, no scale): frame B = frame A.
         amla_scalars fb = fa_own;
-        frame_step sb0{ma0.next}, sb1{ma1.next}, sb_own{row_frame{upper ? ma1.next.m : ma0.next.m}};
+        frame_step sb0{ma0.frame}, sb1{ma1.frame},
+            sb_own{row_frame{upper ? ma1.frame.m : ma0.frame.m}};
         if (has_b) {
-          step_rows<Mode>(ma0.next, ma1.next, max_nan(ma0.next.m, mx0), max_nan(ma1.next.m, mx1),
-                          upper, fa_own, fb, step, sb0, sb1, sb_own);
+          step_rows<Mode>(ma0.frame, ma1.frame, max_nan(ma0.frame.m, mx0),
+                          max_nan(ma1.frame.m, mx1), upper, fa_own, fb, step, sb0, sb1, sb_own);
         }
-        if ((quad & 1) == 0) publish_step<Mode>(sm.msg_b[r_own], sb_own, fb);
+        if ((quad & 1) == 0) {
+          sm.msg_b[r_own] = frame_message{sb_own.next, sb_own.o_scale, sb_own.o_add, fb};
+        }
         float sum0 = 0.0f, sum1 = 0.0f;
         if (has_b) exponentiate(s, sb0.next.m, sb1.next.m, sum0, sum1);
 
         // ---- WG1: O_R = step_A(O_R) + P_A V_A[:, R] (P_A from WG0 through KV[0] chunk 8) ----
         ptx::bar_sync(bar_p_a, 256);
-        pv_step<Mode, SafeAdd>(o, ma0, ma1, sm.kv[0], 4, kb_a, pr, bar_wg1, tid_wg, false);
+        {
+          const frame_step sa0{ma0.frame, ma0.o_scale, ma0.o_add, 1.0f, 1.0f};
+          const frame_step sa1{ma1.frame, ma1.o_scale, ma1.o_add, 1.0f, 1.0f};
+          pv_step<Mode, SafeAdd>(o, sa0, sa1, sm.kv[0], 4, kb_a, pr, bar_wg1, tid_wg, false);
+        }
 
         // ---- WG1: P_B published while P_A V_A runs ----
         if (has_b) {
