@@ -408,28 +408,29 @@ __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, int 
 }
 
 /// Issues the TMA loads of chunks [c_lo, c_hi) of KV block kb into buffer `buf` (one thread).
-/// A copy covers min(page_size, 64) keys of a chunk (the tensor map's box): one per chunk for
-/// pages of 64 keys or more, 64 / page_size otherwise. Sub-pages of a block past the sequence's
-/// length are loaded from a negative, out-of-bounds row (zeros) so their block_table entries are
-/// never read. The loops stay rolled: every warp of the warpgroup passes this code (only the
-/// leader enters it), and unrolled for both page layouts at each refill site it would make the
-/// block loop about a third larger and its instruction fetches miss more often.
+/// Sub-pages of a block past the sequence's length are loaded from a negative, out-of-bounds row
+/// (zeros) so their block_table entries are never read.
 __device__ __forceinline__ void load_kv(shared_storage& sm, const CUtensorMap* map, const params& p,
                                         const piece_rows& pr, std::uint64_t policy, int buf, int kb,
                                         int c_lo, int c_hi) {
   const int key0 = kb * block_keys;
   const int ps = p.shape.page_size;
-  const int copy_keys = min(ps, block_keys);
-#pragma unroll 1
-  for (int c = c_lo; c < c_hi; ++c) ptx::mbar_arrive_expect_tx(&sm.bar_kv[buf][c], chunk_bytes);
-#pragma unroll 1
-  for (int k = 0; k < block_keys; k += copy_keys) {
-    const int key = key0 + k;
-    const int row = key < pr.seqlen ? pr.table[key / ps] * ps + key % ps : -ps;
-#pragma unroll 1
+  if (ps >= block_keys) {
+    const int row = pr.table[key0 / ps] * ps + key0 % ps;
     for (int c = c_lo; c < c_hi; ++c) {
-      tma_load(sm.kv[buf] + c * chunk_bytes + k * 128, map, c * 64, row, &sm.bar_kv[buf][c],
-               policy);
+      ptx::mbar_arrive_expect_tx(&sm.bar_kv[buf][c], chunk_bytes);
+      tma_load(sm.kv[buf] + c * chunk_bytes, map, c * 64, row, &sm.bar_kv[buf][c], policy);
+    }
+  } else {
+    const int subs = block_keys / ps;
+    for (int c = c_lo; c < c_hi; ++c) {
+      ptx::mbar_arrive_expect_tx(&sm.bar_kv[buf][c], chunk_bytes);
+      for (int s = 0; s < subs; ++s) {
+        const int key = key0 + s * ps;
+        const int row = key < pr.seqlen ? pr.table[key / ps] * ps : -ps;
+        tma_load(sm.kv[buf] + c * chunk_bytes + s * ps * 128, map, c * 64, row, &sm.bar_kv[buf][c],
+                 policy);
+      }
     }
   }
 }
