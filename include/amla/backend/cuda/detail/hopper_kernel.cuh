@@ -416,7 +416,10 @@ __device__ __forceinline__ void load_kv(shared_storage& sm, const CUtensorMap* m
   const int key0 = kb * block_keys;
   const int ps = p.shape.page_size;
   if (ps >= block_keys) {
-    const int row = pr.table[key0 / ps] * ps + key0 % ps;
+    // Pages of exactly one block (the common layout) need no division by the page size: issued on
+    // the leader's path between one P V and the next, its dependent steps would delay the copies.
+    const int row =
+        ps == block_keys ? pr.table[kb] * block_keys : pr.table[key0 / ps] * ps + key0 % ps;
     for (int c = c_lo; c < c_hi; ++c) {
       ptx::mbar_arrive_expect_tx(&sm.bar_kv[buf][c], chunk_bytes);
       tma_load(sm.kv[buf] + c * chunk_bytes, map, c * 64, row, &sm.bar_kv[buf][c], policy);
