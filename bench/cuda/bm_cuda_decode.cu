@@ -11,7 +11,8 @@
 //                             s_k 4096; the split-KV shapes b 16 and b 1, sized in each call
 //                             and with a plan made once (plan_decode) and reused
 //   bm_cuda_decode --quick    s_k 4096 only
-//   bm_cuda_decode --filter TEXT          the configurations whose name holds TEXT
+//   bm_cuda_decode --filter TEXT[,TEXT...]   the configurations whose name holds one of the TEXTs;
+//                             a TEXT ending in '$' must be the whole name ("hopper/standard$")
 //   bm_cuda_decode --profile [b s_q s_k [splits]]   one configuration, three launches, for ncu
 //   bm_cuda_decode --phases [b s_q s_k [splits [mode]]]   where a Hopper CTA's time goes: medians
 //                             of its phases (hopper_kernel.cuh, enum phase) over the CTAs of 15
@@ -256,7 +257,8 @@ double time_ms(F&& launch, void* flush, std::size_t flush_bytes, int warmup, int
 int main(int argc, char** argv) {
   const std::string arg = argc > 1 ? argv[1] : "";
   const bool quick = arg == "--quick";
-  // --filter TEXT: only the configurations whose name holds TEXT (e.g. "no-split").
+  // --filter TEXT[,TEXT...]: only the configurations whose name holds one of the TEXTs (e.g.
+  // "no-split"), a TEXT ending in '$' only the configurations of exactly that name.
   const std::string filter = arg == "--filter" && argc > 2 ? argv[2] : "";
   // --profile [b s_q s_k [splits [mode]]]: one configuration (default b 128, s_q 2, s_k 4096;
   // hopper/standard, the balanced schedule; mode standard, amla or amla-skip), three launches,
@@ -474,7 +476,18 @@ int main(int argc, char** argv) {
         const std::string name = std::string(ac::to_string(c.opt.kernel)) + "/" +
                                  (c.opt.mode == ac::rescale_mode::amla ? "amla" : "standard") +
                                  c.variant;
-        return name.find(filter) == std::string::npos;
+        for (std::size_t at = 0; at <= filter.size();) {
+          std::size_t end = filter.find(',', at);
+          if (end == std::string::npos) end = filter.size();
+          const std::string text = filter.substr(at, end - at);
+          const bool whole = !text.empty() && text.back() == '$';
+          if (!text.empty() && (whole ? name == text.substr(0, text.size() - 1)
+                                      : name.find(text) != std::string::npos)) {
+            return false;
+          }
+          at = end + 1;
+        }
+        return true;
       });
     }
     if (!hopper) {

@@ -157,7 +157,7 @@ struct vector_smem {
   hk::frame_message msg[2][hk::rows_per_cta];
 };
 
-/// One block's softmax by one warpgroup, as the kernel's WG0 does it (row_max to the published
+/// One block's softmax by one warpgroup, as the kernel's WG0 does it (row max to the published
 /// P tile); `f0`, `f1` are kept moving so that every frame step is a real one.
 template <ac::rescale_mode Mode>
 __device__ __forceinline__ void softmax_stage(const float (&s0)[32], float scale, vector_smem& sm,
@@ -168,7 +168,7 @@ __device__ __forceinline__ void softmax_stage(const float (&s0)[32], float scale
 #pragma unroll
   for (int i = 0; i < 32; ++i) s[i] = s0[i];
   float mx0, mx1;
-  hk::row_max(s, scale, mx0, mx1);
+  hk::row_max_and_scale(s, scale, mx0, mx1);
   // The old frame's scalars from a message, as the kernel reads them (their values do not match
   // the shifted frames here; the cost is the kernel's, a moved max every block).
   amla::amla_scalars c0, c1;
@@ -183,7 +183,7 @@ __device__ __forceinline__ void softmax_stage(const float (&s0)[32], float scale
     sm.msg[wg][r1] = hk::frame_message{a1.next, a1.o_scale, a1.o_add, c1};
   }
   float sum0, sum1;
-  hk::exponentiate(s, scale, a0.next.m, a1.next.m, sum0, sum1);
+  hk::exponentiate(s, a0.next.m, a1.next.m, sum0, sum1);
   l0 = l0 * a0.l_scale + sum0;
   l1 = l1 * a1.l_scale + sum1;
   std::uint32_t pa[4][4];
@@ -195,7 +195,7 @@ __device__ __forceinline__ void softmax_stage(const float (&s0)[32], float scale
   f1.m = a1.next.m - 0.5f;
 }
 
-/// Stage 0: the softmax of one block by one warpgroup (the kernel's WG0 path from row_max to
+/// Stage 0: the softmax of one block by one warpgroup (the kernel's WG0 path from the row max to
 /// the published P tile); stage 1: the rescale of its O half with a factor that is never 1.
 template <ac::rescale_mode Mode, int Stage>
 __global__ void __launch_bounds__(256, 1)

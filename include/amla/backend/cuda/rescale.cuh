@@ -128,16 +128,24 @@ __device__ __forceinline__ frame_step step_frame(const row_frame& old,
                                                  const amla_step_options& step) {
   frame_step st;
   scalars = old_scalars;
-  if (m_new == detail::neg_inf_f) {  // still no visible key: nothing changes, O and l are 0
-    st.next = old;
-    return st;
-  }
   const bool started = old.m != detail::neg_inf_f;
-  st.l_scale = started ? detail::fast_exp2(old.m - m_new) : 0.0f;
-  st.next.m = m_new;
   if constexpr (Mode == rescale_mode::standard) {
+    // The same values by selects, without a branch (on the softmax's path in the Hopper kernel):
+    // a row with still no visible key (m_new = -inf, so old.m = -inf) keeps its frame with
+    // factors 1; exp2(-inf - -inf) = NaN is computed there and never selected.
+    const bool seen = m_new != detail::neg_inf_f;
+    const float f = started ? detail::fast_exp2(old.m - m_new) : 0.0f;
+    st.l_scale = seen ? f : 1.0f;
     st.o_scale = st.l_scale;
+    st.next.m = seen ? m_new : old.m;
+    return st;
   } else {
+    if (m_new == detail::neg_inf_f) {  // still no visible key: nothing changes, O and l are 0
+      st.next = old;
+      return st;
+    }
+    st.l_scale = started ? detail::fast_exp2(old.m - m_new) : 0.0f;
+    st.next.m = m_new;
     const bool moved = m_new != old.m;
     if (moved) scalars = amla_scalars_log2(m_new);
     st.p_scale = scalars.s16;

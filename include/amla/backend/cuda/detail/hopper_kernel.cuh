@@ -416,7 +416,10 @@ __device__ __forceinline__ void load_kv(shared_storage& sm, const CUtensorMap* m
   const int key0 = kb * block_keys;
   const int ps = p.shape.page_size;
   if (ps >= block_keys) {
-    const int row = pr.table[key0 / ps] * ps + key0 % ps;
+    // Pages of exactly one block (the common layout) need no division by the page size: issued on
+    // the leader's path between one P V and the next, its dependent steps would delay the copies.
+    const int row =
+        ps == block_keys ? pr.table[kb] * block_keys : pr.table[key0 / ps] * ps + key0 % ps;
     for (int c = c_lo; c < c_hi; ++c) {
       ptx::mbar_arrive_expect_tx(&sm.bar_kv[buf][c], chunk_bytes);
       tma_load(sm.kv[buf] + c * chunk_bytes, map, c * 64, row, &sm.bar_kv[buf][c], policy);
@@ -518,22 +521,32 @@ __device__ __forceinline__ void mask_scores(float (&s)[32], int key_base, int vi
   }
 }
 
+/// The maximum (NaN-propagating) of this thread's 16 raw scores of row r0 (H = 0: elements i with
+/// (i & 2) == 0) or r1 (H = 1) as a tree: four dependent steps instead of sixteen.
+template <int H>
+__device__ __forceinline__ float tree_max_row(const float (&s)[32]) {
+  const auto at = [&](int j) { return s[(j / 2) * 4 + 2 * H + j % 2]; };  // the row's j-th
+  const float a0 = max_nan(at(0), at(8)), a1 = max_nan(at(1), at(9)), a2 = max_nan(at(2), at(10)),
+              a3 = max_nan(at(3), at(11)), a4 = max_nan(at(4), at(12)), a5 = max_nan(at(5), at(13)),
+              a6 = max_nan(at(6), at(14)), a7 = max_nan(at(7), at(15));
+  const float b0 = max_nan(a0, a4), b1 = max_nan(a1, a5), b2 = max_nan(a2, a6),
+              b3 = max_nan(a3, a7);
+  return max_nan(max_nan(b0, b2), max_nan(b1, b3));
+}
+
 /// Row maxima of rows r0 (mx0) and r1 (mx1) over the block in base 2, NaN-propagating
-/// (rescale.cuh): the raw maximum times scale_log2, which is the maximum of the scaled scores bit
-/// for bit (rounding a product by a positive constant is monotonic), one multiply per row instead
-/// of one per score on the way to the frame step.
-__device__ __forceinline__ void row_max(const float (&s)[32], float scale_log2, float& mx0,
-                                        float& mx1) {
-  mx0 = neg_inf_f;
-  mx1 = neg_inf_f;
+/// (rescale.cuh), and the scores scaled in place: s <- s scale_log2 (each product rounded on its
+/// own, as the CPU recurrence scales its scores). The maxima are taken on the raw scores and
+/// multiplied once, which is the maximum of the scaled scores bit for bit (rounding a product by a
+/// positive constant is monotonic); each thread's 16 scores of a row are reduced as a tree (the
+/// maximum does not depend on the order), and the 32 products, which need no maximum, are issued
+/// while the quad's shuffles are in flight.
+__device__ __forceinline__ void row_max_and_scale(float (&s)[32], float scale_log2, float& mx0,
+                                                  float& mx1) {
+  mx0 = tree_max_row<0>(s);
+  mx1 = tree_max_row<1>(s);
 #pragma unroll
-  for (int i = 0; i < 32; ++i) {
-    if (i & 2) {
-      mx1 = max_nan(mx1, s[i]);
-    } else {
-      mx0 = max_nan(mx0, s[i]);
-    }
-  }
+  for (int i = 0; i < 32; ++i) s[i] = __fmul_rn(s[i], scale_log2);
 #pragma unroll
   for (int o = 1; o <= 2; o <<= 1) {
     mx0 = max_nan(mx0, __shfl_xor_sync(0xffffffffu, mx0, o));
@@ -543,17 +556,17 @@ __device__ __forceinline__ void row_max(const float (&s)[32], float scale_log2, 
   mx1 = __fmul_rn(mx1, scale_log2);
 }
 
-/// s <- exp2(s scale_log2 - m) per row (the product rounded on its own, as the CPU recurrence
-/// scales its scores); returns this thread's partial row sums (the quad reduction waits until the
-/// end, since l only ever gets per-row scales).
-__device__ __forceinline__ void exponentiate(float (&s)[32], float scale_log2, float m0, float m1,
-                                             float& sum0, float& sum1) {
+/// s <- exp2(s - m) per row for scores already scaled (row_max_and_scale); returns this thread's
+/// partial row sums (the quad reduction waits until the end, since l only ever gets per-row
+/// scales).
+__device__ __forceinline__ void exponentiate(float (&s)[32], float m0, float m1, float& sum0,
+                                             float& sum1) {
   const float u0 = usable_max(m0), u1 = usable_max(m1);
   sum0 = 0.0f;
   sum1 = 0.0f;
 #pragma unroll
   for (int i = 0; i < 32; ++i) {
-    const float e = fast_exp2(__fmul_rn(s[i], scale_log2) - ((i & 2) ? u1 : u0));
+    const float e = fast_exp2(s[i] - ((i & 2) ? u1 : u0));
     s[i] = e;
     if (i & 2) {
       sum1 += e;
@@ -884,7 +897,7 @@ __global__ void __launch_bounds__(threads, 1)
         if (cta_leader && j == 0) mark_phase(p, phase_first_s);
         if (hides_keys(pr, kb_a)) mask_scores(s, kb_a * block_keys, pr.vis0, pr.vis1, quad);
         float mx0, mx1;
-        row_max(s, p.scale_log2, mx0, mx1);
+        row_max_and_scale(s, p.scale_log2, mx0, mx1);
         // The previous frame's AMLA scalars: frame B of the last pair, published in msg_b (which
         // WG1 rewrites only after this pair's frame A).
         amla_scalars fa;
@@ -897,7 +910,7 @@ __global__ void __launch_bounds__(threads, 1)
         }
         ptx::bar_arrive(bar_frame_a, 256);  // WG1's softmax of block B may start
         float sum0, sum1;
-        exponentiate(s, p.scale_log2, sa0.next.m, sa1.next.m, sum0, sum1);
+        exponentiate(s, sa0.next.m, sa1.next.m, sum0, sum1);
         l0 = l0 * sa0.l_scale + sum0;
         l1 = l1 * sa1.l_scale + sum1;
         {
@@ -954,7 +967,7 @@ __global__ void __launch_bounds__(threads, 1)
 
         // ---- WG1: frame B and the exponentials of S_B, while WG0 finishes block A's softmax ----
         float mx0, mx1;
-        row_max(s, p.scale_log2, mx0, mx1);
+        row_max_and_scale(s, p.scale_log2, mx0, mx1);
         ptx::bar_sync(bar_frame_a, 256);
         const frame_message ma0 = sm.msg_a[r0], ma1 = sm.msg_a[r1];
         const amla_scalars fa_own = sm.msg_a[r_own].scalars;
@@ -970,7 +983,7 @@ __global__ void __launch_bounds__(threads, 1)
           sm.msg_b[r_own] = frame_message{sb_own.next, sb_own.o_scale, sb_own.o_add, fb};
         }
         float sum0 = 0.0f, sum1 = 0.0f;
-        if (has_b) exponentiate(s, p.scale_log2, sb0.next.m, sb1.next.m, sum0, sum1);
+        if (has_b) exponentiate(s, sb0.next.m, sb1.next.m, sum0, sum1);
 
         // ---- WG1: O_R = step_A(O_R) + P_A V_A[:, R] (P_A from WG0 through KV[0] chunk 8) ----
         ptx::bar_sync(bar_p_a, 256);
