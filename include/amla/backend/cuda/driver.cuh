@@ -128,6 +128,11 @@ struct CudaDecodeOptions {
   /// Chain the Hopper kernel's plan, decode and combine kernels with programmatic dependent
   /// launch (each starts while the one before finishes). A tuning knob.
   bool pdl = true;
+  /// Hopper kernel: one CTA per SM that walks its tiles (row block, piece), issuing the next
+  /// tile's first loads while the current one writes its output, instead of one CTA per tile
+  /// (detail/hopper_kernel.cuh, the tile walk). Used when there are more tiles than SMs and the
+  /// CTAs do not size the schedule themselves. A tuning knob; results do not change.
+  bool persistent = true;
   /// Device memory for the Hopper kernel's split-KV plan and partial outputs, at least
   /// decode_workspace_bytes(shape, options) bytes, 256-byte aligned, used in stream order (a
   /// later decode on the same stream may reuse it). nullptr: decode() allocates it with
@@ -644,8 +649,14 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
   }
   AMLA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(hopper::smem_bytes)));
-  launch_ex(kernel, dim3(static_cast<unsigned>(p.row_blocks), static_cast<unsigned>(bounds.pieces)),
-            hopper::threads, hopper::smem_bytes, opt.pdl, stream, tm_q, tm_kv, p);
+  // One CTA per tile, or one per SM walking the tiles (one CTA fits an SM: the shared storage).
+  p.pieces = bounds.pieces;
+  const long long tiles = static_cast<long long>(p.row_blocks) * bounds.pieces;
+  const bool walk = opt.persistent && !size_here && tiles > dev.sms;
+  const dim3 grid =
+      walk ? dim3(static_cast<unsigned>(dev.sms))
+           : dim3(static_cast<unsigned>(p.row_blocks), static_cast<unsigned>(bounds.pieces));
+  launch_ex(kernel, grid, hopper::threads, hopper::smem_bytes, opt.pdl, stream, tm_q, tm_kv, p);
   if (bounds.partials > 0) {
     combine::params c{};
     c.shape = s;

@@ -165,6 +165,11 @@ __device__ __forceinline__ void fence_proxy_async_smem() {
 __device__ __forceinline__ void prefetch_l1(const void* p) {
   asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
 }
+/// The same into L2 only: for a line read much later, which L1 (what shared memory leaves of it)
+/// might not keep until then.
+__device__ __forceinline__ void prefetch_l2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
 
 // ---- timers (any architecture) ------------------------------------------------------------------
 // %globaltimer: nanoseconds on a clock every SM shares (its updates may be coarser than a
