@@ -390,6 +390,29 @@ inline CUtensorMap make_tensor_map(const void* base, std::uint64_t cols, std::ui
   return map;
 }
 
+/// The Hopper kernel's BF16 output [batch, rows, d_v] for TMA stores (128-byte swizzle): boxes of
+/// 64 columns x 64 rows of one request, the request the outer dimension, so that a box's rows
+/// past the request's last are not written. `out` must be 16-byte aligned.
+inline CUtensorMap make_out_tensor_map(void* out, std::uint64_t d_v, std::uint64_t rows,
+                                       std::uint64_t batch) {
+  CUtensorMap map;
+  const cuuint64_t dims[3] = {d_v, rows, batch};
+  const cuuint64_t strides[2] = {d_v * sizeof(bf16), rows * d_v * sizeof(bf16)};
+  const cuuint32_t box[3] = {64, 64, 1};
+  const cuuint32_t elem_strides[3] = {1, 1, 1};
+  const CUresult r =
+      tensor_map_encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, out, dims, strides, box,
+                           elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                           CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    throw cuda_error("cuTensorMapEncodeTiled (output) failed with CUresult " + std::to_string(r) +
+                         " (rows " + std::to_string(rows) + ", batch " + std::to_string(batch) +
+                         ")",
+                     static_cast<int>(r));
+  }
+  return map;
+}
+
 struct device_facts {
   int ordinal = 0;
   int sms = 0;
@@ -633,9 +656,16 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
       make_tensor_map(in.kv, hopper::d_qk, static_cast<std::uint64_t>(s.num_pages) * s.page_size,
                       hopper::d_qk * sizeof(bf16), 64,
                       static_cast<std::uint32_t>(std::min(s.page_size, hopper::block_keys)));
+  // A 16-byte aligned out is written by TMA stores (the CTA hands its staged rows over and goes
+  // on); another takes the threads' own stores (tm_out then unused).
+  p.out_tma = reinterpret_cast<std::uintptr_t>(out.out) % 16 == 0 ? 1 : 0;
+  const CUtensorMap tm_out =
+      p.out_tma != 0 ? make_out_tensor_map(out.out, hopper::d_v, static_cast<std::uint64_t>(p.rows),
+                                           static_cast<std::uint64_t>(s.batch))
+                     : tm_q;
   // AMLA's safe add is its own instantiation: its rare fix-up path must not cost the others
   // registers.
-  using kernel_t = void (*)(CUtensorMap, CUtensorMap, hopper::params);
+  using kernel_t = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, hopper::params);
   // The kernel that sizes the schedule itself is another instantiation too: its code at the start
   // of a CTA costs the others registers and time (measured in bench/CUDA_RESULTS.md).
   const bool size_here = p.fused_plan_slots > 0;
@@ -656,7 +686,8 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
   const dim3 grid =
       walk ? dim3(static_cast<unsigned>(dev.sms))
            : dim3(static_cast<unsigned>(p.row_blocks), static_cast<unsigned>(bounds.pieces));
-  launch_ex(kernel, grid, hopper::threads, hopper::smem_bytes, opt.pdl, stream, tm_q, tm_kv, p);
+  launch_ex(kernel, grid, hopper::threads, hopper::smem_bytes, opt.pdl, stream, tm_q, tm_kv, tm_out,
+            p);
   if (bounds.partials > 0) {
     combine::params c{};
     c.shape = s;

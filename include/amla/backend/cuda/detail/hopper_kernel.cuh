@@ -25,7 +25,9 @@
 // rows in KV[1] (BF16) or from KV[0] on (FP32 partials) and issues the next tile's Q load, and
 // with BF16 rows its first KV block's, before writing the rows out; the second KV block follows
 // once the staged rows are read. The next tile's fixed start (its piece, its first loads from
-// memory) thus overlaps this tile's epilogue. The sized schedule's plan comes from
+// memory) thus overlaps this tile's epilogue. BF16 rows go out by TMA stores (params::out_tma,
+// when out is 16-byte aligned): one thread issues them, and the CTA goes on to the next tile
+// while they drain; the threads' own stores otherwise. The sized schedule's plan comes from
 // split_plan.cuh's plan kernel, run before this one; for a batch the schedule may cut (fewer
 // requests than a wave's pieces) the CTAs size it themselves (the SizeHere instantiation, the
 // same device functions) and CTA (0, 0) writes the plan for the combine. A plan made once by
@@ -168,8 +170,9 @@ enum phase : int {
   phase_loop_end_wg0,   ///< WG0 out of the block loop
   phase_loop_end_wg1,   ///< WG1 out of the block loop (thread 128)
   phase_epilogue_sync,  ///< l exchanged between the warpgroups (the epilogue's CTA barrier)
-  phase_stores_issued,  ///< thread 0 has issued its out and lse stores
-  phase_stores_done,    ///< every thread's stores issued and fenced (a fence and a CTA barrier)
+  phase_stores_issued,  ///< thread 0 has issued its out (or handed them to TMA) and lse stores
+  phase_stores_done,    ///< every thread's stores issued and fenced (a fence and a CTA barrier;
+                        ///< TMA stores of the out rows may still be under way)
   phase_count
 };
 inline constexpr int phase_clock = 16;
@@ -309,6 +312,9 @@ struct params {
   std::int32_t* slot_prefix_out;
   std::int32_t* split_list_out;
   __nv_bfloat16* out;  ///< final outputs (pieces with slot -1)
+  /// 1: `out` is 16-byte aligned and written by TMA stores through the kernel's tm_out (the
+  /// staged rows in the box layout, stage_out_pair); 0: by the threads (copy_staged_rows).
+  int out_tma;
   float* lse;
   float* out_part;  ///< [slots, rows, 512]
   float* lse_part;  ///< [slots, rows]
@@ -758,6 +764,17 @@ __device__ __forceinline__ void stage_pair(std::uint8_t* stage, int row, int col
   }
 }
 
+/// Stages BF16 output values a, b of columns col, col + 1 of row `row` in the layout of tm_out's
+/// boxes: 8 boxes of 64 columns (8 KB each, 64 rows of 128 bytes), 16-byte unit u of a row at
+/// u ^ (row & 7) (the 128-byte swizzle, the same layout as Q's chunks). The 8 rows of a warp's
+/// store fall in different units: conflict-free.
+__device__ __forceinline__ void stage_out_pair(std::uint8_t* stage, int row, int col, float a,
+                                               float b) {
+  std::uint8_t* at = stage + (col >> 6) * chunk_bytes + row * 128 +
+                     ((((col >> 3) & 7) ^ (row & 7)) << 4) + (col & 7) * 2;
+  *reinterpret_cast<__nv_bfloat162*>(at) = __floats2bfloat162_rn(a, b);
+}
+
 /// Copies the staged rows [0, 64) that are real (row_first + r < rows) to global memory: row r
 /// to dst + offset_of(row_first + r) elements. Warp w of the CTA copies rows 8w..8w+7, lane l
 /// units l, l + 32, ... of each; 16-byte stores when dst's rows are 16-byte aligned, else
@@ -808,7 +825,8 @@ __global__ void sm90a_probe(int* flag) {
 template <rescale_mode Mode, bool SafeAdd, bool SizeHere>
 __global__ void __launch_bounds__(threads, 1)
     decode_kernel(const __grid_constant__ CUtensorMap tm_q,
-                  const __grid_constant__ CUtensorMap tm_kv, const params p) {
+                  const __grid_constant__ CUtensorMap tm_kv,
+                  const __grid_constant__ CUtensorMap tm_out, const params p) {
 #if defined(__CUDA_ARCH__) && !defined(AMLA_CUDA_SM90A_ENABLED)
   AMLA_CUDA_ARCH_UNSUPPORTED("the Hopper decode kernel (wgmma, TMA)");
 #else
@@ -847,6 +865,7 @@ __global__ void __launch_bounds__(threads, 1)
     ptx::fence_mbar_init();
     ptx::prefetch_tensor_map(&tm_q);
     ptx::prefetch_tensor_map(&tm_kv);
+    if (p.out_tma) ptx::prefetch_tensor_map(&tm_out);
   }
   __syncthreads();
   if (cta_leader) mark_phase(p, tile, phase_barriers);
@@ -1116,7 +1135,26 @@ __global__ void __launch_bounds__(threads, 1)
     const int rr0 = row_first + r0, rr1 = row_first + r1;  // request rows r = t * h_q + h
     const int h_q = p.shape.h_q;
     std::uint8_t* stage = bf16_rows ? sm.kv[1] : sm.kv[0];
-    if (bf16_rows) {
+    // The staged BF16 rows handed to TMA stores: thread 128 (WG1's leader, whose warpgroup next
+    // needs KV[1]) issues them, and waits for them to have read KV[1] before it loads the next
+    // tile's second block there.
+    const bool tma_rows = bf16_rows && p.out_tma;
+    if (tma_rows) {
+#pragma unroll
+      for (int jj = 0; jj < 32; ++jj) {
+        const int col = col0 + 8 * jj;
+        stage_out_pair(stage, r0, col, o[4 * jj + 0] * inv0, o[4 * jj + 1] * inv0);
+        stage_out_pair(stage, r1, col, o[4 * jj + 2] * inv1, o[4 * jj + 3] * inv1);
+      }
+      ptx::fence_proxy_async_smem();
+      __syncthreads();
+      if (threadIdx.x == 128) {
+        for (int c = 0; c < d_v / 64; ++c) {
+          ptx::tma_store_3d(&tm_out, stage + c * chunk_bytes, 64 * c, row_first, pr.request);
+        }
+        ptx::bulk_commit();
+      }
+    } else if (bf16_rows) {
 #pragma unroll
       for (int jj = 0; jj < 32; ++jj) {
         const int col = col0 + 8 * jj;
@@ -1164,19 +1202,29 @@ __global__ void __launch_bounds__(threads, 1)
       phase_bits ^= 1u | static_cast<std::uint32_t>((n + 1) / 2 & 1) << 1 |
                     static_cast<std::uint32_t>(n / 2 & 1) << 2;
     }
-    if (!has_next) break;
-    // The staged rows are read out: the rest of the next tile's first loads may overwrite them
-    // (the fence orders this tile's generic accesses of shared memory before the TMA's writes).
-    ptx::fence_proxy_async_smem();
-    __syncthreads();
+    if (!has_next) {
+      if (tma_rows && threadIdx.x == 128) ptx::bulk_wait<0>();  // the rows written
+      break;
+    }
+    if (!tma_rows) {
+      // The staged rows are read out: the rest of the next tile's first loads may overwrite them
+      // (the fence orders this tile's generic accesses of shared memory before the TMA's writes).
+      ptx::fence_proxy_async_smem();
+      __syncthreads();
+    }
     tile = next_tile;
     row_first = next_row_first;
     pr = rows_of(p, next_piece, row_first, r0, r1);
-    if (cta_leader) {
+    if (tma_rows) {
+      if (threadIdx.x == 128) {
+        ptx::bulk_wait_read<0>();  // the stores have read KV[1]
+        load_first_kv(sm, &tm_kv, p, pr, policy, 1);
+      }
+    } else if (cta_leader) {
       if (!bf16_rows) load_first_kv(sm, &tm_kv, p, pr, policy, 0);
       load_first_kv(sm, &tm_kv, p, pr, policy, 1);
-      mark_phase(p, tile, phase_loads_issued);
     }
+    if (cta_leader) mark_phase(p, tile, phase_loads_issued);
   }
   // Only now may the combine start launching: its CTAs must never take an SM that a CTA of this
   // grid still waits for.
