@@ -581,9 +581,8 @@ void run_case(const Case& c, std::uint64_t seed, cudaStream_t stream) {
       // the same tiles and arithmetic, so the same bits.
       {"hopper/standard/per-tile grid", kernel_kind::hopper, rescale_mode::standard, 0,
        amla::pow2_mode::safe, nullptr, ac::l2_hint::none, true, false, false, "hopper/standard"},
-      {"hopper/amla/3 splits/per-tile", kernel_kind::hopper, rescale_mode::amla, 3,
-       amla::pow2_mode::safe, nullptr, ac::l2_hint::none, true, false, false,
-       "hopper/amla/3 splits"},
+      {"hopper/amla/per-tile grid", kernel_kind::hopper, rescale_mode::amla, 0,
+       amla::pow2_mode::safe, nullptr, ac::l2_hint::none, true, false, false, "hopper/amla"},
   };
   std::map<std::string, std::vector<amla::bf16>> outputs;
   std::map<std::string, std::vector<float>> lses;

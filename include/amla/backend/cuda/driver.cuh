@@ -69,6 +69,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -129,9 +130,9 @@ struct CudaDecodeOptions {
   /// launch (each starts while the one before finishes). A tuning knob.
   bool pdl = true;
   /// Hopper kernel: one CTA per SM that walks its tiles (row block, piece), issuing the next
-  /// tile's first loads while the current one writes its output, instead of one CTA per tile
-  /// (detail/hopper_kernel.cuh, the tile walk). Used when there are more tiles than SMs and the
-  /// CTAs do not size the schedule themselves. A tuning knob; results do not change.
+  /// tile's first loads while the current one's output leaves by TMA stores, instead of one CTA
+  /// per tile (detail/hopper_kernel.cuh, the tile walk). Used when there are more tiles than SMs,
+  /// no request is cut and out is 16-byte aligned. A tuning knob; results do not change.
   bool persistent = true;
   /// Device memory for the Hopper kernel's split-KV plan and partial outputs, at least
   /// decode_workspace_bytes(shape, options) bytes, 256-byte aligned, used in stream order (a
@@ -656,33 +657,34 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
       make_tensor_map(in.kv, hopper::d_qk, static_cast<std::uint64_t>(s.num_pages) * s.page_size,
                       hopper::d_qk * sizeof(bf16), 64,
                       static_cast<std::uint32_t>(std::min(s.page_size, hopper::block_keys)));
-  // A 16-byte aligned out is written by TMA stores (the CTA hands its staged rows over and goes
-  // on); another takes the threads' own stores (tm_out then unused).
-  p.out_tma = reinterpret_cast<std::uintptr_t>(out.out) % 16 == 0 ? 1 : 0;
-  const CUtensorMap tm_out =
-      p.out_tma != 0 ? make_out_tensor_map(out.out, hopper::d_v, static_cast<std::uint64_t>(p.rows),
-                                           static_cast<std::uint64_t>(s.batch))
-                     : tm_q;
   // AMLA's safe add is its own instantiation: its rare fix-up path must not cost the others
-  // registers.
+  // registers. The kernel that sizes the schedule itself is another (its code at the start of a
+  // CTA costs the others registers and time, measured in bench/CUDA_RESULTS.md), and so is the
+  // persistent grid's tile walk (its code beside the block loop costs the one-tile kernels time).
   using kernel_t = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, hopper::params);
-  // The kernel that sizes the schedule itself is another instantiation too: its code at the start
-  // of a CTA costs the others registers and time (measured in bench/CUDA_RESULTS.md).
   const bool size_here = p.fused_plan_slots > 0;
-  kernel_t kernel = size_here ? hopper::decode_kernel<Mode, false, true>
-                              : hopper::decode_kernel<Mode, false, false>;
+  // The walk: one CTA per SM when there are more tiles than SMs, whole requests only (no FP32
+  // partials) and a 16-byte aligned out (its rows leave by TMA stores through tm_out).
+  p.pieces = bounds.pieces;
+  const long long tiles = static_cast<long long>(p.row_blocks) * bounds.pieces;
+  const bool walk = opt.persistent && !size_here && p.whole_requests != 0 && tiles > dev.sms &&
+                    reinterpret_cast<std::uintptr_t>(out.out) % 16 == 0;
+  const CUtensorMap tm_out =
+      walk ? make_out_tensor_map(out.out, hopper::d_v, static_cast<std::uint64_t>(p.rows),
+                                 static_cast<std::uint64_t>(s.batch))
+           : tm_q;
+  const auto pick = [&](auto safe) -> kernel_t {
+    constexpr bool Safe = decltype(safe)::value;
+    if (size_here) return hopper::decode_kernel<Mode, Safe, true, false>;
+    return walk ? hopper::decode_kernel<Mode, Safe, false, true>
+                : hopper::decode_kernel<Mode, Safe, false, false>;
+  };
+  kernel_t kernel = pick(std::false_type{});
   if constexpr (Mode == rescale_mode::amla) {
-    if (opt.rescale == pow2_mode::safe) {
-      kernel = size_here ? hopper::decode_kernel<Mode, true, true>
-                         : hopper::decode_kernel<Mode, true, false>;
-    }
+    if (opt.rescale == pow2_mode::safe) kernel = pick(std::true_type{});
   }
   AMLA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(hopper::smem_bytes)));
-  // One CTA per tile, or one per SM walking the tiles (one CTA fits an SM: the shared storage).
-  p.pieces = bounds.pieces;
-  const long long tiles = static_cast<long long>(p.row_blocks) * bounds.pieces;
-  const bool walk = opt.persistent && !size_here && tiles > dev.sms;
   const dim3 grid =
       walk ? dim3(static_cast<unsigned>(dev.sms))
            : dim3(static_cast<unsigned>(p.row_blocks), static_cast<unsigned>(bounds.pieces));

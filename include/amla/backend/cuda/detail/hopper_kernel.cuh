@@ -16,18 +16,17 @@
 // have no work.
 //
 // ---- The tile walk ------------------------------------------------------------------------------
-// CTA c of a grid of n runs tiles c, c + n, c + 2n, ... until one is past the last piece. The
-// launch's grid is either one CTA per tile ((row_blocks, pieces): each CTA runs one tile, the
-// hardware starts a CTA wherever one has ended) or, persistent (CudaDecodeOptions::persistent),
-// one CTA per SM when there are more tiles than SMs. A CTA initialises its mbarriers once, and
-// their phases run on from one tile to the next (phase_bits). At the end of a tile, once both
-// warpgroups are out of the block loop, the CTA looks up its next tile, stages this tile's output
-// rows in KV[1] (BF16) or from KV[0] on (FP32 partials) and issues the next tile's Q load, and
-// with BF16 rows its first KV block's, before writing the rows out; the second KV block follows
-// once the staged rows are read. The next tile's fixed start (its piece, its first loads from
-// memory) thus overlaps this tile's epilogue. BF16 rows go out by TMA stores (params::out_tma,
-// when out is 16-byte aligned): one thread issues them, and the CTA goes on to the next tile
-// while they drain; the threads' own stores otherwise. The sized schedule's plan comes from
+// The launch's grid is one CTA per tile ((row_blocks, pieces): each CTA runs one tile, the
+// hardware starts a CTA wherever one has ended) or, persistent (CudaDecodeOptions::persistent;
+// the Walk instantiation), one CTA per SM when there are more tiles than SMs, no request is cut
+// (piece b is request b) and out is 16-byte aligned: CTA c then runs tiles c, c + n, c + 2n, ...
+// of a grid of n. A walking CTA initialises its mbarriers once, and their phases run on from one
+// tile to the next (phase_bits). At the end of a tile, once both warpgroups are out of the block
+// loop, it looks up its next tile and issues that tile's Q and first KV block, stages this tile's
+// output rows in KV[1] in the layout of tm_out's boxes and hands them to TMA stores (one thread
+// issues them), and goes on to the next tile while they drain; the next tile's second KV block is
+// loaded into KV[1] once the stores have read it. The next tile's fixed start (its piece, its
+// first loads from memory) thus overlaps this tile's epilogue. The sized schedule's plan comes from
 // split_plan.cuh's plan kernel, run before this one; for a batch the schedule may cut (fewer
 // requests than a wave's pieces) the CTAs size it themselves (the SizeHere instantiation, the
 // same device functions) and CTA (0, 0) writes the plan for the combine. A plan made once by
@@ -312,9 +311,6 @@ struct params {
   std::int32_t* slot_prefix_out;
   std::int32_t* split_list_out;
   __nv_bfloat16* out;  ///< final outputs (pieces with slot -1)
-  /// 1: `out` is 16-byte aligned and written by TMA stores through the kernel's tm_out (the
-  /// staged rows in the box layout, stage_out_pair); 0: by the threads (copy_staged_rows).
-  int out_tma;
   float* lse;
   float* out_part;  ///< [slots, rows, 512]
   float* lse_part;  ///< [slots, rows]
@@ -735,12 +731,12 @@ __device__ __forceinline__ void pv_step(float (&o)[128], const frame_step& st0,
 static_assert(tile_bytes >= rows_per_cta * d_v * sizeof(__nv_bfloat16),
               "KV[1] holds the staged BF16 output rows");
 static_assert(2 * tile_bytes >= rows_per_cta * d_v * sizeof(float),
-              "KV[0] and KV[1] hold the staged FP32 partial rows");
+              "Q's tile and KV[0] hold the staged FP32 partial rows");
 
-/// The epilogue's staging of the CTA's 64 x 512 output rows in shared memory, row-major from the
-/// start of KV[1] (64 KB of BF16) or of KV[0] (128 KB of FP32 partials running on into KV[1]; both
-/// free once every warpgroup is past its last wgmma and no TMA load is in flight; Q's tile stays
-/// free for the CTA's next tile, tile_walk), so that the global
+/// The epilogue's staging of the CTA's 64 x 512 output rows in shared memory when the threads
+/// store them (one tile per CTA), row-major from the start of Q's tile (64 KB of BF16, or 128 KB
+/// of FP32 partials running on into KV[0]; both free once every warpgroup is past its last wgmma
+/// and no TMA load is in flight), so that the global
 /// stores are whole 16-byte units, consecutive across a warp. Stored directly from the
 /// accumulators, a warp's store covers 8 rows with 16 bytes each (BF16: 64 such stores per
 /// thread), and a CTA took about 8 us to issue them (measured in bench/CUDA_RESULTS.md). The
@@ -817,12 +813,15 @@ __global__ void sm90a_probe(int* flag) {
 #endif
 }
 
-/// SafeAdd: AMLA's add in the safe form (rescale.cuh); false is the raw hardware add. SizeHere: the
+/// SafeAdd: AMLA's add in the safe form (rescale.cuh); false is the raw hardware add. Walk: the
+/// persistent grid's CTAs walk their tiles (the tile walk; the launch has more tiles than SMs, no
+/// request cut, params::whole_requests, and a 16-byte aligned out for tm_out's TMA stores);
+/// without it every CTA runs one tile. SizeHere: the
 /// CTAs size the split schedule themselves (params::fused_plan_slots) instead of reading the plan
 /// a plan kernel wrote. Declared for
 /// every architecture; its body exists only in an sm_90a compilation (detail/ptx.cuh), elsewhere
 /// it traps with a message (the host never launches it there).
-template <rescale_mode Mode, bool SafeAdd, bool SizeHere>
+template <rescale_mode Mode, bool SafeAdd, bool SizeHere, bool Walk>
 __global__ void __launch_bounds__(threads, 1)
     decode_kernel(const __grid_constant__ CUtensorMap tm_q,
                   const __grid_constant__ CUtensorMap tm_kv,
@@ -830,6 +829,7 @@ __global__ void __launch_bounds__(threads, 1)
 #if defined(__CUDA_ARCH__) && !defined(AMLA_CUDA_SM90A_ENABLED)
   AMLA_CUDA_ARCH_UNSUPPORTED("the Hopper decode kernel (wgmma, TMA)");
 #else
+  static_assert(!(SizeHere && Walk), "a CTA that sizes the schedule runs one tile");
   // Dynamic shared memory starts 1024-byte aligned (the kernel has no static shared memory), so
   // the storage is the array itself: every address in it is a constant offset the compiler sees.
   extern __shared__ __align__(1024) std::uint8_t smem_raw[];
@@ -865,7 +865,7 @@ __global__ void __launch_bounds__(threads, 1)
     ptx::fence_mbar_init();
     ptx::prefetch_tensor_map(&tm_q);
     ptx::prefetch_tensor_map(&tm_kv);
-    if (p.out_tma) ptx::prefetch_tensor_map(&tm_out);
+    if constexpr (Walk) ptx::prefetch_tensor_map(&tm_out);
   }
   __syncthreads();
   if (cta_leader) mark_phase(p, tile, phase_barriers);
@@ -888,7 +888,7 @@ __global__ void __launch_bounds__(threads, 1)
       return;  // past the last piece
     }
   } else {
-    const int piece_index = tile / p.row_blocks;
+    const int piece_index = Walk ? tile / p.row_blocks : static_cast<int>(blockIdx.y);
     // A whole request's block table row is known before its length: its first entries are
     // fetched while the length is read (load_kv reads them next; otherwise two dependent misses).
     if (p.whole_requests && threadIdx.x == 0 && piece_index < p.schedule.batch) {
@@ -896,7 +896,7 @@ __global__ void __launch_bounds__(threads, 1)
     }
     if (!piece_of_cta(p, piece_index, piece)) return;  // past the last piece
   }
-  int row_first = tile % p.row_blocks * rows_per_cta;
+  int row_first = (Walk ? tile % p.row_blocks : static_cast<int>(blockIdx.x)) * rows_per_cta;
   piece_rows pr = rows_of(p, piece, row_first, r0, r1);
   const std::uint64_t policy = ptx::make_l2_policy(p.kv_l2_hint);
   const amla_step_options step = amla_kernel_step(p.skip_unmoved != 0);
@@ -918,12 +918,11 @@ __global__ void __launch_bounds__(threads, 1)
   // (bit 0), of KV[0]'s chunk barriers (bit 1) and of KV[1]'s (bit 2).
   std::uint32_t phase_bits = 0;
   for (;;) {
-    if constexpr (!SizeHere) {
+    if constexpr (Walk) {
       // The next tile's request length and block table row, read at the end of this tile, start
       // on their way to L2 now (after the flush of a timed launch they would be misses).
       const int next_index = (tile + tile_stride) / p.row_blocks;
-      if (cta_leader && p.whole_requests && tile + tile_stride < tiles &&
-          next_index < p.schedule.batch) {
+      if (cta_leader && tile + tile_stride < tiles && next_index < p.schedule.batch) {
         ptx::prefetch_l2(p.seqlens + next_index);
         ptx::prefetch_l2(p.block_table + p.shape.table_offset(next_index, 0));
       }
@@ -1099,15 +1098,18 @@ __global__ void __launch_bounds__(threads, 1)
     const int next_row_first = next_tile % p.row_blocks * rows_per_cta;
     SplitPiece next_piece;
     bool has_next = false;
-    if constexpr (!SizeHere) {
-      has_next = next_tile < tiles && piece_of_cta(p, next_tile / p.row_blocks, next_piece);
+    if constexpr (Walk) {
+      // Whole requests: piece b is request b.
+      const int next_index = next_tile / p.row_blocks;
+      has_next = next_tile < tiles && next_index < p.schedule.batch;
+      if (has_next) next_piece = whole_request(p, next_index);
     }
     __syncthreads();
     if (cta_leader) mark_phase(p, tile, phase_epilogue_sync);
     // Every warpgroup is past its last wgmma and every load of this tile has landed. The output
     // rows are staged in KV[1] (BF16) or from KV[0] on (FP32 partials), so the next tile's Q,
     // and with BF16 rows its first KV block, load while these rows are written out.
-    const bool bf16_rows = pr.slot < 0;
+    const bool bf16_rows = Walk || pr.slot < 0;
     if (has_next && cta_leader) {
       if constexpr (phase_times_built) {
         if (p.phase_times != nullptr) {
@@ -1134,12 +1136,12 @@ __global__ void __launch_bounds__(threads, 1)
     const bool write0 = row_first + r0 < p.rows, write1 = row_first + r1 < p.rows;
     const int rr0 = row_first + r0, rr1 = row_first + r1;  // request rows r = t * h_q + h
     const int h_q = p.shape.h_q;
-    std::uint8_t* stage = bf16_rows ? sm.kv[1] : sm.kv[0];
-    // The staged BF16 rows handed to TMA stores: thread 128 (WG1's leader, whose warpgroup next
-    // needs KV[1]) issues them, and waits for them to have read KV[1] before it loads the next
-    // tile's second block there.
-    const bool tma_rows = bf16_rows && p.out_tma;
-    if (tma_rows) {
+    // The walk stages its rows in KV[1] and hands them to TMA stores: thread 128 (WG1's leader,
+    // whose warpgroup next needs KV[1]) issues them, and waits for them to have read KV[1] before
+    // it loads the next tile's second block there. One tile per CTA: Q's tile (and KV[0] for the
+    // FP32 partials) and the threads' stores.
+    std::uint8_t* stage = Walk ? sm.kv[1] : sm.q;
+    if constexpr (Walk) {
 #pragma unroll
       for (int jj = 0; jj < 32; ++jj) {
         const int col = col0 + 8 * jj;
@@ -1202,29 +1204,22 @@ __global__ void __launch_bounds__(threads, 1)
       phase_bits ^= 1u | static_cast<std::uint32_t>((n + 1) / 2 & 1) << 1 |
                     static_cast<std::uint32_t>(n / 2 & 1) << 2;
     }
-    if (!has_next) {
-      if (tma_rows && threadIdx.x == 128) ptx::bulk_wait<0>();  // the rows written
+    if constexpr (!Walk) {
       break;
-    }
-    if (!tma_rows) {
-      // The staged rows are read out: the rest of the next tile's first loads may overwrite them
-      // (the fence orders this tile's generic accesses of shared memory before the TMA's writes).
-      ptx::fence_proxy_async_smem();
-      __syncthreads();
-    }
-    tile = next_tile;
-    row_first = next_row_first;
-    pr = rows_of(p, next_piece, row_first, r0, r1);
-    if (tma_rows) {
+    } else {
+      if (!has_next) {
+        if (threadIdx.x == 128) ptx::bulk_wait<0>();  // the rows written
+        break;
+      }
+      tile = next_tile;
+      row_first = next_row_first;
+      pr = rows_of(p, next_piece, row_first, r0, r1);
       if (threadIdx.x == 128) {
         ptx::bulk_wait_read<0>();  // the stores have read KV[1]
         load_first_kv(sm, &tm_kv, p, pr, policy, 1);
       }
-    } else if (cta_leader) {
-      if (!bf16_rows) load_first_kv(sm, &tm_kv, p, pr, policy, 0);
-      load_first_kv(sm, &tm_kv, p, pr, policy, 1);
+      if (cta_leader) mark_phase(p, tile, phase_loads_issued);
     }
-    if (cta_leader) mark_phase(p, tile, phase_loads_issued);
   }
   // Only now may the combine start launching: its CTAs must never take an SM that a CTA of this
   // grid still waits for.
