@@ -132,7 +132,8 @@ struct CudaDecodeOptions {
   /// Hopper kernel: one CTA per SM that walks its tiles (row block, piece), issuing the next
   /// tile's first loads while the current one's output leaves by TMA stores, instead of one CTA
   /// per tile (detail/hopper_kernel.cuh, the tile walk). Used when there are more tiles than SMs,
-  /// no request is cut and out is 16-byte aligned. A tuning knob; results do not change.
+  /// no request is cut, no sequence can be longer than hopper::walk_max_blocks KV blocks
+  /// (shape.max_seqlen()) and out is 16-byte aligned. A tuning knob; results do not change.
   bool persistent = true;
   /// Device memory for the Hopper kernel's split-KV plan and partial outputs, at least
   /// decode_workspace_bytes(shape, options) bytes, 256-byte aligned, used in stream order (a
@@ -664,10 +665,12 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
   using kernel_t = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, hopper::params);
   const bool size_here = p.fused_plan_slots > 0;
   // The walk: one CTA per SM when there are more tiles than SMs, whole requests only (no FP32
-  // partials) and a 16-byte aligned out (its rows leave by TMA stores through tm_out).
+  // partials), short tiles (hopper::walk_max_blocks) and a 16-byte aligned out (its rows leave by
+  // TMA stores through tm_out).
   p.pieces = bounds.pieces;
   const long long tiles = static_cast<long long>(p.row_blocks) * bounds.pieces;
   const bool walk = opt.persistent && !size_here && p.whole_requests != 0 && tiles > dev.sms &&
+                    s.max_seqlen() <= std::int64_t{hopper::walk_max_blocks} * hopper::block_keys &&
                     reinterpret_cast<std::uintptr_t>(out.out) % 16 == 0;
   const CUtensorMap tm_out =
       walk ? make_out_tensor_map(out.out, hopper::d_v, static_cast<std::uint64_t>(p.rows),

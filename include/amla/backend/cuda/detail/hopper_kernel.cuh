@@ -145,6 +145,12 @@ inline constexpr int chunks = 9;
 inline constexpr int chunk_bytes = 64 * 128;
 inline constexpr int tile_bytes = chunks * chunk_bytes;
 inline constexpr int threads = 256;
+/// The longest tile, in KV blocks, that the persistent grid walks (the driver bounds it by the
+/// shape's max_seqlen): a walking CTA saves a few us at each change of tile, but its tiles are
+/// dealt out in a fixed order, and with long tiles the spread of the SMs' speeds makes some finish
+/// later than the hardware's own placement of one CTA per tile would (bench/CUDA_RESULTS.md: at
+/// b 128, 16 blocks 2-5% faster, 256 blocks 2-5% slower).
+inline constexpr int walk_max_blocks = 32;
 static_assert(threads == split_plan::threads,
               "the kernel's CTAs run split_plan's CTA-wide functions when they size the schedule");
 
