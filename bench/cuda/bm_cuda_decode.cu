@@ -7,18 +7,15 @@
 // A plain program (no Google Benchmark): GPU machines here have only the CUDA toolkit.
 //
 //   bm_cuda_decode            the benchmark grid: b 128, s_q {1, 2}, s_k {1024, 4096, 16384}, both
-//                             modes, the balanced split-KV schedule and no split, the persistent
-//                             grid and one CTA per tile; tuning knobs at
+//                             modes, the balanced split-KV schedule and no split; tuning knobs at
 //                             s_k 4096; the split-KV shapes b 16 and b 1, sized in each call
 //                             and with a plan made once (plan_decode) and reused
 //   bm_cuda_decode --quick    s_k 4096 only
 //   bm_cuda_decode --filter TEXT          the configurations whose name holds TEXT
 //   bm_cuda_decode --profile [b s_q s_k [splits]]   one configuration, three launches, for ncu
-//   bm_cuda_decode --phases [b s_q s_k [splits [mode [per-tile]]]]   where a Hopper tile's time
-//                             goes: medians of its phases (hopper_kernel.cuh, enum phase) over
-//                             the tiles of 15 launches, by wave (the first SM-count tiles to
-//                             start, then the rest); per-tile: one CTA per tile instead of the
-//                             persistent walk; needs a build with AMLA_CUDA_PHASE_TIMES=1
+//   bm_cuda_decode --phases [b s_q s_k [splits [mode]]]   where a Hopper CTA's time goes: medians
+//                             of its phases (hopper_kernel.cuh, enum phase) over the CTAs of 15
+//                             launches, by wave; needs a build with AMLA_CUDA_PHASE_TIMES=1
 //                             (e.g. CMAKE_CUDA_FLAGS=-DAMLA_CUDA_PHASE_TIMES=1)
 #include "amla/backend/cuda/cuda.cuh"
 #include "bench_cuda.cuh"
@@ -117,10 +114,7 @@ struct Figures {
 /// entry, in ns (clock64 deltas at the CTA's own clock rate, measured against %globaltimer over
 /// its whole run), for all CTAs and by wave: the first wave is the SM count's earliest entries.
 /// Also the launch's event time, the decode kernel's span (earliest entry to latest stores-done),
-/// and on each SM the gap between one tile's stores-done and the next one's entry (one CTA per
-/// tile: the hardware starting the next CTA; the persistent walk: negative, a tile starts at the
-/// epilogue barrier of the one before). A tile's "entry" under the walk is that barrier, not the
-/// kernel's entry (hopper_kernel.cuh, enum phase).
+/// and on each SM the gap between one CTA's stores-done and the next one's entry.
 void phase_report(const ac::CudaDecodeOptions& base, int batch, int s_q, int s_k, int sms,
                   void* flush, std::size_t flush_bytes) {
   namespace hk = amla::cuda::detail::hopper;
@@ -284,8 +278,6 @@ int main(int argc, char** argv) {
   const int phases_sk = phases && argc > 4 ? std::atoi(argv[4]) : 1024;
   const int phases_splits = phases && argc > 5 ? std::atoi(argv[5]) : 0;
   const std::string phases_mode = phases && argc > 6 ? argv[6] : "standard";
-  // A last argument "per-tile": one CTA per tile instead of the persistent walk.
-  const bool phases_per_tile = phases && argc > 7 && std::string(argv[7]) == "per-tile";
   if (phases && !amla::cuda::detail::hopper::phase_times_built) {
     std::fprintf(stderr,
                  "bm_cuda_decode: --phases needs a build with AMLA_CUDA_PHASE_TIMES=1 (this one "
@@ -312,7 +304,6 @@ int main(int argc, char** argv) {
           .num_splits = phases_splits,
           .rescale = amla::pow2_mode::hardware};
       o.skip_unmoved = phases_mode == "amla-skip";
-      o.persistent = !phases_per_tile;
       phase_report(o, phases_b, phases_sq, phases_sk, prop.multiProcessorCount, flush, flush_bytes);
       AMLA_CUDA_CHECK(cudaFree(flush));
       return 0;
@@ -473,20 +464,6 @@ int main(int argc, char** argv) {
       o = hopper_std;
       o.num_splits = b == 16 ? 2 : 32;
       configs.push_back({b, 2, s_k, o, 15, "/splits " + std::to_string(o.num_splits)});
-    }
-    // One CTA per tile instead of the persistent walk (CudaDecodeOptions::persistent; at b 128, s_k
-    // 1024 there are 2 (s_q 1) or 4 (s_q 2) tiles per SM; longer sequences are not walked), last:
-    // every configuration draws its page order from one generator, so the configurations before
-    // these see the same pages as in a build without them.
-    for (const ac::CudaDecodeOptions& base : {hopper_std, hopper_amla}) {
-      for (int s_q : {1, 2}) {
-        for (int s_k : sks) {
-          if (s_k > amla::cuda::detail::hopper::walk_max_blocks * 64) continue;
-          ac::CudaDecodeOptions o = base;
-          o.persistent = false;
-          configs.push_back({128, s_q, s_k, o, 15, "/per-tile"});
-        }
-      }
     }
     configs.push_back(
         {128, 1, 1024, options(ac::kernel_kind::simple, ac::rescale_mode::standard), 3, ""});

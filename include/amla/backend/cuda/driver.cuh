@@ -69,7 +69,6 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -129,12 +128,6 @@ struct CudaDecodeOptions {
   /// Chain the Hopper kernel's plan, decode and combine kernels with programmatic dependent
   /// launch (each starts while the one before finishes). A tuning knob.
   bool pdl = true;
-  /// Hopper kernel: one CTA per SM that walks its tiles (row block, piece), issuing the next
-  /// tile's first loads while the current one's output leaves by TMA stores, instead of one CTA
-  /// per tile (detail/hopper_kernel.cuh, the tile walk). Used when there are more tiles than SMs,
-  /// no request is cut, no sequence can be longer than hopper::walk_max_blocks KV blocks
-  /// (shape.max_seqlen()) and out is 16-byte aligned. A tuning knob; results do not change.
-  bool persistent = true;
   /// Device memory for the Hopper kernel's split-KV plan and partial outputs, at least
   /// decode_workspace_bytes(shape, options) bytes, 256-byte aligned, used in stream order (a
   /// later decode on the same stream may reuse it). nullptr: decode() allocates it with
@@ -392,29 +385,6 @@ inline CUtensorMap make_tensor_map(const void* base, std::uint64_t cols, std::ui
   return map;
 }
 
-/// The Hopper kernel's BF16 output [batch, rows, d_v] for TMA stores (128-byte swizzle): boxes of
-/// 64 columns x 64 rows of one request, the request the outer dimension, so that a box's rows
-/// past the request's last are not written. `out` must be 16-byte aligned.
-inline CUtensorMap make_out_tensor_map(void* out, std::uint64_t d_v, std::uint64_t rows,
-                                       std::uint64_t batch) {
-  CUtensorMap map;
-  const cuuint64_t dims[3] = {d_v, rows, batch};
-  const cuuint64_t strides[2] = {d_v * sizeof(bf16), rows * d_v * sizeof(bf16)};
-  const cuuint32_t box[3] = {64, 64, 1};
-  const cuuint32_t elem_strides[3] = {1, 1, 1};
-  const CUresult r =
-      tensor_map_encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, out, dims, strides, box,
-                           elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                           CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    throw cuda_error("cuTensorMapEncodeTiled (output) failed with CUresult " + std::to_string(r) +
-                         " (rows " + std::to_string(rows) + ", batch " + std::to_string(batch) +
-                         ")",
-                     static_cast<int>(r));
-  }
-  return map;
-}
-
 struct device_facts {
   int ordinal = 0;
   int sms = 0;
@@ -659,40 +629,23 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
                       hopper::d_qk * sizeof(bf16), 64,
                       static_cast<std::uint32_t>(std::min(s.page_size, hopper::block_keys)));
   // AMLA's safe add is its own instantiation: its rare fix-up path must not cost the others
-  // registers. The kernel that sizes the schedule itself is another (its code at the start of a
-  // CTA costs the others registers and time, measured in bench/CUDA_RESULTS.md), and so is the
-  // persistent grid's tile walk (its code beside the block loop costs the one-tile kernels time).
-  using kernel_t = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, hopper::params);
+  // registers.
+  using kernel_t = void (*)(CUtensorMap, CUtensorMap, hopper::params);
+  // The kernel that sizes the schedule itself is another instantiation too: its code at the start
+  // of a CTA costs the others registers and time (measured in bench/CUDA_RESULTS.md).
   const bool size_here = p.fused_plan_slots > 0;
-  // The walk: one CTA per SM when there are more tiles than SMs, whole requests only (no FP32
-  // partials), short tiles (hopper::walk_max_blocks) and a 16-byte aligned out (its rows leave by
-  // TMA stores through tm_out).
-  p.pieces = bounds.pieces;
-  const long long tiles = static_cast<long long>(p.row_blocks) * bounds.pieces;
-  const bool walk = opt.persistent && !size_here && p.whole_requests != 0 && tiles > dev.sms &&
-                    s.max_seqlen() <= std::int64_t{hopper::walk_max_blocks} * hopper::block_keys &&
-                    reinterpret_cast<std::uintptr_t>(out.out) % 16 == 0;
-  const CUtensorMap tm_out =
-      walk ? make_out_tensor_map(out.out, hopper::d_v, static_cast<std::uint64_t>(p.rows),
-                                 static_cast<std::uint64_t>(s.batch))
-           : tm_q;
-  const auto pick = [&](auto safe) -> kernel_t {
-    constexpr bool Safe = decltype(safe)::value;
-    if (size_here) return hopper::decode_kernel<Mode, Safe, true, false>;
-    return walk ? hopper::decode_kernel<Mode, Safe, false, true>
-                : hopper::decode_kernel<Mode, Safe, false, false>;
-  };
-  kernel_t kernel = pick(std::false_type{});
+  kernel_t kernel = size_here ? hopper::decode_kernel<Mode, false, true>
+                              : hopper::decode_kernel<Mode, false, false>;
   if constexpr (Mode == rescale_mode::amla) {
-    if (opt.rescale == pow2_mode::safe) kernel = pick(std::true_type{});
+    if (opt.rescale == pow2_mode::safe) {
+      kernel = size_here ? hopper::decode_kernel<Mode, true, true>
+                         : hopper::decode_kernel<Mode, true, false>;
+    }
   }
   AMLA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(hopper::smem_bytes)));
-  const dim3 grid =
-      walk ? dim3(static_cast<unsigned>(dev.sms))
-           : dim3(static_cast<unsigned>(p.row_blocks), static_cast<unsigned>(bounds.pieces));
-  launch_ex(kernel, grid, hopper::threads, hopper::smem_bytes, opt.pdl, stream, tm_q, tm_kv, tm_out,
-            p);
+  launch_ex(kernel, dim3(static_cast<unsigned>(p.row_blocks), static_cast<unsigned>(bounds.pieces)),
+            hopper::threads, hopper::smem_bytes, opt.pdl, stream, tm_q, tm_kv, p);
   if (bounds.partials > 0) {
     combine::params c{};
     c.shape = s;

@@ -7,26 +7,12 @@
 //
 // ---- Work decomposition: a tile schedule ------------------------------------------------------
 // The s_q * h_q query rows of a request (r = t * h_q + h, token-major as amla's HeadGroup) are cut
-// into row blocks of 64 rows. A tile is row block m of piece i of the split-KV schedule
-// (problem/split_schedule.hpp: piece_at), one request's contiguous range of 64-key KV blocks;
-// tile t = i * row_blocks + m, so the row blocks of one piece are neighbours. A piece that is a
-// whole request writes out and lse; a piece of a request cut into several writes its normalised
-// FP32 partial and lse to its slot, and combine.cuh merges the slots. The launch sizes the tiles
-// by a bound (params::pieces; the GPU computes the plan), and tiles past the schedule's last piece
-// have no work.
-//
-// ---- The tile walk ------------------------------------------------------------------------------
-// The launch's grid is one CTA per tile ((row_blocks, pieces): each CTA runs one tile, the
-// hardware starts a CTA wherever one has ended) or, persistent (CudaDecodeOptions::persistent;
-// the Walk instantiation), one CTA per SM when there are more tiles than SMs, no request is cut
-// (piece b is request b) and out is 16-byte aligned: CTA c then runs tiles c, c + n, c + 2n, ...
-// of a grid of n. A walking CTA initialises its mbarriers once, and their phases run on from one
-// tile to the next (phase_bits). At the end of a tile, once both warpgroups are out of the block
-// loop, it looks up its next tile and issues that tile's Q and first KV block, stages this tile's
-// output rows in KV[1] in the layout of tm_out's boxes and hands them to TMA stores (one thread
-// issues them), and goes on to the next tile while they drain; the next tile's second KV block is
-// loaded into KV[1] once the stores have read it. The next tile's fixed start (its piece, its
-// first loads from memory) thus overlaps this tile's epilogue. The sized schedule's plan comes from
+// into row blocks of 64 rows. The grid is (row_blocks, pieces): CTA (m, i) runs row block m of
+// piece i of the split-KV schedule (problem/split_schedule.hpp: piece_at), one request's
+// contiguous range of 64-key KV blocks. A piece that is a whole request writes out and lse; a
+// piece of a request cut into several writes its normalised FP32 partial and lse to its slot, and
+// combine.cuh merges the slots. CTAs past the schedule's last piece (the launch sizes the grid by
+// a bound, the GPU computes the plan) return at once. The sized schedule's plan comes from
 // split_plan.cuh's plan kernel, run before this one; for a batch the schedule may cut (fewer
 // requests than a wave's pieces) the CTAs size it themselves (the SizeHere instantiation, the
 // same device functions) and CTA (0, 0) writes the plan for the combine. A plan made once by
@@ -38,8 +24,7 @@
 // ---- Shared memory (220 KB) --------------------------------------------------------------
 //   Q         64 x 576 BF16 as 9 column chunks of 64 x 64 (8 KB each, 128-byte swizzle)  72 KB
 //   KV[0..1]  two KV blocks of 64 keys x 576, the same 9-chunk layout                    144 KB
-//   (at the end, KV[1], or KV[0] and KV[1], stage the output rows for coalesced stores:
-//   staged_unit)
+//   (at the end, Q's tile and KV[0] stage the output rows for coalesced stores: staged_unit)
 //   messages  per-row frame steps (with AMLA's scalars) the warpgroups pass each other, the
 //             l exchange, mbarriers                                                       4 KB
 // Chunk c of a buffer holds columns [64c, 64c + 64). Chunks 0-3 are V's left half, 4-7 V's right
@@ -145,28 +130,19 @@ inline constexpr int chunks = 9;
 inline constexpr int chunk_bytes = 64 * 128;
 inline constexpr int tile_bytes = chunks * chunk_bytes;
 inline constexpr int threads = 256;
-/// The longest tile, in KV blocks, that the persistent grid walks (the driver bounds it by the
-/// shape's max_seqlen): a walking CTA saves a few us at each change of tile, but its tiles are
-/// dealt out in a fixed order, and with long tiles the spread of the SMs' speeds makes some finish
-/// later than the hardware's own placement of one CTA per tile would (bench/CUDA_RESULTS.md: at
-/// b 128, 16 blocks 2-5% faster, 256 blocks 2-5% slower).
-inline constexpr int walk_max_blocks = 32;
 static_assert(threads == split_plan::threads,
               "the kernel's CTAs run split_plan's CTA-wide functions when they size the schedule");
 
 /// Whether this build records phase times (AMLA_CUDA_PHASE_TIMES).
 inline constexpr bool phase_times_built = AMLA_CUDA_PHASE_TIMES != 0;
 
-/// The moments of a tile's run that a timing build records, in order. Each tile t writes
-/// phase_slots words at phase_times + t * phase_slots: word ph the %globaltimer (ns) at phase ph,
-/// word phase_clock + ph the SM's clock64 there, word phase_sm the SM's id. A tile past the
-/// schedule's last piece writes no entry (the report skips records without one). A CTA's first
-/// tile starts at the kernel's entry; a later tile of a persistent CTA (the tile walk) at the
-/// epilogue barrier of the tile before it, where the CTA looks it up and issues its first loads
-/// while the tile before writes its rows: it has no barriers or griddep phase, and its entry lies
-/// before the stores-done of the tile before.
+/// The moments of a CTA's run that a timing build records, in order. Each CTA writes
+/// phase_slots words at phase_times + (blockIdx.y * gridDim.x + blockIdx.x) * phase_slots: word
+/// ph the %globaltimer (ns) at phase ph, word phase_clock + ph the SM's clock64 there, word
+/// phase_sm the SM's id. A CTA past the schedule's last piece writes no entry (the report skips
+/// records without one).
 enum phase : int {
-  phase_entry = 0,      ///< the kernel's first instruction (thread 0), or the tile's start
+  phase_entry = 0,      ///< the kernel's first instruction (thread 0)
   phase_barriers,       ///< mbarriers initialised, tensor maps prefetched (after the CTA barrier)
   phase_griddep,        ///< griddep_wait returned: the kernel before this one is complete
   phase_loads_issued,   ///< piece found, its Q and first two KV blocks' TMA loads issued
@@ -175,9 +151,8 @@ enum phase : int {
   phase_loop_end_wg0,   ///< WG0 out of the block loop
   phase_loop_end_wg1,   ///< WG1 out of the block loop (thread 128)
   phase_epilogue_sync,  ///< l exchanged between the warpgroups (the epilogue's CTA barrier)
-  phase_stores_issued,  ///< thread 0 has issued its out (or handed them to TMA) and lse stores
-  phase_stores_done,    ///< every thread's stores issued and fenced (a fence and a CTA barrier;
-                        ///< TMA stores of the out rows may still be under way)
+  phase_stores_issued,  ///< thread 0 has issued its out and lse stores
+  phase_stores_done,    ///< every thread's stores issued and fenced (a fence and a CTA barrier)
   phase_count
 };
 inline constexpr int phase_clock = 16;
@@ -285,10 +260,6 @@ struct params {
   DecodeShape shape;  ///< offsets and the mask come from problem/shape.hpp (h_kv = 1)
   int rows;           ///< s_q * h_q
   int row_blocks;     ///< ceil(rows / 64)
-  /// The schedule's bound of pieces per row block: the kernel's tiles are (row block, piece)
-  /// pairs, tile t = piece * row_blocks + row block, row_blocks * pieces in all, and CTA c of a
-  /// grid of n runs tiles c, c + n, c + 2n, ... (tile_walk).
-  int pieces;
   bool causal;
   int kv_l2_hint;    ///< 0 none, 1 evict first, 2 evict last (TMA loads of Q and the KV cache)
   int stagger_qk;    ///< 1: WG1 issues S_B only after WG0 has issued S_A
@@ -324,17 +295,18 @@ struct params {
   std::uint64_t* phase_times;
 };
 
-/// Tile `tile`'s phase_slots words of params::phase_times.
-__device__ __forceinline__ std::uint64_t* phase_record(const params& p, int tile) {
-  return p.phase_times + static_cast<std::uint64_t>(tile) * static_cast<std::uint64_t>(phase_slots);
+/// Records phase `ph` of this CTA in a timing build (the caller picks the one thread that does);
+/// nothing otherwise.
+/// This CTA's phase_slots words of params::phase_times.
+__device__ __forceinline__ std::uint64_t* phase_record(const params& p) {
+  return p.phase_times + (static_cast<std::uint64_t>(blockIdx.y) * gridDim.x + blockIdx.x) *
+                             static_cast<std::uint64_t>(phase_slots);
 }
 
-/// Records phase `ph` of tile `tile` in a timing build (the caller picks the one thread that
-/// does); nothing otherwise.
-__device__ __forceinline__ void mark_phase(const params& p, int tile, int ph) {
+__device__ __forceinline__ void mark_phase(const params& p, int ph) {
   if constexpr (phase_times_built) {
     if (p.phase_times == nullptr) return;
-    std::uint64_t* rec = phase_record(p, tile);
+    std::uint64_t* rec = phase_record(p);
     const std::uint64_t clk = static_cast<std::uint64_t>(clock64());
     rec[ph] = ptx::globaltimer_ns();
     rec[phase_clock + ph] = clk;
@@ -463,24 +435,20 @@ __device__ __forceinline__ void load_kv(shared_storage& sm, const CUtensorMap* m
   }
 }
 
-/// The loads a piece starts with (one thread each): its Q row block (load_q), its first KV block
-/// into KV[0] and its second into KV[1] (load_first_kv, buf 0 and 1). A piece with no block for
-/// this row block loads nothing.
-__device__ __forceinline__ void load_q(shared_storage& sm, const CUtensorMap* tm_q, const params& p,
-                                       const piece_rows& pr, int row_first, std::uint64_t policy) {
+/// The loads a piece starts with (one thread): its Q row block and its first two KV blocks. A
+/// piece with no block for this row block loads nothing.
+__device__ __forceinline__ void load_piece(shared_storage& sm, const CUtensorMap* tm_q,
+                                           const CUtensorMap* tm_kv, const params& p,
+                                           const piece_rows& pr, int row_first,
+                                           std::uint64_t policy) {
   if (pr.kb_begin >= pr.kb_end) return;
   ptx::mbar_arrive_expect_tx(&sm.bar_q, tile_bytes);
   const int q_row = pr.request * p.rows + row_first;
   for (int c = 0; c < chunks; ++c) {
     tma_load(sm.q + c * chunk_bytes, tm_q, c * 64, q_row, &sm.bar_q, policy);
   }
-}
-__device__ __forceinline__ void load_first_kv(shared_storage& sm, const CUtensorMap* tm_kv,
-                                              const params& p, const piece_rows& pr,
-                                              std::uint64_t policy, int buf) {
-  if (pr.kb_begin + buf < pr.kb_end) {
-    load_kv(sm, tm_kv, p, pr, policy, buf, pr.kb_begin + buf, 0, chunks);
-  }
+  load_kv(sm, tm_kv, p, pr, policy, 0, pr.kb_begin, 0, chunks);
+  if (pr.kb_begin + 1 < pr.kb_end) load_kv(sm, tm_kv, p, pr, policy, 1, pr.kb_begin + 1, 0, chunks);
 }
 
 /// A shared memory matrix descriptor (ptx::smem_desc_sw128, 128-byte swizzle, 1024-byte 8-row
@@ -734,15 +702,12 @@ __device__ __forceinline__ void pv_step(float (&o)[128], const frame_step& st0,
   pv_issue(o, buf, c0);
 }
 
-static_assert(tile_bytes >= rows_per_cta * d_v * sizeof(__nv_bfloat16),
-              "KV[1] holds the staged BF16 output rows");
 static_assert(2 * tile_bytes >= rows_per_cta * d_v * sizeof(float),
               "Q's tile and KV[0] hold the staged FP32 partial rows");
 
-/// The epilogue's staging of the CTA's 64 x 512 output rows in shared memory when the threads
-/// store them (one tile per CTA), row-major from the start of Q's tile (64 KB of BF16, or 128 KB
-/// of FP32 partials running on into KV[0]; both free once every warpgroup is past its last wgmma
-/// and no TMA load is in flight), so that the global
+/// The epilogue's staging of the CTA's 64 x 512 output rows in shared memory, row-major from the
+/// start of Q's tile (64 KB of BF16, or 128 KB of FP32 partials running on into KV[0]; both free
+/// once every warpgroup is past its last wgmma and no TMA load is in flight), so that the global
 /// stores are whole 16-byte units, consecutive across a warp. Stored directly from the
 /// accumulators, a warp's store covers 8 rows with 16 bytes each (BF16: 64 such stores per
 /// thread), and a CTA took about 8 us to issue them (measured in bench/CUDA_RESULTS.md). The
@@ -764,17 +729,6 @@ __device__ __forceinline__ void stage_pair(std::uint8_t* stage, int row, int col
   } else {
     *reinterpret_cast<float2*>(at) = make_float2(a, b);
   }
-}
-
-/// Stages BF16 output values a, b of columns col, col + 1 of row `row` in the layout of tm_out's
-/// boxes: 8 boxes of 64 columns (8 KB each, 64 rows of 128 bytes), 16-byte unit u of a row at
-/// u ^ (row & 7) (the 128-byte swizzle, the same layout as Q's chunks). The 8 rows of a warp's
-/// store fall in different units: conflict-free.
-__device__ __forceinline__ void stage_out_pair(std::uint8_t* stage, int row, int col, float a,
-                                               float b) {
-  std::uint8_t* at = stage + (col >> 6) * chunk_bytes + row * 128 +
-                     ((((col >> 3) & 7) ^ (row & 7)) << 4) + (col & 7) * 2;
-  *reinterpret_cast<__nv_bfloat162*>(at) = __floats2bfloat162_rn(a, b);
 }
 
 /// Copies the staged rows [0, 64) that are real (row_first + r < rows) to global memory: row r
@@ -819,29 +773,25 @@ __global__ void sm90a_probe(int* flag) {
 #endif
 }
 
-/// SafeAdd: AMLA's add in the safe form (rescale.cuh); false is the raw hardware add. Walk: the
-/// persistent grid's CTAs walk their tiles (the tile walk; the launch has more tiles than SMs, no
-/// request cut, params::whole_requests, and a 16-byte aligned out for tm_out's TMA stores);
-/// without it every CTA runs one tile. SizeHere: the
+/// SafeAdd: AMLA's add in the safe form (rescale.cuh); false is the raw hardware add. SizeHere: the
 /// CTAs size the split schedule themselves (params::fused_plan_slots) instead of reading the plan
 /// a plan kernel wrote. Declared for
 /// every architecture; its body exists only in an sm_90a compilation (detail/ptx.cuh), elsewhere
 /// it traps with a message (the host never launches it there).
-template <rescale_mode Mode, bool SafeAdd, bool SizeHere, bool Walk>
+template <rescale_mode Mode, bool SafeAdd, bool SizeHere>
 __global__ void __launch_bounds__(threads, 1)
     decode_kernel(const __grid_constant__ CUtensorMap tm_q,
-                  const __grid_constant__ CUtensorMap tm_kv,
-                  const __grid_constant__ CUtensorMap tm_out, const params p) {
+                  const __grid_constant__ CUtensorMap tm_kv, const params p) {
 #if defined(__CUDA_ARCH__) && !defined(AMLA_CUDA_SM90A_ENABLED)
   AMLA_CUDA_ARCH_UNSUPPORTED("the Hopper decode kernel (wgmma, TMA)");
 #else
-  static_assert(!(SizeHere && Walk), "a CTA that sizes the schedule runs one tile");
   // Dynamic shared memory starts 1024-byte aligned (the kernel has no static shared memory), so
   // the storage is the array itself: every address in it is a constant offset the compiler sees.
   extern __shared__ __align__(1024) std::uint8_t smem_raw[];
   shared_storage& sm = *reinterpret_cast<shared_storage*>(smem_raw);
   if (ptx::smem_u32(smem_raw) % 1024 != 0) __trap();
 
+  const int row_block = blockIdx.x;
   const int wg = threadIdx.x / 128;
   const int tid_wg = threadIdx.x % 128;
   const int warp = tid_wg / 32, lane = threadIdx.x % 32;
@@ -851,12 +801,9 @@ __global__ void __launch_bounds__(threads, 1)
   // r1 for quads 2 and 3.
   const bool upper = quad >= 2;
   const int r_own = upper ? r1 : r0;
+  const int row_first = row_block * rows_per_cta;
   const bool leader = tid_wg == 0;
   const bool cta_leader = threadIdx.x == 0;
-  // This CTA's first tile and the stride to its next (tile_walk in the file comment).
-  int tile = static_cast<int>(blockIdx.y * gridDim.x + blockIdx.x);
-  const int tile_stride = static_cast<int>(gridDim.x * gridDim.y);
-  const int tiles = p.row_blocks * p.pieces;
   // The entry's time is written only once the CTA has a piece (none past the last piece).
   std::uint64_t entry_ns = 0, entry_clk = 0;
   if constexpr (phase_times_built) {
@@ -871,14 +818,13 @@ __global__ void __launch_bounds__(threads, 1)
     ptx::fence_mbar_init();
     ptx::prefetch_tensor_map(&tm_q);
     ptx::prefetch_tensor_map(&tm_kv);
-    if constexpr (Walk) ptx::prefetch_tensor_map(&tm_out);
   }
   __syncthreads();
-  if (cta_leader) mark_phase(p, tile, phase_barriers);
+  if (cta_leader) mark_phase(p, phase_barriers);
   // Nothing global is read before the kernels this one may overlap (programmatic dependent
   // launch: the plan, or whatever produced the inputs) are complete.
   ptx::griddep_wait();
-  if (cta_leader) mark_phase(p, tile, phase_griddep);
+  if (cta_leader) mark_phase(p, phase_griddep);
 
   SplitPiece piece;
   if constexpr (SizeHere) {
@@ -894,54 +840,35 @@ __global__ void __launch_bounds__(threads, 1)
       return;  // past the last piece
     }
   } else {
-    const int piece_index = Walk ? tile / p.row_blocks : static_cast<int>(blockIdx.y);
     // A whole request's block table row is known before its length: its first entries are
     // fetched while the length is read (load_kv reads them next; otherwise two dependent misses).
-    if (p.whole_requests && threadIdx.x == 0 && piece_index < p.schedule.batch) {
-      ptx::prefetch_l1(p.block_table + p.shape.table_offset(piece_index, 0));
+    if (p.whole_requests && threadIdx.x == 0 && static_cast<int>(blockIdx.y) < p.schedule.batch) {
+      ptx::prefetch_l1(p.block_table + p.shape.table_offset(static_cast<int>(blockIdx.y), 0));
     }
-    if (!piece_of_cta(p, piece_index, piece)) return;  // past the last piece
+    if (!piece_of_cta(p, blockIdx.y, piece)) return;  // past the last piece
   }
-  int row_first = (Walk ? tile % p.row_blocks : static_cast<int>(blockIdx.x)) * rows_per_cta;
-  piece_rows pr = rows_of(p, piece, row_first, r0, r1);
+  const piece_rows pr = rows_of(p, piece, row_first, r0, r1);
   const std::uint64_t policy = ptx::make_l2_policy(p.kv_l2_hint);
   const amla_step_options step = amla_kernel_step(p.skip_unmoved != 0);
-  if (threadIdx.x == 0) {
-    load_q(sm, &tm_q, p, pr, row_first, policy);
-    load_first_kv(sm, &tm_kv, p, pr, policy, 0);
-    load_first_kv(sm, &tm_kv, p, pr, policy, 1);
-  }
+  if (threadIdx.x == 0) load_piece(sm, &tm_q, &tm_kv, p, pr, row_first, policy);
   if constexpr (phase_times_built) {
     if (cta_leader && p.phase_times != nullptr) {
-      mark_phase(p, tile, phase_loads_issued);
-      std::uint64_t* rec = phase_record(p, tile);
+      mark_phase(p, phase_loads_issued);
+      std::uint64_t* rec = phase_record(p);
       rec[phase_entry] = entry_ns;
       rec[phase_clock + phase_entry] = entry_clk;
       rec[phase_sm] = ptx::smid();
     }
   }
-  // The mbarriers' phases run on from tile to tile: the parity of the next completion of bar_q
-  // (bit 0), of KV[0]'s chunk barriers (bit 1) and of KV[1]'s (bit 2).
-  std::uint32_t phase_bits = 0;
-  for (;;) {
-    if constexpr (Walk) {
-      // The next tile's request length and block table row, read at the end of this tile, start
-      // on their way to L2 now (after the flush of a timed launch they would be misses).
-      const int next_index = (tile + tile_stride) / p.row_blocks;
-      if (cta_leader && tile + tile_stride < tiles && next_index < p.schedule.batch) {
-        ptx::prefetch_l2(p.seqlens + next_index);
-        ptx::prefetch_l2(p.block_table + p.shape.table_offset(next_index, 0));
-      }
-    }
+  {
     float o[128];
 #pragma unroll
     for (int i = 0; i < 128; ++i) o[i] = 0.0f;
     row_frame f0, f1;            // frames of rows r0, r1 (after the last block seen by this WG)
     float l0 = 0.0f, l1 = 0.0f;  // this thread's partial row sums of its own blocks
 
-    if (pr.kb_begin < pr.kb_end) ptx::mbar_wait(&sm.bar_q, phase_bits & 1u);
-    if (cta_leader) mark_phase(p, tile, phase_q_landed);
-    const std::uint32_t parity_kv0 = phase_bits >> 1 & 1u, parity_kv1 = phase_bits >> 2 & 1u;
+    if (pr.kb_begin < pr.kb_end) ptx::mbar_wait(&sm.bar_q, 0);
+    if (cta_leader) mark_phase(p, phase_q_landed);
 
     for (int j = 0;; ++j) {
       const int kb_a = pr.kb_begin + 2 * j;
@@ -953,8 +880,8 @@ __global__ void __launch_bounds__(threads, 1)
 
       if (wg == 0) {
         // ---- WG0: S_A, frame A, P_A (into KV[0] chunk 8, for both warpgroups) ----
-        qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 0, parity ^ parity_kv0, p.stagger_qk != 0);
-        if (cta_leader && j == 0) mark_phase(p, tile, phase_first_s);
+        qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 0, parity, p.stagger_qk != 0);
+        if (cta_leader && j == 0) mark_phase(p, phase_first_s);
         if (hides_keys(pr, kb_a)) mask_scores(s, kb_a * block_keys, pr.vis0, pr.vis1, quad);
         float mx0, mx1;
         row_max(s, p.scale_log2, mx0, mx1);
@@ -1018,7 +945,7 @@ __global__ void __launch_bounds__(threads, 1)
         // A overlaps it) ----
         if (p.stagger_qk) ptx::bar_sync(bar_qk, 256);
         if (has_b) {
-          qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 1, parity ^ parity_kv1);
+          qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 1, parity);
           if (hides_keys(pr, kb_b)) mask_scores(s, kb_b * block_keys, pr.vis0, pr.vis1, quad);
         } else {
 #pragma unroll
@@ -1087,8 +1014,8 @@ __global__ void __launch_bounds__(threads, 1)
       }
     }
 
-    if (cta_leader) mark_phase(p, tile, phase_loop_end_wg0);
-    if (threadIdx.x == 128) mark_phase(p, tile, phase_loop_end_wg1);
+    if (cta_leader) mark_phase(p, phase_loop_end_wg0);
+    if (threadIdx.x == 128) mark_phase(p, phase_loop_end_wg1);
 
     // ---- epilogue: l = l_L + l_R (same frame), normalise, write ----
     l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
@@ -1099,36 +1026,8 @@ __global__ void __launch_bounds__(threads, 1)
       sm.l_part[wg][r0] = l0;
       sm.l_part[wg][r1] = l1;
     }
-    // The CTA's next tile, looked up while the warpgroups meet (none past the last piece).
-    const int next_tile = tile + tile_stride;
-    const int next_row_first = next_tile % p.row_blocks * rows_per_cta;
-    SplitPiece next_piece;
-    bool has_next = false;
-    if constexpr (Walk) {
-      // Whole requests: piece b is request b.
-      const int next_index = next_tile / p.row_blocks;
-      has_next = next_tile < tiles && next_index < p.schedule.batch;
-      if (has_next) next_piece = whole_request(p, next_index);
-    }
     __syncthreads();
-    if (cta_leader) mark_phase(p, tile, phase_epilogue_sync);
-    // Every warpgroup is past its last wgmma and every load of this tile has landed. The output
-    // rows are staged in KV[1] (BF16) or from KV[0] on (FP32 partials), so the next tile's Q,
-    // and with BF16 rows its first KV block, load while these rows are written out.
-    const bool bf16_rows = Walk || pr.slot < 0;
-    if (has_next && cta_leader) {
-      if constexpr (phase_times_built) {
-        if (p.phase_times != nullptr) {
-          std::uint64_t* rec = phase_record(p, next_tile);
-          rec[phase_entry] = ptx::globaltimer_ns();
-          rec[phase_clock + phase_entry] = static_cast<std::uint64_t>(clock64());
-          rec[phase_sm] = ptx::smid();
-        }
-      }
-      const piece_rows next = rows_of(p, next_piece, next_row_first, r0, r1);
-      load_q(sm, &tm_q, p, next, next_row_first, policy);
-      if (bf16_rows) load_first_kv(sm, &tm_kv, p, next, policy, 0);
-    }
+    if (cta_leader) mark_phase(p, phase_epilogue_sync);
     const float lt0 = sm.l_part[0][r0] + sm.l_part[1][r0];
     const float lt1 = sm.l_part[0][r1] + sm.l_part[1][r1];
     // A row with no visible key in this piece gets (0, -inf): its O is exactly 0 (P = 0 and every
@@ -1142,27 +1041,10 @@ __global__ void __launch_bounds__(threads, 1)
     const bool write0 = row_first + r0 < p.rows, write1 = row_first + r1 < p.rows;
     const int rr0 = row_first + r0, rr1 = row_first + r1;  // request rows r = t * h_q + h
     const int h_q = p.shape.h_q;
-    // The walk stages its rows in KV[1] and hands them to TMA stores: thread 128 (WG1's leader,
-    // whose warpgroup next needs KV[1]) issues them, and waits for them to have read KV[1] before
-    // it loads the next tile's second block there. One tile per CTA: Q's tile (and KV[0] for the
-    // FP32 partials) and the threads' stores.
-    std::uint8_t* stage = Walk ? sm.kv[1] : sm.q;
-    if constexpr (Walk) {
-#pragma unroll
-      for (int jj = 0; jj < 32; ++jj) {
-        const int col = col0 + 8 * jj;
-        stage_out_pair(stage, r0, col, o[4 * jj + 0] * inv0, o[4 * jj + 1] * inv0);
-        stage_out_pair(stage, r1, col, o[4 * jj + 2] * inv1, o[4 * jj + 3] * inv1);
-      }
-      ptx::fence_proxy_async_smem();
-      __syncthreads();
-      if (threadIdx.x == 128) {
-        for (int c = 0; c < d_v / 64; ++c) {
-          ptx::tma_store_3d(&tm_out, stage + c * chunk_bytes, 64 * c, row_first, pr.request);
-        }
-        ptx::bulk_commit();
-      }
-    } else if (bf16_rows) {
+    // Every warpgroup is past its last wgmma (the CTA barrier above): Q's tile and KV[0] take
+    // the staged rows (staged_unit).
+    std::uint8_t* stage = sm.q;
+    if (pr.slot < 0) {
 #pragma unroll
       for (int jj = 0; jj < 32; ++jj) {
         const int col = col0 + 8 * jj;
@@ -1199,32 +1081,10 @@ __global__ void __launch_bounds__(threads, 1)
       }
     }
     if constexpr (phase_times_built) {
-      if (cta_leader) mark_phase(p, tile, phase_stores_issued);
+      if (cta_leader) mark_phase(p, phase_stores_issued);
       __threadfence();
       __syncthreads();
-      if (cta_leader) mark_phase(p, tile, phase_stores_done);
-    }
-    if (pr.kb_begin < pr.kb_end) {
-      // Q's barrier completed once in this tile, KV[0]'s once per block A, KV[1]'s per block B.
-      const int n = pr.kb_end - pr.kb_begin;
-      phase_bits ^= 1u | static_cast<std::uint32_t>((n + 1) / 2 & 1) << 1 |
-                    static_cast<std::uint32_t>(n / 2 & 1) << 2;
-    }
-    if constexpr (!Walk) {
-      break;
-    } else {
-      if (!has_next) {
-        if (threadIdx.x == 128) ptx::bulk_wait<0>();  // the rows written
-        break;
-      }
-      tile = next_tile;
-      row_first = next_row_first;
-      pr = rows_of(p, next_piece, row_first, r0, r1);
-      if (threadIdx.x == 128) {
-        ptx::bulk_wait_read<0>();  // the stores have read KV[1]
-        load_first_kv(sm, &tm_kv, p, pr, policy, 1);
-      }
-      if (cta_leader) mark_phase(p, tile, phase_loads_issued);
+      if (cta_leader) mark_phase(p, phase_stores_done);
     }
   }
   // Only now may the combine start launching: its CTAs must never take an SM that a CTA of this

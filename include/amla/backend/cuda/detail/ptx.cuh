@@ -120,51 +120,6 @@ __device__ __forceinline__ void tma_load_2d_hint(void* dst, const CUtensorMap* m
   AMLA_CUDA_ARCH_UNSUPPORTED("cp.async.bulk.tensor (TMA)");
 #endif
 }
-/// Copies `src` (shared memory, the box's layout and swizzle) to the box at coordinates (c0 =
-/// innermost, c1, c2) of `map` in global memory, as one bulk operation of this thread's open bulk
-/// group; elements outside the tensor's bounds are not written. The writes of shared memory it
-/// reads must be ordered before it (fence_proxy_async_smem by the writers, then a barrier).
-__device__ __forceinline__ void tma_store_3d(const CUtensorMap* map, const void* src, int c0,
-                                             int c1, int c2) {
-#if defined(AMLA_CUDA_SM90A_ENABLED)
-  asm volatile(
-      "cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];" ::"l"(
-          reinterpret_cast<std::uint64_t>(map)),
-      "r"(smem_u32(src)), "r"(c0), "r"(c1), "r"(c2)
-      : "memory");
-#else
-  AMLA_CUDA_ARCH_UNSUPPORTED("cp.async.bulk.tensor (TMA store)");
-#endif
-}
-/// Closes this thread's open bulk group (the stores issued since the last commit).
-__device__ __forceinline__ void bulk_commit() {
-#if defined(AMLA_CUDA_SM90A_ENABLED)
-  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-#else
-  AMLA_CUDA_ARCH_UNSUPPORTED("cp.async.bulk.commit_group");
-#endif
-}
-/// Waits until at most N of this thread's committed bulk groups are still reading their shared
-/// memory sources (the sources may then be overwritten; the global writes may still be on their
-/// way).
-template <int N>
-__device__ __forceinline__ void bulk_wait_read() {
-#if defined(AMLA_CUDA_SM90A_ENABLED)
-  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
-#else
-  AMLA_CUDA_ARCH_UNSUPPORTED("cp.async.bulk.wait_group.read");
-#endif
-}
-/// Waits until at most N of this thread's committed bulk groups are incomplete (their global
-/// writes done).
-template <int N>
-__device__ __forceinline__ void bulk_wait() {
-#if defined(AMLA_CUDA_SM90A_ENABLED)
-  asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
-#else
-  AMLA_CUDA_ARCH_UNSUPPORTED("cp.async.bulk.wait_group");
-#endif
-}
 /// An L2 cache policy: 1 = evict first, 2 = evict last (anything else: evict normal).
 __device__ __forceinline__ std::uint64_t make_l2_policy(int kind) {
   std::uint64_t policy;
@@ -209,11 +164,6 @@ __device__ __forceinline__ void fence_proxy_async_smem() {
 /// it finds it there or in flight. Plain sm_70+ PTX.
 __device__ __forceinline__ void prefetch_l1(const void* p) {
   asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
-}
-/// The same into L2 only: for a line read much later, which L1 (what shared memory leaves of it)
-/// might not keep until then.
-__device__ __forceinline__ void prefetch_l2(const void* p) {
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
 
 // ---- timers (any architecture) ------------------------------------------------------------------
