@@ -122,6 +122,9 @@
 #ifndef AMLA_HOPPER_EXP
 #define AMLA_HOPPER_EXP 0
 #endif
+#ifndef AMLA_HOPPER_PF
+#define AMLA_HOPPER_PF 0
+#endif
 
 namespace amla::cuda::detail::hopper {
 
@@ -429,6 +432,17 @@ __device__ __forceinline__ void prefetch_table(const params& p, const piece_rows
   const int e_hi = (min(pr.kb_end * block_keys, pr.seqlen) + ps - 1) / ps;
   for (int e = e_lo; e < e_hi; e += 32) ptx::prefetch_l1(pr.table + e);
   if (e_hi > e_lo) ptx::prefetch_l1(pr.table + e_hi - 1);
+}
+
+/// Starts fetching KV block kb of the piece into L2 (one thread; pages of whole blocks only, and
+/// nothing past the piece), so that its refill, which can start only once the buffer's last P V
+/// is done, finds the block in L2 instead of waiting for DRAM.
+__device__ __forceinline__ void prefetch_kv_l2(const CUtensorMap* map, const params& p,
+                                               const piece_rows& pr, int kb) {
+  if (p.shape.page_size < block_keys || kb >= pr.kb_end) return;
+  const int row = block_row(p, pr, kb);
+#pragma unroll
+  for (int c = 0; c < chunks; ++c) ptx::tma_prefetch_l2_2d(map, c * 64, row);
 }
 
 /// Issues the TMA loads of chunks [c_lo, c_hi) of KV block kb into buffer `buf` (one thread);
@@ -905,9 +919,13 @@ __global__ void __launch_bounds__(threads, 1)
   if (threadIdx.x == 0) {
     load_piece(sm, &tm_q, &tm_kv, p, pr, row_first, policy);
     prefetch_table(p, pr);
+    if constexpr (AMLA_HOPPER_PF > 2) {
+      for (int d = 2; d < AMLA_HOPPER_PF; ++d) prefetch_kv_l2(&tm_kv, p, pr, pr.kb_begin + d);
+    }
   }
   constexpr bool halves = (AMLA_HOPPER_EXP & 2) != 0;
   constexpr bool pv_b_first = (AMLA_HOPPER_EXP & 4) != 0;
+  constexpr bool split_refill = (AMLA_HOPPER_EXP & 8) != 0;
   if constexpr (phase_times_built) {
     if (cta_leader && p.phase_times != nullptr) {
       mark_phase(p, phase_loads_issued);
@@ -1017,6 +1035,12 @@ __global__ void __launch_bounds__(threads, 1)
       } else {
         // ---- WG1: S_B (after S_A on the tensor cores when staggered, so WG0's softmax of block
         // A overlaps it) ----
+        if constexpr (AMLA_HOPPER_PF > 0) {
+          if (leader) {
+            prefetch_kv_l2(&tm_kv, p, pr, kb_a + AMLA_HOPPER_PF);
+            prefetch_kv_l2(&tm_kv, p, pr, kb_a + AMLA_HOPPER_PF + 1);
+          }
+        }
         if (p.stagger_qk) ptx::bar_sync(bar_qk, 256);
         if (has_b) {
           if constexpr (halves) {
@@ -1083,8 +1107,14 @@ __global__ void __launch_bounds__(threads, 1)
         ptx::fence_regs(o);
         ptx::bar_sync(bar_wg1, 128);  // every warp of WG1 is done reading KV[0] chunks 4-8
         const auto refill_a_rest = [&] {
-          ptx::bar_sync(bar_a_done, 256);  // and WG0 with chunk 8 (P_A)
-          if (refill_a) load_kv(sm, &tm_kv, p, pr, policy, 0, kb_a + 2, halves ? 6 : 4, 9, row_a);
+          if constexpr (split_refill) {
+            if (refill_a) load_kv(sm, &tm_kv, p, pr, policy, 0, kb_a + 2, halves ? 6 : 4, 8, row_a);
+            ptx::bar_sync(bar_a_done, 256);  // and WG0 with chunk 8 (P_A)
+            if (refill_a) load_kv(sm, &tm_kv, p, pr, policy, 0, kb_a + 2, 8, 9, row_a);
+          } else {
+            ptx::bar_sync(bar_a_done, 256);  // and WG0 with chunk 8 (P_A)
+            if (refill_a) load_kv(sm, &tm_kv, p, pr, policy, 0, kb_a + 2, halves ? 6 : 4, 9, row_a);
+          }
         };
         if constexpr (!pv_b_first) refill_a_rest();
 
@@ -1104,8 +1134,14 @@ __global__ void __launch_bounds__(threads, 1)
           ptx::wgmma_wait<0>();
           ptx::fence_regs(o);
           ptx::bar_sync(bar_wg1, 128);
-          ptx::bar_sync(bar_b_done, 256);  // WG0 is done with KV[1] chunk 8 (P_B)
-          if (refill_b) load_kv(sm, &tm_kv, p, pr, policy, 1, kb_b + 2, halves ? 6 : 4, 9, row_b);
+          if constexpr (split_refill) {
+            if (refill_b) load_kv(sm, &tm_kv, p, pr, policy, 1, kb_b + 2, halves ? 6 : 4, 8, row_b);
+            ptx::bar_sync(bar_b_done, 256);  // WG0 is done with KV[1] chunk 8 (P_B)
+            if (refill_b) load_kv(sm, &tm_kv, p, pr, policy, 1, kb_b + 2, 8, 9, row_b);
+          } else {
+            ptx::bar_sync(bar_b_done, 256);  // WG0 is done with KV[1] chunk 8 (P_B)
+            if (refill_b) load_kv(sm, &tm_kv, p, pr, policy, 1, kb_b + 2, halves ? 6 : 4, 9, row_b);
+          }
         } else if constexpr (pv_b_first) {
           refill_a_rest();
         }

@@ -120,6 +120,18 @@ __device__ __forceinline__ void tma_load_2d_hint(void* dst, const CUtensorMap* m
   AMLA_CUDA_ARCH_UNSUPPORTED("cp.async.bulk.tensor (TMA)");
 #endif
 }
+/// Starts fetching the box at coordinates (c0, c1) of `map` into L2, with no shared memory and no
+/// barrier: a later copy of the same box finds it there instead of waiting for DRAM.
+__device__ __forceinline__ void tma_prefetch_l2_2d(const CUtensorMap* map, int c0, int c1) {
+#if defined(AMLA_CUDA_SM90A_ENABLED)
+  asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];" ::"l"(
+                   reinterpret_cast<std::uint64_t>(map)),
+               "r"(c0), "r"(c1)
+               : "memory");
+#else
+  AMLA_CUDA_ARCH_UNSUPPORTED("cp.async.bulk.prefetch.tensor (TMA)");
+#endif
+}
 /// An L2 cache policy: 1 = evict first, 2 = evict last (anything else: evict normal).
 __device__ __forceinline__ std::uint64_t make_l2_policy(int kind) {
   std::uint64_t policy;
