@@ -119,12 +119,6 @@
 #ifndef AMLA_CUDA_PHASE_TIMES
 #define AMLA_CUDA_PHASE_TIMES 0
 #endif
-#ifndef AMLA_HOPPER_EXP
-#define AMLA_HOPPER_EXP 0
-#endif
-#ifndef AMLA_HOPPER_PF
-#define AMLA_HOPPER_PF 0
-#endif
 
 namespace amla::cuda::detail::hopper {
 
@@ -415,8 +409,9 @@ __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, int 
 
 /// The cache row of block kb's first key when pages hold whole blocks (page_size >= 64), else 0
 /// (load_kv then reads the table per sub-page). Pages of exactly one block (the common layout)
-/// need no division by the page size. A refill reads it before waiting for the P V that frees
-/// the buffer, so that the table read is off the path from that P V to the copies.
+/// need no division by the page size. A refill reads it before it waits for the P V that frees
+/// the buffer, so that neither the table read nor its arithmetic lies between that P V's end and
+/// the copies.
 __device__ __forceinline__ int block_row(const params& p, const piece_rows& pr, int kb) {
   const int ps = p.shape.page_size;
   if (ps < block_keys) return 0;
@@ -432,17 +427,6 @@ __device__ __forceinline__ void prefetch_table(const params& p, const piece_rows
   const int e_hi = (min(pr.kb_end * block_keys, pr.seqlen) + ps - 1) / ps;
   for (int e = e_lo; e < e_hi; e += 32) ptx::prefetch_l1(pr.table + e);
   if (e_hi > e_lo) ptx::prefetch_l1(pr.table + e_hi - 1);
-}
-
-/// Starts fetching KV block kb of the piece into L2 (one thread; pages of whole blocks only, and
-/// nothing past the piece), so that its refill, which can start only once the buffer's last P V
-/// is done, finds the block in L2 instead of waiting for DRAM.
-__device__ __forceinline__ void prefetch_kv_l2(const CUtensorMap* map, const params& p,
-                                               const piece_rows& pr, int kb) {
-  if (p.shape.page_size < block_keys || kb >= pr.kb_end) return;
-  const int row = block_row(p, pr, kb);
-#pragma unroll
-  for (int c = 0; c < chunks; ++c) ptx::tma_prefetch_l2_2d(map, c * 64, row);
 }
 
 /// Issues the TMA loads of chunks [c_lo, c_hi) of KV block kb into buffer `buf` (one thread);
@@ -709,32 +693,16 @@ __device__ __forceinline__ void rescale_rows(float (&o)[N], const frame_step& st
 }
 
 /// Issues O (+)= P V for one warpgroup's half and commits it (the caller waits): P is the block's
-/// 64 x 64 tile in chunk 8 of `buf`, V the 256 columns from chunk c0. Halves: as two products of
-/// 128 columns (chunks c0, c0 + 1, then c0 + 2, c0 + 3), each committed on its own, so that a
-/// wait for all but the last group frees the first two chunks while the second half runs.
-template <bool Halves>
+/// 64 x 64 tile in chunk 8 of `buf`, V the 256 columns from chunk c0.
 __device__ __forceinline__ void pv_issue(float (&o)[128], const std::uint8_t* buf, int c0) {
   const smem_desc dp = make_desc(buf + 8 * chunk_bytes, 16), dv = make_desc(buf, chunk_bytes);
   ptx::fence_regs(o);
   ptx::wgmma_fence();
-  if constexpr (Halves) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float(&oh)[64] = *reinterpret_cast<float(*)[64]>(o + 64 * h);
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        ptx::wgmma_m64n128k16_ss<true>(oh, dp.at(kk * 32),
-                                       dv.at((c0 + 2 * h) * chunk_bytes + kk * 2048), 1);
-      }
-      ptx::wgmma_commit();
-    }
-  } else {
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      ptx::wgmma_m64n256k16_ss<true>(o, dp.at(kk * 32), dv.at(c0 * chunk_bytes + kk * 2048), 1);
-    }
-    ptx::wgmma_commit();
+  for (int kk = 0; kk < 4; ++kk) {
+    ptx::wgmma_m64n256k16_ss<true>(o, dp.at(kk * 32), dv.at(c0 * chunk_bytes + kk * 2048), 1);
   }
+  ptx::wgmma_commit();
 }
 
 /// Whether block kb holds keys some row of the CTA does not see (keys from vis_min on).
@@ -754,7 +722,7 @@ __device__ __forceinline__ void hide_keys(std::uint8_t* buf, int c0, int kb, con
 /// (hide_keys), the wgmma issued and committed; the caller waits. own_p: this warpgroup stored
 /// the P tile itself, so all its warps must have written it before the wgmma reads it (a tile
 /// from the other warpgroup was ordered by the named barrier that published it).
-template <rescale_mode Mode, bool SafeAdd, bool Halves>
+template <rescale_mode Mode, bool SafeAdd>
 __device__ __forceinline__ void pv_step(float (&o)[128], const frame_step& st0,
                                         const frame_step& st1, std::uint8_t* buf, int c0, int kb,
                                         const piece_rows& pr, int bar, int tid_wg, bool own_p) {
@@ -765,7 +733,7 @@ __device__ __forceinline__ void pv_step(float (&o)[128], const frame_step& st0,
     ptx::fence_proxy_async_smem();
     ptx::bar_sync(bar, 128);  // the P tile and the prepared rows written
   }
-  pv_issue<Halves>(o, buf, c0);
+  pv_issue(o, buf, c0);
 }
 
 static_assert(2 * tile_bytes >= rows_per_cta * d_v * sizeof(float),
@@ -919,13 +887,7 @@ __global__ void __launch_bounds__(threads, 1)
   if (threadIdx.x == 0) {
     load_piece(sm, &tm_q, &tm_kv, p, pr, row_first, policy);
     prefetch_table(p, pr);
-    if constexpr (AMLA_HOPPER_PF > 2) {
-      for (int d = 2; d < AMLA_HOPPER_PF; ++d) prefetch_kv_l2(&tm_kv, p, pr, pr.kb_begin + d);
-    }
   }
-  constexpr bool halves = (AMLA_HOPPER_EXP & 2) != 0;
-  constexpr bool pv_b_first = (AMLA_HOPPER_EXP & 4) != 0;
-  constexpr bool split_refill = (AMLA_HOPPER_EXP & 8) != 0;
   if constexpr (phase_times_built) {
     if (cta_leader && p.phase_times != nullptr) {
       mark_phase(p, phase_loads_issued);
@@ -955,11 +917,7 @@ __global__ void __launch_bounds__(threads, 1)
 
       if (wg == 0) {
         // ---- WG0: S_A, frame A, P_A (into KV[0] chunk 8, for both warpgroups) ----
-        if constexpr (halves) {
-          qk_product<0, 1, 4, 5, 2, 3, 6, 7, 8>(s, sm, 0, parity, p.stagger_qk != 0);
-        } else {
-          qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 0, parity, p.stagger_qk != 0);
-        }
+        qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 0, parity, p.stagger_qk != 0);
         if (cta_leader && j == 0) mark_phase(p, phase_first_s);
         if (hides_keys(pr, kb_a)) mask_scores(s, kb_a * block_keys, pr.vis0, pr.vis1, quad);
         float mx0, mx1;
@@ -989,19 +947,14 @@ __global__ void __launch_bounds__(threads, 1)
 
         // ---- WG0: O_L = step_A(O_L) + P_A V_A[:, L] (P_A from shared memory: holding its
         // fragments in registers across the rescale would cost 16 registers per thread) ----
-        pv_step<Mode, SafeAdd, halves>(o, sa0, sa1, sm.kv[0], 0, kb_a, pr, bar_wg0, tid_wg, true);
+        pv_step<Mode, SafeAdd>(o, sa0, sa1, sm.kv[0], 0, kb_a, pr, bar_wg0, tid_wg, true);
         const bool refill_a = leader && kb_a + 2 < pr.kb_end;
         const int row_a = refill_a ? block_row(p, pr, kb_a + 2) : 0;
-        if constexpr (halves) {
-          ptx::wgmma_wait<1>();
-          ptx::bar_sync(bar_wg0, 128);  // every warp of WG0 is done reading KV[0] chunks 0-1
-          if (refill_a) load_kv(sm, &tm_kv, p, pr, policy, 0, kb_a + 2, 0, 2, row_a);
-        }
         ptx::wgmma_wait<0>();
         ptx::fence_regs(o);
         ptx::bar_sync(bar_wg0, 128);  // every warp of WG0 is done reading KV[0] chunks 0-3 and 8
         ptx::bar_arrive(bar_a_done, 256);
-        if (refill_a) load_kv(sm, &tm_kv, p, pr, policy, 0, kb_a + 2, halves ? 2 : 0, 4, row_a);
+        if (refill_a) load_kv(sm, &tm_kv, p, pr, policy, 0, kb_a + 2, 0, 4, row_a);
 
         // ---- WG0: O_L = step_B(O_L) + P_B V_B[:, L] (P_B from WG1 through KV[1] chunk 8) ----
         ptx::bar_sync(bar_p_b, 256);
@@ -1009,8 +962,7 @@ __global__ void __launch_bounds__(threads, 1)
           const frame_message mb0 = sm.msg_b[r0], mb1 = sm.msg_b[r1];
           const frame_step sb0{mb0.frame, mb0.o_scale, mb0.o_add, 1.0f, 1.0f};
           const frame_step sb1{mb1.frame, mb1.o_scale, mb1.o_add, 1.0f, 1.0f};
-          pv_step<Mode, SafeAdd, halves>(o, sb0, sb1, sm.kv[1], 0, kb_b, pr, bar_wg0, tid_wg,
-                                         false);
+          pv_step<Mode, SafeAdd>(o, sb0, sb1, sm.kv[1], 0, kb_b, pr, bar_wg0, tid_wg, false);
           const bool refill_b = leader && kb_b + 2 < pr.kb_end;
           const int row_b = refill_b ? block_row(p, pr, kb_b + 2) : 0;
           // l_L (blocks A so far) moves from frame A to frame B.
@@ -1018,16 +970,11 @@ __global__ void __launch_bounds__(threads, 1)
           if (sa1.next.m != neg_inf_f) l1 *= fast_exp2(sa1.next.m - mb1.frame.m);
           f0 = mb0.frame;
           f1 = mb1.frame;
-          if constexpr (halves) {
-            ptx::wgmma_wait<1>();
-            ptx::bar_sync(bar_wg0, 128);
-            if (refill_b) load_kv(sm, &tm_kv, p, pr, policy, 1, kb_b + 2, 0, 2, row_b);
-          }
           ptx::wgmma_wait<0>();
           ptx::fence_regs(o);
           ptx::bar_sync(bar_wg0, 128);
           ptx::bar_arrive(bar_b_done, 256);
-          if (refill_b) load_kv(sm, &tm_kv, p, pr, policy, 1, kb_b + 2, halves ? 2 : 0, 4, row_b);
+          if (refill_b) load_kv(sm, &tm_kv, p, pr, policy, 1, kb_b + 2, 0, 4, row_b);
         } else {
           f0 = sa0.next;
           f1 = sa1.next;
@@ -1035,19 +982,9 @@ __global__ void __launch_bounds__(threads, 1)
       } else {
         // ---- WG1: S_B (after S_A on the tensor cores when staggered, so WG0's softmax of block
         // A overlaps it) ----
-        if constexpr (AMLA_HOPPER_PF > 0) {
-          if (leader) {
-            prefetch_kv_l2(&tm_kv, p, pr, kb_a + AMLA_HOPPER_PF);
-            prefetch_kv_l2(&tm_kv, p, pr, kb_a + AMLA_HOPPER_PF + 1);
-          }
-        }
         if (p.stagger_qk) ptx::bar_sync(bar_qk, 256);
         if (has_b) {
-          if constexpr (halves) {
-            qk_product<0, 1, 4, 5, 2, 3, 6, 7, 8>(s, sm, 1, parity);
-          } else {
-            qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 1, parity);
-          }
+          qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 1, parity);
           if (hides_keys(pr, kb_b)) mask_scores(s, kb_b * block_keys, pr.vis0, pr.vis1, quad);
         } else {
 #pragma unroll
@@ -1079,8 +1016,7 @@ __global__ void __launch_bounds__(threads, 1)
         {
           const frame_step sa0{ma0.frame, ma0.o_scale, ma0.o_add, 1.0f, 1.0f};
           const frame_step sa1{ma1.frame, ma1.o_scale, ma1.o_add, 1.0f, 1.0f};
-          pv_step<Mode, SafeAdd, halves>(o, sa0, sa1, sm.kv[0], 4, kb_a, pr, bar_wg1, tid_wg,
-                                         false);
+          pv_step<Mode, SafeAdd>(o, sa0, sa1, sm.kv[0], 4, kb_a, pr, bar_wg1, tid_wg, false);
         }
         const bool refill_a = leader && kb_a + 2 < pr.kb_end;
         const int row_a = refill_a ? block_row(p, pr, kb_a + 2) : 0;
@@ -1098,52 +1034,23 @@ __global__ void __launch_bounds__(threads, 1)
         l1 = (f1.m == neg_inf_f ? 0.0f : l1 * fast_exp2(f1.m - sb1.next.m)) + sum1;
         f0 = sb0.next;
         f1 = sb1.next;
-        if constexpr (halves) {
-          ptx::wgmma_wait<1>();
-          ptx::bar_sync(bar_wg1, 128);  // every warp of WG1 is done reading KV[0] chunks 4-5
-          if (refill_a) load_kv(sm, &tm_kv, p, pr, policy, 0, kb_a + 2, 4, 6, row_a);
-        }
         ptx::wgmma_wait<0>();
         ptx::fence_regs(o);
-        ptx::bar_sync(bar_wg1, 128);  // every warp of WG1 is done reading KV[0] chunks 4-8
-        const auto refill_a_rest = [&] {
-          if constexpr (split_refill) {
-            if (refill_a) load_kv(sm, &tm_kv, p, pr, policy, 0, kb_a + 2, halves ? 6 : 4, 8, row_a);
-            ptx::bar_sync(bar_a_done, 256);  // and WG0 with chunk 8 (P_A)
-            if (refill_a) load_kv(sm, &tm_kv, p, pr, policy, 0, kb_a + 2, 8, 9, row_a);
-          } else {
-            ptx::bar_sync(bar_a_done, 256);  // and WG0 with chunk 8 (P_A)
-            if (refill_a) load_kv(sm, &tm_kv, p, pr, policy, 0, kb_a + 2, halves ? 6 : 4, 9, row_a);
-          }
-        };
-        if constexpr (!pv_b_first) refill_a_rest();
+        ptx::bar_sync(bar_wg1, 128);     // every warp of WG1 is done reading KV[0] chunks 4-8
+        ptx::bar_sync(bar_a_done, 256);  // and WG0 with chunk 8 (P_A)
+        if (refill_a) load_kv(sm, &tm_kv, p, pr, policy, 0, kb_a + 2, 4, 9, row_a);
 
         // ---- WG1: O_R = step_B(O_R) + P_B V_B[:, R] (P_B from shared memory; the barrier
         // above ordered all four warps' rows of it) ----
         if (has_b) {
-          pv_step<Mode, SafeAdd, halves>(o, sb0, sb1, sm.kv[1], 4, kb_b, pr, bar_wg1, tid_wg,
-                                         false);
+          pv_step<Mode, SafeAdd>(o, sb0, sb1, sm.kv[1], 4, kb_b, pr, bar_wg1, tid_wg, false);
           const bool refill_b = leader && kb_b + 2 < pr.kb_end;
           const int row_b = refill_b ? block_row(p, pr, kb_b + 2) : 0;
-          if constexpr (pv_b_first) refill_a_rest();
-          if constexpr (halves) {
-            ptx::wgmma_wait<1>();
-            ptx::bar_sync(bar_wg1, 128);
-            if (refill_b) load_kv(sm, &tm_kv, p, pr, policy, 1, kb_b + 2, 4, 6, row_b);
-          }
           ptx::wgmma_wait<0>();
           ptx::fence_regs(o);
           ptx::bar_sync(bar_wg1, 128);
-          if constexpr (split_refill) {
-            if (refill_b) load_kv(sm, &tm_kv, p, pr, policy, 1, kb_b + 2, halves ? 6 : 4, 8, row_b);
-            ptx::bar_sync(bar_b_done, 256);  // WG0 is done with KV[1] chunk 8 (P_B)
-            if (refill_b) load_kv(sm, &tm_kv, p, pr, policy, 1, kb_b + 2, 8, 9, row_b);
-          } else {
-            ptx::bar_sync(bar_b_done, 256);  // WG0 is done with KV[1] chunk 8 (P_B)
-            if (refill_b) load_kv(sm, &tm_kv, p, pr, policy, 1, kb_b + 2, halves ? 6 : 4, 9, row_b);
-          }
-        } else if constexpr (pv_b_first) {
-          refill_a_rest();
+          ptx::bar_sync(bar_b_done, 256);  // WG0 is done with KV[1] chunk 8 (P_B)
+          if (refill_b) load_kv(sm, &tm_kv, p, pr, policy, 1, kb_b + 2, 4, 9, row_b);
         }
       }
     }

@@ -120,18 +120,6 @@ __device__ __forceinline__ void tma_load_2d_hint(void* dst, const CUtensorMap* m
   AMLA_CUDA_ARCH_UNSUPPORTED("cp.async.bulk.tensor (TMA)");
 #endif
 }
-/// Starts fetching the box at coordinates (c0, c1) of `map` into L2, with no shared memory and no
-/// barrier: a later copy of the same box finds it there instead of waiting for DRAM.
-__device__ __forceinline__ void tma_prefetch_l2_2d(const CUtensorMap* map, int c0, int c1) {
-#if defined(AMLA_CUDA_SM90A_ENABLED)
-  asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];" ::"l"(
-                   reinterpret_cast<std::uint64_t>(map)),
-               "r"(c0), "r"(c1)
-               : "memory");
-#else
-  AMLA_CUDA_ARCH_UNSUPPORTED("cp.async.bulk.prefetch.tensor (TMA)");
-#endif
-}
 /// An L2 cache policy: 1 = evict first, 2 = evict last (anything else: evict normal).
 __device__ __forceinline__ std::uint64_t make_l2_policy(int kind) {
   std::uint64_t policy;
@@ -343,36 +331,6 @@ __device__ __forceinline__ void wgmma_m64n256k16_ss(float (&d)[128], std::uint64
       : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TransB ? 1 : 0));
 #else
   AMLA_CUDA_ARCH_UNSUPPORTED("wgmma.mma_async m64n256k16");
-#endif
-}
-
-/// D[64 x 128] (+)= A[64 x 16] B[16 x 128]: wgmma_m64n256k16_ss for half the columns (P V over
-/// two of V's 64-column chunks, so that a product committed in halves frees its first chunks
-/// while the second half runs).
-template <bool TransB>
-__device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[64], std::uint64_t desc_a,
-                                        std::uint64_t desc_b, int scale_d) {
-#if defined(AMLA_CUDA_SM90A_ENABLED)
-  asm volatile(
-      "{\n.reg .pred p;\n"
-      "setp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-      "}, %64, %65, p, 1, 1, 0, %67;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TransB ? 1 : 0));
-#else
-  AMLA_CUDA_ARCH_UNSUPPORTED("wgmma.mma_async m64n128k16");
 #endif
 }
 
