@@ -61,7 +61,7 @@
 // step 4 (b = 0) or 5 (b = 1); KV[b] chunks 4-8 by WG1 after its own P V and after WG0 has
 // signalled (named barriers 6, 7) that it is done with chunk 8, the P tile both read. The
 // refilling thread is the first of its warpgroup, after a warpgroup barrier (every warp's wgmma
-// is complete).
+// is complete); it reads the block's table entry while that P V still runs (block_row).
 //
 // ---- Keys a row does not see (problem/conventions.hpp) --------------------------------------
 // Scores of keys past a row's visible count are -inf before the max. V rows the tensor cores
