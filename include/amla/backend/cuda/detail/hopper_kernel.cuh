@@ -61,7 +61,7 @@
 // step 4 (b = 0) or 5 (b = 1); KV[b] chunks 4-8 by WG1 after its own P V and after WG0 has
 // signalled (named barriers 6, 7) that it is done with chunk 8, the P tile both read. The
 // refilling thread is the first of its warpgroup, after a warpgroup barrier (every warp's wgmma
-// is complete).
+// is complete); it reads the block's table entry while that P V still runs (block_row).
 //
 // ---- Keys a row does not see (problem/conventions.hpp) --------------------------------------
 // Scores of keys past a row's visible count are -inf before the max. V rows the tensor cores
@@ -407,19 +407,37 @@ __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, int 
   ptx::tma_load_2d_hint(dst, map, c0, c1, bar, policy);
 }
 
-/// Issues the TMA loads of chunks [c_lo, c_hi) of KV block kb into buffer `buf` (one thread).
-/// Sub-pages of a block past the sequence's length are loaded from a negative, out-of-bounds row
-/// (zeros) so their block_table entries are never read.
+/// The cache row of block kb's first key when pages hold whole blocks (page_size >= 64), else 0
+/// (load_kv then reads the table per sub-page). Pages of exactly one block (the common layout)
+/// need no division by the page size. A refill reads it before it waits for the P V that frees
+/// the buffer, so that neither the table read nor its arithmetic lies between that P V's end and
+/// the copies.
+__device__ __forceinline__ int block_row(const params& p, const piece_rows& pr, int kb) {
+  const int ps = p.shape.page_size;
+  if (ps < block_keys) return 0;
+  const int key0 = kb * block_keys;
+  return ps == block_keys ? pr.table[kb] * block_keys : pr.table[key0 / ps] * ps + key0 % ps;
+}
+
+/// Starts fetching the lines of the piece's block table entries into L1 (one thread), so that
+/// the refills' reads of them hit.
+__device__ __forceinline__ void prefetch_table(const params& p, const piece_rows& pr) {
+  const int ps = p.shape.page_size;
+  const int e_lo = pr.kb_begin * block_keys / ps;
+  const int e_hi = (min(pr.kb_end * block_keys, pr.seqlen) + ps - 1) / ps;
+  for (int e = e_lo; e < e_hi; e += 32) ptx::prefetch_l1(pr.table + e);
+  if (e_hi > e_lo) ptx::prefetch_l1(pr.table + e_hi - 1);
+}
+
+/// Issues the TMA loads of chunks [c_lo, c_hi) of KV block kb into buffer `buf` (one thread);
+/// `row` is block_row(p, pr, kb). Sub-pages of a block past the sequence's length are loaded from
+/// a negative, out-of-bounds row (zeros) so their block_table entries are never read.
 __device__ __forceinline__ void load_kv(shared_storage& sm, const CUtensorMap* map, const params& p,
                                         const piece_rows& pr, std::uint64_t policy, int buf, int kb,
-                                        int c_lo, int c_hi) {
+                                        int c_lo, int c_hi, int row) {
   const int key0 = kb * block_keys;
   const int ps = p.shape.page_size;
   if (ps >= block_keys) {
-    // Pages of exactly one block (the common layout) need no division by the page size: issued on
-    // the leader's path between one P V and the next, its dependent steps would delay the copies.
-    const int row =
-        ps == block_keys ? pr.table[kb] * block_keys : pr.table[key0 / ps] * ps + key0 % ps;
     for (int c = c_lo; c < c_hi; ++c) {
       ptx::mbar_arrive_expect_tx(&sm.bar_kv[buf][c], chunk_bytes);
       tma_load(sm.kv[buf] + c * chunk_bytes, map, c * 64, row, &sm.bar_kv[buf][c], policy);
@@ -450,8 +468,11 @@ __device__ __forceinline__ void load_piece(shared_storage& sm, const CUtensorMap
   for (int c = 0; c < chunks; ++c) {
     tma_load(sm.q + c * chunk_bytes, tm_q, c * 64, q_row, &sm.bar_q, policy);
   }
-  load_kv(sm, tm_kv, p, pr, policy, 0, pr.kb_begin, 0, chunks);
-  if (pr.kb_begin + 1 < pr.kb_end) load_kv(sm, tm_kv, p, pr, policy, 1, pr.kb_begin + 1, 0, chunks);
+  load_kv(sm, tm_kv, p, pr, policy, 0, pr.kb_begin, 0, chunks, block_row(p, pr, pr.kb_begin));
+  if (pr.kb_begin + 1 < pr.kb_end) {
+    load_kv(sm, tm_kv, p, pr, policy, 1, pr.kb_begin + 1, 0, chunks,
+            block_row(p, pr, pr.kb_begin + 1));
+  }
 }
 
 /// A shared memory matrix descriptor (ptx::smem_desc_sw128, 128-byte swizzle, 1024-byte 8-row
@@ -863,7 +884,10 @@ __global__ void __launch_bounds__(threads, 1)
   const piece_rows pr = rows_of(p, piece, row_first, r0, r1);
   const std::uint64_t policy = ptx::make_l2_policy(p.kv_l2_hint);
   const amla_step_options step = amla_kernel_step(p.skip_unmoved != 0);
-  if (threadIdx.x == 0) load_piece(sm, &tm_q, &tm_kv, p, pr, row_first, policy);
+  if (threadIdx.x == 0) {
+    load_piece(sm, &tm_q, &tm_kv, p, pr, row_first, policy);
+    prefetch_table(p, pr);
+  }
   if constexpr (phase_times_built) {
     if (cta_leader && p.phase_times != nullptr) {
       mark_phase(p, phase_loads_issued);
@@ -924,11 +948,13 @@ __global__ void __launch_bounds__(threads, 1)
         // ---- WG0: O_L = step_A(O_L) + P_A V_A[:, L] (P_A from shared memory: holding its
         // fragments in registers across the rescale would cost 16 registers per thread) ----
         pv_step<Mode, SafeAdd>(o, sa0, sa1, sm.kv[0], 0, kb_a, pr, bar_wg0, tid_wg, true);
+        const bool refill_a = leader && kb_a + 2 < pr.kb_end;
+        const int row_a = refill_a ? block_row(p, pr, kb_a + 2) : 0;
         ptx::wgmma_wait<0>();
         ptx::fence_regs(o);
         ptx::bar_sync(bar_wg0, 128);  // every warp of WG0 is done reading KV[0] chunks 0-3 and 8
         ptx::bar_arrive(bar_a_done, 256);
-        if (leader && kb_a + 2 < pr.kb_end) load_kv(sm, &tm_kv, p, pr, policy, 0, kb_a + 2, 0, 4);
+        if (refill_a) load_kv(sm, &tm_kv, p, pr, policy, 0, kb_a + 2, 0, 4, row_a);
 
         // ---- WG0: O_L = step_B(O_L) + P_B V_B[:, L] (P_B from WG1 through KV[1] chunk 8) ----
         ptx::bar_sync(bar_p_b, 256);
@@ -937,6 +963,8 @@ __global__ void __launch_bounds__(threads, 1)
           const frame_step sb0{mb0.frame, mb0.o_scale, mb0.o_add, 1.0f, 1.0f};
           const frame_step sb1{mb1.frame, mb1.o_scale, mb1.o_add, 1.0f, 1.0f};
           pv_step<Mode, SafeAdd>(o, sb0, sb1, sm.kv[1], 0, kb_b, pr, bar_wg0, tid_wg, false);
+          const bool refill_b = leader && kb_b + 2 < pr.kb_end;
+          const int row_b = refill_b ? block_row(p, pr, kb_b + 2) : 0;
           // l_L (blocks A so far) moves from frame A to frame B.
           if (sa0.next.m != neg_inf_f) l0 *= fast_exp2(sa0.next.m - mb0.frame.m);
           if (sa1.next.m != neg_inf_f) l1 *= fast_exp2(sa1.next.m - mb1.frame.m);
@@ -946,9 +974,7 @@ __global__ void __launch_bounds__(threads, 1)
           ptx::fence_regs(o);
           ptx::bar_sync(bar_wg0, 128);
           ptx::bar_arrive(bar_b_done, 256);
-          if (leader && kb_b + 2 < pr.kb_end) {
-            load_kv(sm, &tm_kv, p, pr, policy, 1, kb_b + 2, 0, 4);
-          }
+          if (refill_b) load_kv(sm, &tm_kv, p, pr, policy, 1, kb_b + 2, 0, 4, row_b);
         } else {
           f0 = sa0.next;
           f1 = sa1.next;
@@ -992,6 +1018,8 @@ __global__ void __launch_bounds__(threads, 1)
           const frame_step sa1{ma1.frame, ma1.o_scale, ma1.o_add, 1.0f, 1.0f};
           pv_step<Mode, SafeAdd>(o, sa0, sa1, sm.kv[0], 4, kb_a, pr, bar_wg1, tid_wg, false);
         }
+        const bool refill_a = leader && kb_a + 2 < pr.kb_end;
+        const int row_a = refill_a ? block_row(p, pr, kb_a + 2) : 0;
 
         // ---- WG1: P_B published while P_A V_A runs ----
         if (has_b) {
@@ -1010,19 +1038,19 @@ __global__ void __launch_bounds__(threads, 1)
         ptx::fence_regs(o);
         ptx::bar_sync(bar_wg1, 128);     // every warp of WG1 is done reading KV[0] chunks 4-8
         ptx::bar_sync(bar_a_done, 256);  // and WG0 with chunk 8 (P_A)
-        if (leader && kb_a + 2 < pr.kb_end) load_kv(sm, &tm_kv, p, pr, policy, 0, kb_a + 2, 4, 9);
+        if (refill_a) load_kv(sm, &tm_kv, p, pr, policy, 0, kb_a + 2, 4, 9, row_a);
 
         // ---- WG1: O_R = step_B(O_R) + P_B V_B[:, R] (P_B from shared memory; the barrier
         // above ordered all four warps' rows of it) ----
         if (has_b) {
           pv_step<Mode, SafeAdd>(o, sb0, sb1, sm.kv[1], 4, kb_b, pr, bar_wg1, tid_wg, false);
+          const bool refill_b = leader && kb_b + 2 < pr.kb_end;
+          const int row_b = refill_b ? block_row(p, pr, kb_b + 2) : 0;
           ptx::wgmma_wait<0>();
           ptx::fence_regs(o);
           ptx::bar_sync(bar_wg1, 128);
           ptx::bar_sync(bar_b_done, 256);  // WG0 is done with KV[1] chunk 8 (P_B)
-          if (leader && kb_b + 2 < pr.kb_end) {
-            load_kv(sm, &tm_kv, p, pr, policy, 1, kb_b + 2, 4, 9);
-          }
+          if (refill_b) load_kv(sm, &tm_kv, p, pr, policy, 1, kb_b + 2, 4, 9, row_b);
         }
       }
     }
