@@ -25,6 +25,7 @@
 #include "cpu_reference.hpp"
 #include "device_random.cuh"
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -1415,6 +1416,22 @@ void plan_reuse(cudaStream_t stream) {
 }
 
 int run_gpu(bool quick) {
+  // AMLA_CUDA_TEST_SEED replays a run's problems (its printed seed): two builds of the kernels
+  // run on the same inputs print the same distances when their outputs are the same.
+  std::random_device rd;
+  std::uint64_t seed0 = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  if (const char* seed_env = std::getenv("AMLA_CUDA_TEST_SEED")) {
+    char* end = nullptr;
+    errno = 0;
+    seed0 = std::strtoull(seed_env, &end, 10);
+    if (*seed_env == '\0' || *end != '\0' || errno != 0 || *seed_env == '-') {
+      std::fprintf(stderr,
+                   "cuda_decode: AMLA_CUDA_TEST_SEED = '%s' violates: must be a decimal unsigned "
+                   "64-bit integer (the seed a run printed)\n",
+                   seed_env);
+      return 2;
+    }
+  }
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
     cudaGetLastError();
@@ -1431,12 +1448,6 @@ int run_gpu(bool quick) {
   output_alignment(stream);
   plan_reuse(stream);
 
-  // AMLA_CUDA_TEST_SEED replays a run's problems (its printed seed): two builds of the kernels
-  // run on the same inputs print the same distances when their outputs are the same.
-  std::random_device rd;
-  const char* seed_env = std::getenv("AMLA_CUDA_TEST_SEED");
-  const std::uint64_t seed0 = seed_env != nullptr ? std::strtoull(seed_env, nullptr, 10)
-                                                  : (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
   std::printf("== seed %llu\n", static_cast<unsigned long long>(seed0));
   std::mt19937_64 rng(seed0);
   schedule_checks(rng, stream);
