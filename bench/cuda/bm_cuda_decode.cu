@@ -255,6 +255,27 @@ double time_ms(F&& launch, void* flush, std::size_t flush_bytes, int warmup, int
 
 }  // namespace
 
+/// One configuration named on the command line, as --profile and --phases take it:
+/// [b s_q s_k [splits [mode]]] after the flag, each missing part its default.
+struct one_config {
+  int batch, s_q, s_k;
+  int splits = 0;
+  std::string mode = "standard";
+  bool mode_known() const { return mode == "standard" || mode == "amla" || mode == "amla-skip"; }
+};
+
+one_config one_config_of(int argc, char** argv, bool given, one_config c) {
+  if (!given) return c;
+  if (argc > 4) {
+    c.batch = std::atoi(argv[2]);
+    c.s_q = std::atoi(argv[3]);
+    c.s_k = std::atoi(argv[4]);
+  }
+  if (argc > 5) c.splits = std::atoi(argv[5]);
+  if (argc > 6) c.mode = argv[6];
+  return c;
+}
+
 int main(int argc, char** argv) {
   const std::string arg = argc > 1 ? argv[1] : "";
   const bool quick = arg == "--quick";
@@ -265,29 +286,21 @@ int main(int argc, char** argv) {
   // hopper/standard, the balanced schedule; mode standard, amla or amla-skip), three launches,
   // for a profiler (the third launch is the one to look at).
   const bool profile = arg == "--profile";
-  const int profile_b = profile && argc > 4 ? std::atoi(argv[2]) : 128;
-  const int profile_sq = profile && argc > 4 ? std::atoi(argv[3]) : 2;
-  const int profile_sk = profile && argc > 4 ? std::atoi(argv[4]) : 4096;
-  const int profile_splits = profile && argc > 5 ? std::atoi(argv[5]) : 0;
-  const std::string profile_mode = profile && argc > 6 ? argv[6] : "standard";
-  if (profile_mode != "standard" && profile_mode != "amla" && profile_mode != "amla-skip") {
+  const one_config prof = one_config_of(argc, argv, profile, {128, 2, 4096});
+  if (!prof.mode_known()) {
     std::fprintf(stderr, "bm_cuda_decode: --profile mode must be standard, amla or amla-skip\n");
     return 2;
   }
   // --phases [b s_q s_k [splits [mode]]]: the CTA phase breakdown (default b 128, s_q 1, s_k 1024).
   const bool phases = arg == "--phases";
-  const int phases_b = phases && argc > 4 ? std::atoi(argv[2]) : 128;
-  const int phases_sq = phases && argc > 4 ? std::atoi(argv[3]) : 1;
-  const int phases_sk = phases && argc > 4 ? std::atoi(argv[4]) : 1024;
-  const int phases_splits = phases && argc > 5 ? std::atoi(argv[5]) : 0;
-  const std::string phases_mode = phases && argc > 6 ? argv[6] : "standard";
+  const one_config ph = one_config_of(argc, argv, phases, {128, 1, 1024});
   if (phases && !amla::cuda::detail::hopper::phase_times_built) {
     std::fprintf(stderr,
                  "bm_cuda_decode: --phases needs a build with AMLA_CUDA_PHASE_TIMES=1 (this one "
                  "records no phases)\n");
     return 2;
   }
-  if (phases && phases_mode != "standard" && phases_mode != "amla" && phases_mode != "amla-skip") {
+  if (!ph.mode_known()) {
     std::fprintf(stderr, "bm_cuda_decode: --phases mode must be standard, amla or amla-skip\n");
     return 2;
   }
@@ -302,12 +315,12 @@ int main(int argc, char** argv) {
     AMLA_CUDA_CHECK(cudaMalloc(&flush, flush_bytes));
     if (phases) {
       ac::CudaDecodeOptions o{
-          .mode = phases_mode == "standard" ? ac::rescale_mode::standard : ac::rescale_mode::amla,
+          .mode = ph.mode == "standard" ? ac::rescale_mode::standard : ac::rescale_mode::amla,
           .kernel = ac::kernel_kind::hopper,
-          .num_splits = phases_splits,
+          .num_splits = ph.splits,
           .rescale = amla::pow2_mode::hardware};
-      o.skip_unmoved = phases_mode == "amla-skip";
-      phase_report(o, phases_b, phases_sq, phases_sk, prop.multiProcessorCount, flush, flush_bytes);
+      o.skip_unmoved = ph.mode == "amla-skip";
+      phase_report(o, ph.batch, ph.s_q, ph.s_k, prop.multiProcessorCount, flush, flush_bytes);
       AMLA_CUDA_CHECK(cudaFree(flush));
       return 0;
     }
@@ -401,11 +414,11 @@ int main(int argc, char** argv) {
     hopper_amla_skip.skip_unmoved = true;
     std::vector<Config> configs;
     if (profile) {
-      ac::CudaDecodeOptions o = profile_mode == "standard"
+      ac::CudaDecodeOptions o = prof.mode == "standard"
                                     ? hopper_std
-                                    : (profile_mode == "amla" ? hopper_amla : hopper_amla_skip);
-      o.num_splits = profile_splits;
-      configs.push_back({profile_b, profile_sq, profile_sk, o, 1, ""});
+                                    : (prof.mode == "amla" ? hopper_amla : hopper_amla_skip);
+      o.num_splits = prof.splits;
+      configs.push_back({prof.batch, prof.s_q, prof.s_k, o, 1, ""});
     }
     const std::vector<int> sks =
         quick ? std::vector<int>{4096} : std::vector<int>{1024, 4096, 16384};
