@@ -419,16 +419,6 @@ __device__ __forceinline__ int block_row(const params& p, const piece_rows& pr, 
   return ps == block_keys ? pr.table[kb] * block_keys : pr.table[key0 / ps] * ps + key0 % ps;
 }
 
-/// Starts fetching the lines of the piece's block table entries into L1 (one thread), so that
-/// the refills' reads of them hit.
-__device__ __forceinline__ void prefetch_table(const params& p, const piece_rows& pr) {
-  const int ps = p.shape.page_size;
-  const int e_lo = pr.kb_begin * block_keys / ps;
-  const int e_hi = (min(pr.kb_end * block_keys, pr.seqlen) + ps - 1) / ps;
-  for (int e = e_lo; e < e_hi; e += 32) ptx::prefetch_l1(pr.table + e);
-  if (e_hi > e_lo) ptx::prefetch_l1(pr.table + e_hi - 1);
-}
-
 /// Issues the TMA loads of chunks [c_lo, c_hi) of KV block kb into buffer `buf` (one thread);
 /// `row` is block_row(p, pr, kb). Sub-pages of a block past the sequence's length are loaded from
 /// a negative, out-of-bounds row (zeros) so their block_table entries are never read.
@@ -884,10 +874,7 @@ __global__ void __launch_bounds__(threads, 1)
   const piece_rows pr = rows_of(p, piece, row_first, r0, r1);
   const std::uint64_t policy = ptx::make_l2_policy(p.kv_l2_hint);
   const amla_step_options step = amla_kernel_step(p.skip_unmoved != 0);
-  if (threadIdx.x == 0) {
-    load_piece(sm, &tm_q, &tm_kv, p, pr, row_first, policy);
-    prefetch_table(p, pr);
-  }
+  if (threadIdx.x == 0) load_piece(sm, &tm_q, &tm_kv, p, pr, row_first, policy);
   if constexpr (phase_times_built) {
     if (cta_leader && p.phase_times != nullptr) {
       mark_phase(p, phase_loads_issued);
