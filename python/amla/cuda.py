@@ -156,7 +156,7 @@ def plan_decode(q, kv, block_table, seqlens, *, v=None, d_v: Optional[int] = Non
     torch, guard, stream = _torch_context(q)
     if workspace is None:
         n = _on_device(guard, _ext.workspace_bytes, q, kv, block_table, seqlens, v=v, d_v=d_v)
-        workspace = torch.empty(max(n, 1), dtype=torch.uint8, device=q.device)
+        workspace = torch.empty(n, dtype=torch.uint8, device=q.device)
     handle = _on_device(guard, _ext.plan_decode, q, kv, block_table, seqlens, workspace, v=v,
                         d_v=d_v, check_tables=check_tables, stream=stream)
     return DecodePlan(handle, workspace)
