@@ -111,14 +111,9 @@
 #include "amla/problem/shape.hpp"
 #include "amla/problem/split_schedule.hpp"
 
-// AMLA_CUDA_PHASE_TIMES=1 builds the timing probes into the Hopper kernel: every CTA records
-// %globaltimer and clock64 at the phases of its run (hopper::phase) into
-// CudaDecodeOptions::phase_times, which bm_cuda_decode --phases summarises. A build for timing
-// only: the probes' stores and fences cost a little time and change nothing else. 0 (the
-// default) compiles them away; the code stays parsed and type-checked either way.
-#ifndef AMLA_CUDA_PHASE_TIMES
-#define AMLA_CUDA_PHASE_TIMES 0
-#endif
+// AMLA_CUDA_PHASE_TIMES=1 (ptx.cuh) builds the timing probes into the Hopper kernel: every CTA
+// records %globaltimer and clock64 at the phases of its run (hopper::phase) into
+// CudaDecodeOptions::phase_times, which bm_cuda_decode --phases summarises.
 
 namespace amla::cuda::detail::hopper {
 
@@ -849,6 +844,11 @@ __global__ void __launch_bounds__(threads, 1)
   // launch: the plan, or whatever produced the inputs) are complete.
   ptx::griddep_wait();
   if (cta_leader) mark_phase(p, phase_griddep);
+  // When a combine follows (some request is cut), it may launch now: it does once every CTA of
+  // this grid has made this call, i.e. has started, so its CTAs take only SM room that no CTA of
+  // this grid waits for, and they wait in griddep_wait for this grid to complete. Launched at the
+  // end instead, the combine's launch lies between the last CTA's stores and its first loads.
+  if (p.out_part != nullptr) ptx::griddep_launch_dependents();
 
   SplitPiece piece;
   if constexpr (SizeHere) {
@@ -1115,8 +1115,7 @@ __global__ void __launch_bounds__(threads, 1)
       if (cta_leader) mark_phase(p, phase_stores_done);
     }
   }
-  // Only now may the combine start launching: its CTAs must never take an SM that a CTA of this
-  // grid still waits for.
+  // Without a combine, whatever follows on the stream may start launching only now.
   ptx::griddep_launch_dependents();
 #endif  // the Hopper body
 }
