@@ -665,8 +665,14 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
                       static_cast<std::size_t>(p.row_blocks) * bounds.pieces * hopper::phase_slots;
     }
     static_assert(combine::d_v == hopper::d_v, "the combine reads the Hopper kernel's partials");
-    const int parts = p.rows * combine::parts_per_row;
-    launch_ex(combine::combine_kernel,
+    // A split request's slots: num_splits, or about a wave's pieces over the batch when sized
+    // (the lengths, on the device, decide; any count is merged right, this picks the layout).
+    const int slots_per_request = sized ? bounds.slots / s.batch : opt.num_splits;
+    const bool few = slots_per_request <= combine::few_slots;
+    const int parts_per_row = few ? combine::parts_for_few_slots : combine::parts_for_many_slots;
+    const int parts = p.rows * parts_per_row;
+    launch_ex(few ? combine::combine_kernel<combine::parts_for_few_slots>
+                  : combine::combine_kernel<combine::parts_for_many_slots>,
               dim3(static_cast<unsigned>((parts + combine::warps - 1) / combine::warps),
                    static_cast<unsigned>(split_requests)),
               combine::threads, 0, opt.pdl, stream, c);

@@ -25,15 +25,33 @@ namespace amla::cuda::detail::combine {
 
 /// Output columns: d_v = 512, the Hopper kernel's (its partial rows are 512 FP32 wide).
 inline constexpr int d_v = 512;
-/// A warp merges half a row (256 columns: 8 per lane, two 16-byte units); a CTA holds `warps`.
+/// Warps per CTA; each merges one part of a row (Parts parts per row, below).
 inline constexpr int warps = 4;
 inline constexpr int threads = 32 * warps;
-inline constexpr int parts_per_row = 2;
-inline constexpr int columns_per_warp = d_v / parts_per_row;
-inline constexpr int units_per_lane = columns_per_warp / (32 * 4);  ///< float4 units
-static_assert(units_per_lane * 32 * 4 * parts_per_row == d_v, "the lanes cover a row");
-/// Slots whose partial rows a warp has in flight at once (8 x 2 float4 = 64 registers).
-inline constexpr int slots_in_flight = 8;
+/// Partial values a lane holds in flight (the loads of slots_in_flight slots): the warp's loads
+/// of all those slots are issued together, before any of them is used.
+inline constexpr int values_in_flight = 32;
+
+/// The combine's layout for Parts warps per row: each lane merges columns_per_lane columns of
+/// its warp's d_v / Parts, in units of `width` consecutive floats (16- or 8-byte loads) that are
+/// consecutive across the warp.
+template <int Parts>
+struct layout {
+  static_assert(Parts == 1 || Parts == 2 || Parts == 4 || Parts == 8, "Parts divides 16");
+  static constexpr int columns_per_warp = d_v / Parts;
+  static constexpr int columns_per_lane = columns_per_warp / 32;
+  static constexpr int width = columns_per_lane < 4 ? columns_per_lane : 4;
+  static constexpr int units = columns_per_lane / width;
+  static constexpr int slots_in_flight = values_in_flight / columns_per_lane;
+  static_assert(32 % slots_in_flight == 0, "a batch of slots never straddles a group of 32");
+};
+
+/// Parts per row the host picks: whole rows when a split request has few slots (one warp then
+/// has all of a row's slots in flight and the grid enough warps), eighths of rows when it has
+/// many (b 1: 32 slots per row), so that a warp keeps more of a row's slots in flight.
+inline constexpr int parts_for_few_slots = 1;
+inline constexpr int parts_for_many_slots = 8;
+inline constexpr int few_slots = layout<parts_for_few_slots>::slots_in_flight;
 
 /// A timing build (AMLA_CUDA_PHASE_TIMES, ptx.cuh) records the combine's span in `phase_words`
 /// words after the Hopper kernel's per-CTA records: the complement of the earliest entry of a
@@ -58,35 +76,54 @@ struct params {
   std::uint64_t* phase_times;  ///< a timing build's record (phase_word), or nullptr
 };
 
-/// The 8 output values of lane `lane`'s two units, as BF16, to row `out_row` at its columns
-/// col, col + 4 (unit u covers columns col + 128 u .. + 3); 8-byte stores where the row allows.
-__device__ __forceinline__ void store_bf16_units(__nv_bfloat16* out_row, int col,
-                                                 const float (&acc)[units_per_lane][4]) {
-#pragma unroll
-  for (int u = 0; u < units_per_lane; ++u) {
-    __nv_bfloat16* at = out_row + col + 128 * u;
-    const __nv_bfloat162 lo = __floats2bfloat162_rn(acc[u][0], acc[u][1]);
-    const __nv_bfloat162 hi = __floats2bfloat162_rn(acc[u][2], acc[u][3]);
+/// Loads `width` consecutive floats (16- or 8-byte aligned).
+template <int Width>
+__device__ __forceinline__ void load_unit(const float* at, float (&v)[Width]) {
+  if constexpr (Width == 4) {
+    const float4 x = *reinterpret_cast<const float4*>(at);
+    v[0] = x.x;
+    v[1] = x.y;
+    v[2] = x.z;
+    v[3] = x.w;
+  } else {
+    static_assert(Width == 2, "units of 4 or 2 floats");
+    const float2 x = *reinterpret_cast<const float2*>(at);
+    v[0] = x.x;
+    v[1] = x.y;
+  }
+}
+
+/// Stores `width` values as BF16 at `at` (4-byte aligned): one 8-byte store where `at` allows.
+template <int Width>
+__device__ __forceinline__ void store_unit(__nv_bfloat16* at, const float (&v)[Width]) {
+  const __nv_bfloat162 lo = __floats2bfloat162_rn(v[0], v[1]);
+  if constexpr (Width == 4) {
+    const __nv_bfloat162 hi = __floats2bfloat162_rn(v[2], v[3]);
     if ((reinterpret_cast<std::uintptr_t>(at) & 7) == 0) {
-      uint2 v;
-      v.x = *reinterpret_cast<const std::uint32_t*>(&lo);
-      v.y = *reinterpret_cast<const std::uint32_t*>(&hi);
-      *reinterpret_cast<uint2*>(at) = v;
+      uint2 x;
+      x.x = *reinterpret_cast<const std::uint32_t*>(&lo);
+      x.y = *reinterpret_cast<const std::uint32_t*>(&hi);
+      *reinterpret_cast<uint2*>(at) = x;
     } else {
       *reinterpret_cast<__nv_bfloat162*>(at) = lo;
       *reinterpret_cast<__nv_bfloat162*>(at + 2) = hi;
     }
+  } else {
+    *reinterpret_cast<__nv_bfloat162*>(at) = lo;
   }
 }
 
-/// Grid (ceil(rows * parts_per_row / warps), split requests the launch allows for): warp w of CTA
-/// (x, i) merges part q of row r (x warps + w = r parts_per_row + q) of the i-th split request.
-/// The warp issues the loads of its first slots' partial rows before it reduces the slots' lse
-/// (max, then the sum around it, in the order a single warp always takes: each lane's slots
-/// lane, lane + 32, ..., then the butterfly), so that both come from L2 in one round trip; each
-/// lane then accumulates its 8 columns over the slots in slot order, the weights passed along
-/// the warp by shuffles.
+/// Grid (ceil(rows * Parts / warps), split requests the launch allows for): warp w of CTA (x, i)
+/// merges part q of row r (x warps + w = r Parts + q) of the i-th split request. The warp issues
+/// the loads of its first slots' partial values before it reduces the slots' lse (max, then the
+/// sum around it, in the order a single warp always takes: each lane's slots lane, lane + 32,
+/// ..., then the butterfly), so that both come from L2 in one round trip; each lane then
+/// accumulates its columns over the slots in slot order, the weights passed along the warp by
+/// shuffles. The plan's entries a CTA needs are read together where they do not depend on each
+/// other.
+template <int Parts>
 __global__ void __launch_bounds__(threads) combine_kernel(const params p) {
+  using L = layout<Parts>;
   std::uint64_t entry_ns = 0;
   if constexpr (phase_times_built) entry_ns = ptx::globaltimer_ns();
   ptx::griddep_wait();  // the partials of the decode kernel before this one
@@ -100,7 +137,7 @@ __global__ void __launch_bounds__(threads) combine_kernel(const params p) {
   }
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int part_index = static_cast<int>(blockIdx.x) * warps + warp;
-  const int r = part_index / parts_per_row, q = part_index % parts_per_row;
+  const int r = part_index / Parts, q = part_index % Parts;
   if (r >= p.rows) return;
   const int i = blockIdx.y;
   int b, first, count;
@@ -109,22 +146,24 @@ __global__ void __launch_bounds__(threads) combine_kernel(const params p) {
     count = p.schedule.num_splits;
     first = b * count;
   } else {
-    if (i >= p.plan->num_split_requests) return;
+    // split_list has batch + 1 entries and i < batch: its entry is read with the header's count.
+    const int listed = p.plan->num_split_requests;
     b = p.split_list[i];
+    if (i >= listed) return;
     first = p.schedule.slot_prefix[b];
     count = p.schedule.slot_prefix[b + 1] - first;
   }
   const std::int64_t slot_stride = static_cast<std::int64_t>(p.rows) * d_v;
-  const int col = q * columns_per_warp + 4 * lane;
+  const int col = q * L::columns_per_warp + L::width * lane;
   const float* part = p.out_part + (static_cast<std::int64_t>(first) * p.rows + r) * d_v + col;
-  float4 v[slots_in_flight][units_per_lane];
+  float v[L::slots_in_flight][L::units][L::width];
   const auto load_slots = [&](int s0) {
 #pragma unroll
-    for (int k = 0; k < slots_in_flight; ++k) {
+    for (int k = 0; k < L::slots_in_flight; ++k) {
       if (s0 + k < count) {
 #pragma unroll
-        for (int u = 0; u < units_per_lane; ++u) {
-          v[k][u] = *reinterpret_cast<const float4*>(part + (s0 + k) * slot_stride + 128 * u);
+        for (int u = 0; u < L::units; ++u) {
+          load_unit<L::width>(part + (s0 + k) * slot_stride + 32 * L::width * u, v[k][u]);
         }
       }
     }
@@ -149,11 +188,11 @@ __global__ void __launch_bounds__(threads) combine_kernel(const params p) {
   // equal partial results in either order).
   const bool empty = mx == neg_inf_f;
   const float inv = empty ? 0.0f : 1.0f / sum;  // NaN stays NaN
-  // Lane l holds the weight of slot 32 g + l of the current group g of 32 slots.
   const auto weight_of = [&](float lse_value) { return empty ? 0.0f : expf(lse_value - mx) * inv; };
+  // Lane l holds the weight of slot 32 g + l of the current group g of 32 slots.
   float w_lane = lane < count ? weight_of(lse_lane) : 0.0f;
-  float acc[units_per_lane][4] = {};
-  for (int s0 = 0; s0 < count; s0 += slots_in_flight) {
+  float acc[L::units][L::width] = {};
+  for (int s0 = 0; s0 < count; s0 += L::slots_in_flight) {
     if (s0 > 0) {
       if (s0 % 32 == 0) {
         const int s = s0 + lane;
@@ -162,21 +201,22 @@ __global__ void __launch_bounds__(threads) combine_kernel(const params p) {
       load_slots(s0);
     }
 #pragma unroll
-    for (int k = 0; k < slots_in_flight; ++k) {
+    for (int k = 0; k < L::slots_in_flight; ++k) {
       const float w = __shfl_sync(0xffffffffu, w_lane, (s0 + k) % 32);
       if (s0 + k < count) {
 #pragma unroll
-        for (int u = 0; u < units_per_lane; ++u) {
-          acc[u][0] = fmaf(w, v[k][u].x, acc[u][0]);
-          acc[u][1] = fmaf(w, v[k][u].y, acc[u][1]);
-          acc[u][2] = fmaf(w, v[k][u].z, acc[u][2]);
-          acc[u][3] = fmaf(w, v[k][u].w, acc[u][3]);
+        for (int u = 0; u < L::units; ++u) {
+#pragma unroll
+          for (int e = 0; e < L::width; ++e) acc[u][e] = fmaf(w, v[k][u][e], acc[u][e]);
         }
       }
     }
   }
   const int t = r / p.shape.h_q, h = r % p.shape.h_q;
-  store_bf16_units(p.out + p.shape.out_offset(b, t, h), col, acc);
+  __nv_bfloat16* out_row = p.out + p.shape.out_offset(b, t, h);
+#pragma unroll
+  for (int u = 0; u < L::units; ++u)
+    store_unit<L::width>(out_row + col + 32 * L::width * u, acc[u]);
   if (q == 0 && lane == 0) {
     p.lse[p.shape.lse_offset(b, t, h)] = empty ? neg_inf_f : mx + logf(sum);
   }

@@ -844,11 +844,6 @@ __global__ void __launch_bounds__(threads, 1)
   // launch: the plan, or whatever produced the inputs) are complete.
   ptx::griddep_wait();
   if (cta_leader) mark_phase(p, phase_griddep);
-  // When a combine follows (some request is cut), it may launch now: it does once every CTA of
-  // this grid has made this call, i.e. has started, so its CTAs take only SM room that no CTA of
-  // this grid waits for, and they wait in griddep_wait for this grid to complete. Launched at the
-  // end instead, the combine's launch lies between the last CTA's stores and its first loads.
-  if (p.out_part != nullptr) ptx::griddep_launch_dependents();
 
   SplitPiece piece;
   if constexpr (SizeHere) {
@@ -1115,7 +1110,8 @@ __global__ void __launch_bounds__(threads, 1)
       if (cta_leader) mark_phase(p, phase_stores_done);
     }
   }
-  // Without a combine, whatever follows on the stream may start launching only now.
+  // Only now may the combine start launching: its CTAs must never take an SM that a CTA of this
+  // grid still waits for.
   ptx::griddep_launch_dependents();
 #endif  // the Hopper body
 }
