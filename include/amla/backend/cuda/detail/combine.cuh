@@ -37,7 +37,8 @@ inline constexpr int values_in_flight = 32;
 /// consecutive across the warp.
 template <int Parts>
 struct layout {
-  static_assert(Parts == 1 || Parts == 2 || Parts == 4 || Parts == 8, "Parts divides 16");
+  static_assert(Parts == 1 || Parts == 2 || Parts == 4 || Parts == 8,
+                "a lane merges 2, 4, 8 or 16 columns");
   static constexpr int columns_per_warp = d_v / Parts;
   static constexpr int columns_per_lane = columns_per_warp / 32;
   static constexpr int width = columns_per_lane < 4 ? columns_per_lane : 4;
