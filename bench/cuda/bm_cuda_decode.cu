@@ -135,7 +135,10 @@ void phase_report(const ac::CudaDecodeOptions& base, int batch, int s_q, int s_k
   opt.check_tables = false;
   const int row_blocks = (s_q * h_q + hk::rows_per_cta - 1) / hk::rows_per_cta;
   const std::size_t ctas = static_cast<std::size_t>(row_blocks) * launch.pieces;
-  const std::size_t words = ctas * hk::phase_slots;
+  namespace cb = amla::cuda::detail::combine;
+  // The decode kernel's per-CTA records, then the combine's span (when a request is cut).
+  const std::size_t combine_at = ctas * hk::phase_slots;
+  const std::size_t words = combine_at + cb::phase_words;
   std::uint64_t* rec = nullptr;
   AMLA_CUDA_CHECK(cudaMalloc(&rec, words * sizeof(std::uint64_t)));
   opt.phase_times = rec;
@@ -227,6 +230,20 @@ void phase_report(const ac::CudaDecodeOptions& base, int batch, int s_q, int s_k
     }
     if (!gaps.empty())
       fig.add("same SM: next CTA's entry after stores done (us)", amla_bench::median(gaps));
+    // The combine's span against the decode kernel's last stores (a timing build's combine).
+    const std::uint64_t* cr = host.data() + combine_at;
+    if (cr[cb::last_end] != 0) {
+      const auto after_end = [&](std::uint64_t t) {
+        return (static_cast<double>(t) - static_cast<double>(t_end)) * 1e-3;
+      };
+      fig.add("combine: first CTA entry after the decode kernel's last stores done (us)",
+              after_end(~cr[cb::first_entry_complement]));
+      fig.add("combine: first griddep_wait return after them (us)",
+              after_end(~cr[cb::first_griddep_complement]));
+      fig.add("combine: last warp done after them (us)", after_end(cr[cb::last_end]));
+      fig.add("first decode entry to last combine warp done (us)",
+              (static_cast<double>(cr[cb::last_end]) - static_cast<double>(t0)) * 1e-3);
+    }
   }
   std::printf("phases: %s/%s b %d s_q %d s_k %d pieces %d, %zu CTAs, medians over %d launches\n",
               ac::to_string(launch.kernel),

@@ -154,8 +154,10 @@ struct CudaDecodeOptions {
   /// of a warp moved, as the standard mode skips its multiply. Ignored by the standard mode.
   bool skip_unmoved = false;
   /// A timing build's per-CTA record of the Hopper kernel's phases (bm_cuda_decode --phases):
-  /// device memory of hopper::phase_slots words per CTA of the grid, written only by a program
-  /// built with AMLA_CUDA_PHASE_TIMES=1 (detail/hopper_kernel.cuh, enum phase). nullptr: none.
+  /// device memory of hopper::phase_slots words per CTA of the grid, then combine::phase_words
+  /// words for the split-KV combine's span, zeroed before the launch, written only by a program
+  /// built with AMLA_CUDA_PHASE_TIMES=1 (detail/hopper_kernel.cuh, enum phase; detail/combine.cuh,
+  /// enum phase_word). nullptr: none.
   std::uint64_t* phase_times = nullptr;
   /// A sized split-KV schedule made once by plan_decode() and reused (FlashMLA's metadata reused
   /// across layers): decode() then launches no plan kernel and sizes nothing, its CTAs read this
@@ -657,8 +659,22 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
     c.lse_part = p.lse_part;
     c.out = p.out;
     c.lse = p.lse;
-    launch_ex(combine::combine_kernel,
-              dim3(static_cast<unsigned>(p.rows), static_cast<unsigned>(split_requests)),
+    if (opt.phase_times != nullptr) {
+      // The combine's words follow the decode kernel's per-CTA records.
+      c.phase_times = opt.phase_times +
+                      static_cast<std::size_t>(p.row_blocks) * bounds.pieces * hopper::phase_slots;
+    }
+    static_assert(combine::d_v == hopper::d_v, "the combine reads the Hopper kernel's partials");
+    // A split request's slots: num_splits, or about a wave's pieces over the batch when sized
+    // (the lengths, on the device, decide; any count is merged right, this picks the layout).
+    const int slots_per_request = sized ? bounds.slots / s.batch : opt.num_splits;
+    const bool few = slots_per_request <= combine::few_slots;
+    const int parts_per_row = few ? combine::parts_for_few_slots : combine::parts_for_many_slots;
+    const int parts = p.rows * parts_per_row;
+    launch_ex(few ? combine::combine_kernel<combine::parts_for_few_slots>
+                  : combine::combine_kernel<combine::parts_for_many_slots>,
+              dim3(static_cast<unsigned>((parts + combine::warps - 1) / combine::warps),
+                   static_cast<unsigned>(split_requests)),
               combine::threads, 0, opt.pdl, stream, c);
   }
   if (own_workspace) AMLA_CUDA_CHECK(cudaFreeAsync(workspace, stream));

@@ -111,14 +111,9 @@
 #include "amla/problem/shape.hpp"
 #include "amla/problem/split_schedule.hpp"
 
-// AMLA_CUDA_PHASE_TIMES=1 builds the timing probes into the Hopper kernel: every CTA records
-// %globaltimer and clock64 at the phases of its run (hopper::phase) into
-// CudaDecodeOptions::phase_times, which bm_cuda_decode --phases summarises. A build for timing
-// only: the probes' stores and fences cost a little time and change nothing else. 0 (the
-// default) compiles them away; the code stays parsed and type-checked either way.
-#ifndef AMLA_CUDA_PHASE_TIMES
-#define AMLA_CUDA_PHASE_TIMES 0
-#endif
+// AMLA_CUDA_PHASE_TIMES=1 (ptx.cuh) builds the timing probes into the Hopper kernel: every CTA
+// records %globaltimer and clock64 at the phases of its run (hopper::phase) into
+// CudaDecodeOptions::phase_times, which bm_cuda_decode --phases summarises.
 
 namespace amla::cuda::detail::hopper {
 

@@ -168,8 +168,16 @@ __device__ __forceinline__ void prefetch_l1(const void* p) {
 
 // ---- timers (any architecture) ------------------------------------------------------------------
 // %globaltimer: nanoseconds on a clock every SM shares (its updates may be coarser than a
-// nanosecond); %smid: the SM running the thread. A timing build of the Hopper kernel reads them
-// (hopper_kernel.cuh, AMLA_CUDA_PHASE_TIMES).
+// nanosecond); %smid: the SM running the thread. A timing build of the Hopper kernel and the
+// combine reads them (hopper_kernel.cuh and combine.cuh describe their probes).
+
+// AMLA_CUDA_PHASE_TIMES=1 builds the timing probes into the Hopper kernel and the split-KV combine
+// (CudaDecodeOptions::phase_times, summarised by bm_cuda_decode --phases). A build for timing
+// only: the probes' stores and fences cost a little time and change nothing else. 0 (the
+// default) compiles them away; the code stays parsed and type-checked either way.
+#ifndef AMLA_CUDA_PHASE_TIMES
+#define AMLA_CUDA_PHASE_TIMES 0
+#endif
 
 __device__ __forceinline__ std::uint64_t globaltimer_ns() {
   std::uint64_t t;
