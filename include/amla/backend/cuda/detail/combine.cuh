@@ -59,8 +59,12 @@ inline constexpr int few_slots = layout<parts_for_few_slots>::slots_in_flight;
 /// CTA (so that an atomic max over a zeroed record takes the minimum), the complement of the
 /// earliest return from griddep_wait, and the latest end of a warp's stores (%globaltimer, ns).
 inline constexpr bool phase_times_built = AMLA_CUDA_PHASE_TIMES != 0;
-inline constexpr int phase_words = 4;
-enum phase_word : int { first_entry_complement = 0, first_griddep_complement, last_end };
+enum phase_word : int {
+  first_entry_complement = 0,
+  first_griddep_complement,
+  last_end,
+  phase_words  ///< the record's length
+};
 
 struct params {
   DecodeShape shape;
