@@ -119,13 +119,16 @@ __device__ __forceinline__ std::int32_t amla_unmoved_k(const amla_step_options& 
 /// key yet gets no add). AMLA's scalars travel with the frames instead of being recomputed:
 /// `old_scalars` are amla_scalars_log2(old.m) (the defaults for a frame that has seen no key), as
 /// the step that made `old` returned them in `scalars`, which receives those of the new frame. When
-/// the max does not move they are the old ones and k is amla_unmoved_k(step), the same values bit
-/// for bit. `step` is amla_kernel_step(skip_unmoved). The standard mode ignores the AMLA arguments.
+/// the max does not move they are the old ones and k is `unmoved_k`, amla_unmoved_k(step), the
+/// same values bit for bit: a kernel computes it once, outside its block loop (the compiler does
+/// not hoist the division in it out of the branch that needs it). `step` is
+/// amla_kernel_step(skip_unmoved). The standard mode ignores the AMLA arguments.
 template <rescale_mode Mode>
 __device__ __forceinline__ frame_step step_frame(const row_frame& old,
                                                  const amla_scalars& old_scalars, float m_new,
                                                  amla_scalars& scalars,
-                                                 const amla_step_options& step) {
+                                                 const amla_step_options& step,
+                                                 std::int32_t unmoved_k) {
   frame_step st;
   scalars = old_scalars;
   const bool started = old.m != detail::neg_inf_f;
@@ -150,11 +153,19 @@ __device__ __forceinline__ frame_step step_frame(const row_frame& old,
     if (moved) scalars = amla_scalars_log2(m_new);
     st.p_scale = scalars.s16;
     if (started) {
-      st.o_add =
-          moved ? amla_step_between(old_scalars, scalars, step).k : detail::amla_unmoved_k(step);
+      st.o_add = moved ? amla_step_between(old_scalars, scalars, step).k : unmoved_k;
     }
   }
   return st;
+}
+
+/// The same step, with amla_unmoved_k computed here.
+template <rescale_mode Mode>
+__device__ __forceinline__ frame_step step_frame(const row_frame& old,
+                                                 const amla_scalars& old_scalars, float m_new,
+                                                 amla_scalars& scalars,
+                                                 const amla_step_options& step) {
+  return step_frame<Mode>(old, old_scalars, m_new, scalars, step, detail::amla_unmoved_k(step));
 }
 
 /// The same step for a kernel that keeps only m: the old frame's scalars are recomputed.

@@ -216,12 +216,14 @@ __device__ __forceinline__ frame_step select_step(bool c, const frame_step& a,
 /// the same rows and computed the other one. A warp thus runs the moved step's arithmetic once per
 /// block, not once per row, with the same values bit for bit. prev_own: the own row's previous
 /// scalars; own receives its new ones. `mine` is the own row's step (st1 if upper, else st0). The
-/// standard mode steps both rows (an exp2 each).
+/// standard mode steps both rows (an exp2 each). unmoved_k: amla_unmoved_k(step), computed once
+/// by the kernel.
 template <rescale_mode Mode>
 __device__ __forceinline__ void step_rows(const row_frame& f0, const row_frame& f1, float m0,
                                           float m1, bool upper, const amla_scalars& prev_own,
                                           amla_scalars& own, const amla_step_options& step,
-                                          frame_step& st0, frame_step& st1, frame_step& mine) {
+                                          std::int32_t unmoved_k, frame_step& st0, frame_step& st1,
+                                          frame_step& mine) {
   if constexpr (Mode == rescale_mode::standard) {
     amla_scalars none;
     st0 = step_frame<Mode>(f0, amla_scalars{}, m0, none, step);
@@ -229,7 +231,8 @@ __device__ __forceinline__ void step_rows(const row_frame& f0, const row_frame& 
     own = amla_scalars{};
     mine = select_step(upper, st1, st0);
   } else {
-    mine = step_frame<Mode>(row_frame{upper ? f1.m : f0.m}, prev_own, upper ? m1 : m0, own, step);
+    mine = step_frame<Mode>(row_frame{upper ? f1.m : f0.m}, prev_own, upper ? m1 : m0, own, step,
+                            unmoved_k);
     // The other row: its frame and l scale as the standard step has them (no AMLA scalars), its
     // add and S16 from the partner lane.
     amla_scalars none;
@@ -869,6 +872,7 @@ __global__ void __launch_bounds__(threads, 1)
   const piece_rows pr = rows_of(p, piece, row_first, r0, r1);
   const std::uint64_t policy = ptx::make_l2_policy(p.kv_l2_hint);
   const amla_step_options step = amla_kernel_step(p.skip_unmoved != 0);
+  const std::int32_t unmoved_k = amla_unmoved_k(step);
   if (threadIdx.x == 0) load_piece(sm, &tm_q, &tm_kv, p, pr, row_first, policy);
   if constexpr (phase_times_built) {
     if (cta_leader && p.phase_times != nullptr) {
@@ -910,7 +914,7 @@ __global__ void __launch_bounds__(threads, 1)
         frame_step sa0, sa1, sa_own;
         step_rows<Mode>(f0, f1, max_nan(f0.m, mx0), max_nan(f1.m, mx1), upper,
                         scalars_of<Mode>(row_frame{upper ? f1.m : f0.m}, sm.msg_b[r_own]), fa, step,
-                        sa0, sa1, sa_own);
+                        unmoved_k, sa0, sa1, sa_own);
         if ((quad & 1) == 0) {
           sm.msg_a[r_own] = frame_message{sa_own.next, sa_own.o_scale, sa_own.o_add, fa};
         }
@@ -985,7 +989,8 @@ __global__ void __launch_bounds__(threads, 1)
             sb_own{row_frame{upper ? ma1.frame.m : ma0.frame.m}};
         if (has_b) {
           step_rows<Mode>(ma0.frame, ma1.frame, max_nan(ma0.frame.m, mx0),
-                          max_nan(ma1.frame.m, mx1), upper, fa_own, fb, step, sb0, sb1, sb_own);
+                          max_nan(ma1.frame.m, mx1), upper, fa_own, fb, step, unmoved_k, sb0, sb1,
+                          sb_own);
         }
         if ((quad & 1) == 0) {
           sm.msg_b[r_own] = frame_message{sb_own.next, sb_own.o_scale, sb_own.o_add, fb};
