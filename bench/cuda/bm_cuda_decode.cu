@@ -147,6 +147,16 @@ void phase_report(const ac::CudaDecodeOptions& base, int batch, int s_q, int s_k
       "entry",        "barriers init", "griddep_wait",  "loads issued",  "Q landed",   "first S_A",
       "loop end WG0", "loop end WG1",  "epilogue sync", "stores issued", "stores done"};
   Figures fig;
+  // The block loop's trace (hopper_kernel.cuh, trace_wg0 and trace_wg1): every traced pair's
+  // events in cycles after that pair's WG0 loop top; the pair's period; and for each chunk of
+  // a Q K^T, the cycles from the refill that loaded it (the pair before) to the wait's return.
+  std::vector<std::vector<double>> tr_ev[2];
+  tr_ev[0].resize(hk::trace_events);
+  tr_ev[1].resize(hk::trace_events);
+  std::vector<double> tr_period;
+  std::vector<std::vector<double>> tr_land[2];
+  tr_land[0].resize(hk::chunks);
+  tr_land[1].resize(hk::chunks);
   amla_bench::Events ev;
   // About a second of launches first, so that the clocks have ramped (as the grid's GEMMs do).
   {
@@ -180,6 +190,34 @@ void phase_report(const ac::CudaDecodeOptions& base, int batch, int s_q, int s_k
       run.push_back({r, ns > 0 ? cyc / ns : 0.0});
     }
     if (run.empty()) continue;
+    for (const Cta& c : run) {
+      const auto* t = reinterpret_cast<const std::uint32_t*>(c.r + hk::trace_word);
+      for (int k = 0; k < hk::trace_pairs; ++k) {
+        const std::uint32_t* w0 = t + 2 * k * hk::trace_events;
+        const std::uint32_t* w1 = w0 + hk::trace_events;
+        if (w0[hk::tr0_top] == 0) continue;
+        const auto at = [&](std::uint32_t v) {
+          return static_cast<double>(static_cast<std::int32_t>(v - w0[hk::tr0_top]));
+        };
+        for (int e = 0; e < hk::trace_events; ++e) {
+          if (w0[e] != 0) tr_ev[0][e].push_back(at(w0[e]));
+          if (w1[e] != 0) tr_ev[1][e].push_back(at(w1[e]));
+        }
+        if (k + 1 >= hk::trace_pairs) continue;
+        const std::uint32_t* n0 = w0 + 2 * hk::trace_events;
+        const std::uint32_t* n1 = n0 + hk::trace_events;
+        if (n0[hk::tr0_top] == 0) continue;
+        tr_period.push_back(at(n0[hk::tr0_top]));
+        for (int ci = 0; ci < hk::chunks; ++ci) {
+          const std::uint32_t from_a = ci < 4 ? w0[hk::tr0_refill_a] : w1[hk::tr1_refill_a];
+          const std::uint32_t from_b = ci < 4 ? w0[hk::tr0_refill_b] : w1[hk::tr1_refill_b];
+          if (from_a != 0 && n0[hk::tr0_chunk + ci] != 0)
+            tr_land[0][ci].push_back(at(n0[hk::tr0_chunk + ci]) - at(from_a));
+          if (from_b != 0 && n1[hk::tr1_chunk + ci] != 0)
+            tr_land[1][ci].push_back(at(n1[hk::tr1_chunk + ci]) - at(from_b));
+        }
+      }
+    }
     std::sort(run.begin(), run.end(), [](const Cta& a, const Cta& b) {
       return a.r[hk::phase_entry] < b.r[hk::phase_entry];
     });
@@ -251,6 +289,49 @@ void phase_report(const ac::CudaDecodeOptions& base, int batch, int s_q, int s_k
               launch.pieces, ctas, reps);
   for (std::size_t i = 0; i < fig.names.size(); ++i) {
     std::printf("  %-64s %9.2f\n", fig.names[i].c_str(), amla_bench::median(fig.values[i]));
+  }
+  if (!tr_period.empty()) {
+    const auto pct = [](std::vector<double> v, double q) {
+      std::sort(v.begin(), v.end());
+      return v[static_cast<std::size_t>(q * static_cast<double>(v.size() - 1))];
+    };
+    const auto line = [&](const std::string& name, const std::vector<double>& v) {
+      if (v.empty()) return;
+      std::printf("  %-44s %8.0f %8.0f %8.0f %8zu\n", name.c_str(), pct(v, 0.5), pct(v, 0.1),
+                  pct(v, 0.9), v.size());
+    };
+    std::printf("block loop trace, pairs %d-%d, cycles after the pair's WG0 loop top "
+                "(median, p10, p90, samples):\n",
+                hk::trace_first_pair, hk::trace_first_pair + hk::trace_pairs - 1);
+    line("pair period", tr_period);
+    const char* n0[] = {"WG0 top", "S_A chunk", "", "", "", "", "", "", "", "",
+                        "WG0 S_A done", "WG0 frame A published", "WG0 P_A published",
+                        "WG0 P_A V_A[:, L] issued", "WG0 P_A V_A[:, L] done",
+                        "WG0 KV[0] 0-3 refill issued", "WG0 P_B received",
+                        "WG0 P_B V_B[:, L] issued", "WG0 P_B V_B[:, L] done",
+                        "WG0 KV[1] 0-3 refill issued"};
+    const char* n1[] = {"WG1 top", "WG1 stagger released", "S_B chunk", "", "", "", "", "", "",
+                        "", "", "WG1 S_B done", "WG1 frame A received", "WG1 exponentials done",
+                        "WG1 P_A received", "WG1 P_A V_A[:, R] issued", "WG1 P_B published",
+                        "WG1 P_A V_A[:, R] done", "WG1 WG0 done with KV[0] chunk 8",
+                        "WG1 KV[0] 4-8 refill issued", "WG1 P_B V_B[:, R] issued",
+                        "WG1 P_B V_B[:, R] done", "WG1 WG0 done with KV[1] chunk 8",
+                        "WG1 KV[1] 4-8 refill issued"};
+    for (int e = 0; e < 20; ++e) {
+      const bool chunk = e >= hk::tr0_chunk && e < hk::tr0_chunk + hk::chunks;
+      line(chunk ? "WG0 S_A chunk " + std::to_string(e - hk::tr0_chunk) + " landed" : n0[e],
+           tr_ev[0][e]);
+    }
+    for (int e = 0; e < 24; ++e) {
+      const bool chunk = e >= hk::tr1_chunk && e < hk::tr1_chunk + hk::chunks;
+      line(chunk ? "WG1 S_B chunk " + std::to_string(e - hk::tr1_chunk) + " landed" : n1[e],
+           tr_ev[1][e]);
+    }
+    for (int b = 0; b < 2; ++b)
+      for (int ci = 0; ci < hk::chunks; ++ci)
+        line(std::string(b == 0 ? "KV[0]" : "KV[1]") + " chunk " + std::to_string(ci) +
+                 ": refill issued to wait return",
+             tr_land[b][ci]);
   }
   AMLA_CUDA_CHECK(cudaFree(rec));
   if (workspace != nullptr) AMLA_CUDA_CHECK(cudaFree(workspace));

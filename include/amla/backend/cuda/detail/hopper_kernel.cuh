@@ -152,8 +152,50 @@ enum phase : int {
 };
 inline constexpr int phase_clock = 16;
 inline constexpr int phase_sm = 15;
-inline constexpr int phase_slots = 32;
+
+/// A timing build also traces the block loop: for pairs trace_first_pair .. + trace_pairs - 1,
+/// the leader of each warpgroup records the low 32 bits of clock64 at the events below, as
+/// std::uint32_t entries from word trace_word of the CTA's record: pair k's WG0 entries at
+/// (2k) trace_events, WG1's at (2k + 1) trace_events. An entry left 0 was not reached.
+enum trace_wg0 : int {
+  tr0_top = 0,          ///< the pair's loop iteration begins
+  tr0_chunk = 1,        ///< + ci: S_A's wait for its ci-th chunk (in consumption order) returned
+  tr0_s_done = 10,      ///< S_A complete
+  tr0_frame = 11,       ///< frame A published
+  tr0_p_published = 12, ///< P_A stored and published
+  tr0_pv_a_issued = 13, ///< P_A V_A[:, L] issued
+  tr0_pv_a_done = 14,   ///< P_A V_A[:, L] complete in every warp of WG0
+  tr0_refill_a = 15,    ///< KV[0] chunks 0-3 refill issued
+  tr0_p_b = 16,         ///< P_B received
+  tr0_pv_b_issued = 17, ///< P_B V_B[:, L] issued
+  tr0_pv_b_done = 18,   ///< P_B V_B[:, L] complete in every warp of WG0
+  tr0_refill_b = 19,    ///< KV[1] chunks 0-3 refill issued
+};
+enum trace_wg1 : int {
+  tr1_top = 0,
+  tr1_stagger = 1,      ///< released to issue S_B
+  tr1_chunk = 2,        ///< + ci: S_B's wait for its ci-th chunk returned
+  tr1_s_done = 11,      ///< S_B complete
+  tr1_frame_a = 12,     ///< frame A received
+  tr1_exps = 13,        ///< frame B published, P_B's exponentials done
+  tr1_p_a = 14,         ///< P_A received
+  tr1_pv_a_issued = 15, ///< P_A V_A[:, R] issued
+  tr1_p_published = 16, ///< P_B stored and published
+  tr1_pv_a_done = 17,   ///< P_A V_A[:, R] complete in every warp of WG1
+  tr1_a_done = 18,      ///< WG0 done with KV[0] chunk 8
+  tr1_refill_a = 19,    ///< KV[0] chunks 4-8 refill issued
+  tr1_pv_b_issued = 20, ///< P_B V_B[:, R] issued
+  tr1_pv_b_done = 21,   ///< P_B V_B[:, R] complete in every warp of WG1
+  tr1_b_done = 22,      ///< WG0 done with KV[1] chunk 8
+  tr1_refill_b = 23,    ///< KV[1] chunks 4-8 refill issued
+};
+inline constexpr int trace_word = 32;
+inline constexpr int trace_first_pair = 4;
+inline constexpr int trace_pairs = 8;
+inline constexpr int trace_events = 32;
+inline constexpr int phase_slots = trace_word + trace_pairs * 2 * trace_events / 2;
 static_assert(phase_count <= phase_sm, "the phases fit below the SM id's word");
+static_assert(phase_clock + phase_count <= trace_word, "the clocks fit below the trace");
 
 enum barrier_id : int {
   bar_p_a = 1,      ///< WG0 -> WG1: frame A and P_A published
@@ -308,6 +350,25 @@ __device__ __forceinline__ void mark_phase(const params& p, int ph) {
     const std::uint64_t clk = static_cast<std::uint64_t>(clock64());
     rec[ph] = ptx::globaltimer_ns();
     rec[phase_clock + ph] = clk;
+  }
+}
+
+/// This warpgroup leader's trace entries for pair j in a timing build, or nullptr (not traced).
+__device__ __forceinline__ std::uint32_t* trace_of(const params& p, int j, int wg, bool leader) {
+  if constexpr (phase_times_built) {
+    if (p.phase_times != nullptr && leader && j >= trace_first_pair &&
+        j < trace_first_pair + trace_pairs) {
+      return reinterpret_cast<std::uint32_t*>(phase_record(p) + trace_word) +
+             ((j - trace_first_pair) * 2 + wg) * trace_events;
+    }
+  }
+  return nullptr;
+}
+
+/// Records event e in a trace (trace_of); nothing when tr is nullptr or in a default build.
+__device__ __forceinline__ void trace(std::uint32_t* tr, int e) {
+  if constexpr (phase_times_built) {
+    if (tr != nullptr) tr[e] = static_cast<std::uint32_t>(clock64());
   }
 }
 
@@ -494,7 +555,8 @@ __device__ __forceinline__ std::uint64_t desc_v(const std::uint8_t* buf, int c0,
 /// arrives at bar_qk once every wgmma is issued (before waiting for them).
 template <int C0, int C1, int C2, int C3, int C4, int C5, int C6, int C7, int C8>
 __device__ __forceinline__ void qk_product(float (&s)[32], shared_storage& sm, int buf,
-                                           std::uint32_t parity, bool signal = false) {
+                                           std::uint32_t parity, bool signal = false,
+                                           std::uint32_t* tr = nullptr, int tr_chunk = 0) {
   constexpr int order[chunks] = {C0, C1, C2, C3, C4, C5, C6, C7, C8};
   const smem_desc dq = make_desc(sm.q, 16), dk = make_desc(sm.kv[buf], 16);
 #pragma unroll
@@ -504,6 +566,7 @@ __device__ __forceinline__ void qk_product(float (&s)[32], shared_storage& sm, i
   for (int ci = 0; ci < chunks; ++ci) {
     const int c = order[ci];
     ptx::mbar_wait(&sm.bar_kv[buf][c], parity);
+    trace(tr, tr_chunk + ci);
     // A fence after every wait, as CUTLASS's mainloops do: the wait is a loop, and without an
     // explicit fence ptxas inserts its own on that path and serialises all wgmma (C7520).
     ptx::wgmma_fence();
@@ -900,10 +963,13 @@ __global__ void __launch_bounds__(threads, 1)
       const bool has_b = kb_b < pr.kb_end;
       const std::uint32_t parity = static_cast<std::uint32_t>(j & 1);
       float s[32];
+      std::uint32_t* const tr = trace_of(p, j, wg, leader);
+      trace(tr, 0);
 
       if (wg == 0) {
         // ---- WG0: S_A, frame A, P_A (into KV[0] chunk 8, for both warpgroups) ----
-        qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 0, parity, p.stagger_qk != 0);
+        qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 0, parity, p.stagger_qk != 0, tr, tr0_chunk);
+        trace(tr, tr0_s_done);
         if (cta_leader && j == 0) mark_phase(p, phase_first_s);
         if (hides_keys(pr, kb_a)) mask_scores(s, kb_a * block_keys, pr.vis0, pr.vis1, quad);
         float mx0, mx1;
@@ -919,6 +985,7 @@ __global__ void __launch_bounds__(threads, 1)
           sm.msg_a[r_own] = frame_message{sa_own.next, sa_own.o_scale, sa_own.o_add, fa};
         }
         ptx::bar_arrive(bar_frame_a, 256);  // WG1's softmax of block B may start
+        trace(tr, tr0_frame);
         float sum0, sum1;
         exponentiate(s, sa0.next.m, sa1.next.m, sum0, sum1);
         l0 = l0 * sa0.l_scale + sum0;
@@ -930,25 +997,31 @@ __global__ void __launch_bounds__(threads, 1)
         }
         ptx::fence_proxy_async_smem();
         ptx::bar_arrive(bar_p_a, 256);
+        trace(tr, tr0_p_published);
 
         // ---- WG0: O_L = step_A(O_L) + P_A V_A[:, L] (P_A from shared memory: holding its
         // fragments in registers across the rescale would cost 16 registers per thread) ----
         pv_step<Mode, SafeAdd>(o, sa0, sa1, sm.kv[0], 0, kb_a, pr, bar_wg0, tid_wg, true);
+        trace(tr, tr0_pv_a_issued);
         const bool refill_a = leader && kb_a + 2 < pr.kb_end;
         const int row_a = refill_a ? block_row(p, pr, kb_a + 2) : 0;
         ptx::wgmma_wait<0>();
         ptx::fence_regs(o);
         ptx::bar_sync(bar_wg0, 128);  // every warp of WG0 is done reading KV[0] chunks 0-3 and 8
+        trace(tr, tr0_pv_a_done);
         ptx::bar_arrive(bar_a_done, 256);
         if (refill_a) load_kv(sm, &tm_kv, p, pr, policy, 0, kb_a + 2, 0, 4, row_a);
+        trace(tr, tr0_refill_a);
 
         // ---- WG0: O_L = step_B(O_L) + P_B V_B[:, L] (P_B from WG1 through KV[1] chunk 8) ----
         ptx::bar_sync(bar_p_b, 256);
+        trace(tr, tr0_p_b);
         if (has_b) {
           const frame_message mb0 = sm.msg_b[r0], mb1 = sm.msg_b[r1];
           const frame_step sb0{mb0.frame, mb0.o_scale, mb0.o_add, 1.0f, 1.0f};
           const frame_step sb1{mb1.frame, mb1.o_scale, mb1.o_add, 1.0f, 1.0f};
           pv_step<Mode, SafeAdd>(o, sb0, sb1, sm.kv[1], 0, kb_b, pr, bar_wg0, tid_wg, false);
+          trace(tr, tr0_pv_b_issued);
           const bool refill_b = leader && kb_b + 2 < pr.kb_end;
           const int row_b = refill_b ? block_row(p, pr, kb_b + 2) : 0;
           // l_L (blocks A so far) moves from frame A to frame B.
@@ -959,8 +1032,10 @@ __global__ void __launch_bounds__(threads, 1)
           ptx::wgmma_wait<0>();
           ptx::fence_regs(o);
           ptx::bar_sync(bar_wg0, 128);
+          trace(tr, tr0_pv_b_done);
           ptx::bar_arrive(bar_b_done, 256);
           if (refill_b) load_kv(sm, &tm_kv, p, pr, policy, 1, kb_b + 2, 0, 4, row_b);
+          trace(tr, tr0_refill_b);
         } else {
           f0 = sa0.next;
           f1 = sa1.next;
@@ -969,8 +1044,10 @@ __global__ void __launch_bounds__(threads, 1)
         // ---- WG1: S_B (after S_A on the tensor cores when staggered, so WG0's softmax of block
         // A overlaps it) ----
         if (p.stagger_qk) ptx::bar_sync(bar_qk, 256);
+        trace(tr, tr1_stagger);
         if (has_b) {
-          qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 1, parity);
+          qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 1, parity, false, tr, tr1_chunk);
+          trace(tr, tr1_s_done);
           if (hides_keys(pr, kb_b)) mask_scores(s, kb_b * block_keys, pr.vis0, pr.vis1, quad);
         } else {
 #pragma unroll
@@ -981,6 +1058,7 @@ __global__ void __launch_bounds__(threads, 1)
         float mx0, mx1;
         row_max_and_scale(s, p.scale_log2, mx0, mx1);
         ptx::bar_sync(bar_frame_a, 256);
+        trace(tr, tr1_frame_a);
         const frame_message ma0 = sm.msg_a[r0], ma1 = sm.msg_a[r1];
         const amla_scalars fa_own = sm.msg_a[r_own].scalars;
         // An absent block B is the identity step (no add, no scale): frame B = frame A.
@@ -997,14 +1075,17 @@ __global__ void __launch_bounds__(threads, 1)
         }
         float sum0 = 0.0f, sum1 = 0.0f;
         if (has_b) exponentiate(s, sb0.next.m, sb1.next.m, sum0, sum1);
+        trace(tr, tr1_exps);
 
         // ---- WG1: O_R = step_A(O_R) + P_A V_A[:, R] (P_A from WG0 through KV[0] chunk 8) ----
         ptx::bar_sync(bar_p_a, 256);
+        trace(tr, tr1_p_a);
         {
           const frame_step sa0{ma0.frame, ma0.o_scale, ma0.o_add, 1.0f, 1.0f};
           const frame_step sa1{ma1.frame, ma1.o_scale, ma1.o_add, 1.0f, 1.0f};
           pv_step<Mode, SafeAdd>(o, sa0, sa1, sm.kv[0], 4, kb_a, pr, bar_wg1, tid_wg, false);
         }
+        trace(tr, tr1_pv_a_issued);
         const bool refill_a = leader && kb_a + 2 < pr.kb_end;
         const int row_a = refill_a ? block_row(p, pr, kb_a + 2) : 0;
 
@@ -1016,6 +1097,7 @@ __global__ void __launch_bounds__(threads, 1)
           ptx::fence_proxy_async_smem();
         }
         ptx::bar_arrive(bar_p_b, 256);
+        trace(tr, tr1_p_published);
         // l_R (blocks B so far) moves from frame f to frame B: exp2(f.m - m_B), 0 when f is empty.
         l0 = (f0.m == neg_inf_f ? 0.0f : l0 * fast_exp2(f0.m - sb0.next.m)) + sum0;
         l1 = (f1.m == neg_inf_f ? 0.0f : l1 * fast_exp2(f1.m - sb1.next.m)) + sum1;
@@ -1024,20 +1106,27 @@ __global__ void __launch_bounds__(threads, 1)
         ptx::wgmma_wait<0>();
         ptx::fence_regs(o);
         ptx::bar_sync(bar_wg1, 128);     // every warp of WG1 is done reading KV[0] chunks 4-8
+        trace(tr, tr1_pv_a_done);
         ptx::bar_sync(bar_a_done, 256);  // and WG0 with chunk 8 (P_A)
+        trace(tr, tr1_a_done);
         if (refill_a) load_kv(sm, &tm_kv, p, pr, policy, 0, kb_a + 2, 4, 9, row_a);
+        trace(tr, tr1_refill_a);
 
         // ---- WG1: O_R = step_B(O_R) + P_B V_B[:, R] (P_B from shared memory; the barrier
         // above ordered all four warps' rows of it) ----
         if (has_b) {
           pv_step<Mode, SafeAdd>(o, sb0, sb1, sm.kv[1], 4, kb_b, pr, bar_wg1, tid_wg, false);
+          trace(tr, tr1_pv_b_issued);
           const bool refill_b = leader && kb_b + 2 < pr.kb_end;
           const int row_b = refill_b ? block_row(p, pr, kb_b + 2) : 0;
           ptx::wgmma_wait<0>();
           ptx::fence_regs(o);
           ptx::bar_sync(bar_wg1, 128);
+          trace(tr, tr1_pv_b_done);
           ptx::bar_sync(bar_b_done, 256);  // WG0 is done with KV[1] chunk 8 (P_B)
+          trace(tr, tr1_b_done);
           if (refill_b) load_kv(sm, &tm_kv, p, pr, policy, 1, kb_b + 2, 4, 9, row_b);
+          trace(tr, tr1_refill_b);
         }
       }
     }
