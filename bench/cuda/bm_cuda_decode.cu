@@ -300,33 +300,47 @@ void phase_report(const ac::CudaDecodeOptions& base, int batch, int s_q, int s_k
       std::printf("  %-44s %8.0f %8.0f %8.0f %8zu\n", name.c_str(), pct(v, 0.5), pct(v, 0.1),
                   pct(v, 0.9), v.size());
     };
-    std::printf("block loop trace, pairs %d-%d, cycles after the pair's WG0 loop top "
-                "(median, p10, p90, samples):\n",
-                hk::trace_first_pair, hk::trace_first_pair + hk::trace_pairs - 1);
+    std::printf("block loop trace, %d pairs from the middle of each CTA's, cycles after the pair's "
+                "WG0 loop top (median, p10, p90, samples):\n",
+                hk::trace_pairs);
     line("pair period", tr_period);
-    const char* n0[] = {"WG0 top", "S_A chunk", "", "", "", "", "", "", "", "",
-                        "WG0 S_A done", "WG0 frame A published", "WG0 P_A published",
-                        "WG0 P_A V_A[:, L] issued", "WG0 P_A V_A[:, L] done",
-                        "WG0 KV[0] 0-3 refill issued", "WG0 P_B received",
-                        "WG0 P_B V_B[:, L] issued", "WG0 P_B V_B[:, L] done",
-                        "WG0 KV[1] 0-3 refill issued"};
-    const char* n1[] = {"WG1 top", "WG1 stagger released", "S_B chunk", "", "", "", "", "", "",
-                        "", "", "WG1 S_B done", "WG1 frame A received", "WG1 exponentials done",
-                        "WG1 P_A received", "WG1 P_A V_A[:, R] issued", "WG1 P_B published",
-                        "WG1 P_A V_A[:, R] done", "WG1 WG0 done with KV[0] chunk 8",
-                        "WG1 KV[0] 4-8 refill issued", "WG1 P_B V_B[:, R] issued",
-                        "WG1 P_B V_B[:, R] done", "WG1 WG0 done with KV[1] chunk 8",
-                        "WG1 KV[1] 4-8 refill issued"};
-    for (int e = 0; e < 20; ++e) {
-      const bool chunk = e >= hk::tr0_chunk && e < hk::tr0_chunk + hk::chunks;
-      line(chunk ? "WG0 S_A chunk " + std::to_string(e - hk::tr0_chunk) + " landed" : n0[e],
-           tr_ev[0][e]);
+    std::vector<std::string> n0(hk::tr0_count), n1(hk::tr1_count);
+    for (int ci = 0; ci < hk::chunks; ++ci) {
+      n0[hk::tr0_chunk + ci] = "WG0 S_A chunk " + std::to_string(ci) + " landed";
+      n1[hk::tr1_chunk + ci] = "WG1 S_B chunk " + std::to_string(ci) + " landed";
     }
-    for (int e = 0; e < 24; ++e) {
-      const bool chunk = e >= hk::tr1_chunk && e < hk::tr1_chunk + hk::chunks;
-      line(chunk ? "WG1 S_B chunk " + std::to_string(e - hk::tr1_chunk) + " landed" : n1[e],
-           tr_ev[1][e]);
-    }
+    n0[hk::tr0_top] = "WG0 top";
+    n0[hk::tr0_s_done] = "WG0 S_A done";
+    n0[hk::tr0_frame] = "WG0 frame A published";
+    n0[hk::tr0_p_published] = "WG0 P_A published";
+    n0[hk::tr0_pv_a_rescaled] = "WG0 O_L to frame A";
+    n0[hk::tr0_pv_a_issued] = "WG0 P_A V_A[:, L] issued";
+    n0[hk::tr0_pv_a_done] = "WG0 P_A V_A[:, L] done";
+    n0[hk::tr0_refill_a] = "WG0 KV[0] 0-3 refill issued";
+    n0[hk::tr0_p_b] = "WG0 P_B received";
+    n0[hk::tr0_pv_b_rescaled] = "WG0 O_L to frame B";
+    n0[hk::tr0_pv_b_issued] = "WG0 P_B V_B[:, L] issued";
+    n0[hk::tr0_pv_b_done] = "WG0 P_B V_B[:, L] done";
+    n0[hk::tr0_refill_b] = "WG0 KV[1] 0-3 refill issued";
+    n1[hk::tr1_top] = "WG1 top";
+    n1[hk::tr1_stagger] = "WG1 stagger released";
+    n1[hk::tr1_s_done] = "WG1 S_B done";
+    n1[hk::tr1_frame_a] = "WG1 frame A received";
+    n1[hk::tr1_exps] = "WG1 exponentials done";
+    n1[hk::tr1_p_a] = "WG1 P_A received";
+    n1[hk::tr1_pv_a_rescaled] = "WG1 O_R to frame A";
+    n1[hk::tr1_pv_a_issued] = "WG1 P_A V_A[:, R] issued";
+    n1[hk::tr1_p_published] = "WG1 P_B published";
+    n1[hk::tr1_pv_a_done] = "WG1 P_A V_A[:, R] done";
+    n1[hk::tr1_a_done] = "WG1 WG0 done with KV[0] chunk 8";
+    n1[hk::tr1_refill_a] = "WG1 KV[0] 4-8 refill issued";
+    n1[hk::tr1_pv_b_rescaled] = "WG1 O_R to frame B";
+    n1[hk::tr1_pv_b_issued] = "WG1 P_B V_B[:, R] issued";
+    n1[hk::tr1_pv_b_done] = "WG1 P_B V_B[:, R] done";
+    n1[hk::tr1_b_done] = "WG1 WG0 done with KV[1] chunk 8";
+    n1[hk::tr1_refill_b] = "WG1 KV[1] 4-8 refill issued";
+    for (int e = 0; e < hk::tr0_count; ++e) line(n0[e], tr_ev[0][e]);
+    for (int e = 0; e < hk::tr1_count; ++e) line(n1[e], tr_ev[1][e]);
     for (int b = 0; b < 2; ++b)
       for (int ci = 0; ci < hk::chunks; ++ci)
         line(std::string(b == 0 ? "KV[0]" : "KV[1]") + " chunk " + std::to_string(ci) +

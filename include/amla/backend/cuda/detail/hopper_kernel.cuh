@@ -153,44 +153,53 @@ enum phase : int {
 inline constexpr int phase_clock = 16;
 inline constexpr int phase_sm = 15;
 
-/// A timing build also traces the block loop: for pairs trace_first_pair .. + trace_pairs - 1,
-/// the leader of each warpgroup records the low 32 bits of clock64 at the events below, as
-/// std::uint32_t entries from word trace_word of the CTA's record: pair k's WG0 entries at
-/// (2k) trace_events, WG1's at (2k + 1) trace_events. An entry left 0 was not reached.
+/// A timing build also traces the block loop: for trace_pairs pairs from the middle of the
+/// piece's (trace_first), the leader of each warpgroup records the low 32 bits of clock64 at the
+/// events below, as std::uint32_t entries from word trace_word of the CTA's record: the k-th
+/// traced pair's WG0 entries at (2k) trace_events, WG1's at (2k + 1) trace_events. An entry left
+/// 0 was not reached. An event after a named barrier is recorded once a shared memory load
+/// issued after the barrier has returned (trace_after_barrier): the barrier lets the warp go on
+/// issuing instructions that touch no memory, so a clock read right after it can precede its
+/// release.
 enum trace_wg0 : int {
-  tr0_top = 0,          ///< the pair's loop iteration begins
-  tr0_chunk = 1,        ///< + ci: S_A's wait for its ci-th chunk (in consumption order) returned
-  tr0_s_done = 10,      ///< S_A complete
-  tr0_frame = 11,       ///< frame A published
-  tr0_p_published = 12, ///< P_A stored and published
-  tr0_pv_a_issued = 13, ///< P_A V_A[:, L] issued
-  tr0_pv_a_done = 14,   ///< P_A V_A[:, L] complete in every warp of WG0
-  tr0_refill_a = 15,    ///< KV[0] chunks 0-3 refill issued
-  tr0_p_b = 16,         ///< P_B received
-  tr0_pv_b_issued = 17, ///< P_B V_B[:, L] issued
-  tr0_pv_b_done = 18,   ///< P_B V_B[:, L] complete in every warp of WG0
-  tr0_refill_b = 19,    ///< KV[1] chunks 0-3 refill issued
+  tr0_top = 0,           ///< the pair's loop iteration begins
+  tr0_chunk = 1,         ///< + ci: S_A's wait for its ci-th chunk (in consumption order) returned
+  tr0_s_done = 10,       ///< S_A complete
+  tr0_frame = 11,        ///< frame A published
+  tr0_p_published = 12,  ///< P_A stored and published
+  tr0_pv_a_rescaled = 13,  ///< O_L moved to frame A; P_A V_A[:, L] about to be issued
+  tr0_pv_a_issued = 14,  ///< P_A V_A[:, L]'s last wgmma issued
+  tr0_pv_a_done = 15,    ///< P_A V_A[:, L] complete in every warp of WG0
+  tr0_refill_a = 16,     ///< KV[0] chunks 0-3 refill issued
+  tr0_p_b = 17,          ///< P_B received
+  tr0_pv_b_rescaled = 18,
+  tr0_pv_b_issued = 19,
+  tr0_pv_b_done = 20,
+  tr0_refill_b = 21,     ///< KV[1] chunks 0-3 refill issued
+  tr0_count = 22
 };
 enum trace_wg1 : int {
   tr1_top = 0,
-  tr1_stagger = 1,      ///< released to issue S_B
-  tr1_chunk = 2,        ///< + ci: S_B's wait for its ci-th chunk returned
-  tr1_s_done = 11,      ///< S_B complete
-  tr1_frame_a = 12,     ///< frame A received
-  tr1_exps = 13,        ///< frame B published, P_B's exponentials done
-  tr1_p_a = 14,         ///< P_A received
-  tr1_pv_a_issued = 15, ///< P_A V_A[:, R] issued
-  tr1_p_published = 16, ///< P_B stored and published
-  tr1_pv_a_done = 17,   ///< P_A V_A[:, R] complete in every warp of WG1
-  tr1_a_done = 18,      ///< WG0 done with KV[0] chunk 8
-  tr1_refill_a = 19,    ///< KV[0] chunks 4-8 refill issued
-  tr1_pv_b_issued = 20, ///< P_B V_B[:, R] issued
-  tr1_pv_b_done = 21,   ///< P_B V_B[:, R] complete in every warp of WG1
-  tr1_b_done = 22,      ///< WG0 done with KV[1] chunk 8
-  tr1_refill_b = 23,    ///< KV[1] chunks 4-8 refill issued
+  tr1_stagger = 1,       ///< released to issue S_B
+  tr1_chunk = 2,         ///< + ci: S_B's wait for its ci-th chunk returned
+  tr1_s_done = 11,       ///< S_B complete
+  tr1_frame_a = 12,      ///< frame A received
+  tr1_exps = 13,         ///< frame B published, P_B's exponentials done
+  tr1_p_a = 14,          ///< P_A received
+  tr1_pv_a_rescaled = 15,
+  tr1_pv_a_issued = 16,
+  tr1_p_published = 17,  ///< P_B stored and published
+  tr1_pv_a_done = 18,
+  tr1_a_done = 19,       ///< WG0 done with KV[0] chunk 8
+  tr1_refill_a = 20,     ///< KV[0] chunks 4-8 refill issued
+  tr1_pv_b_rescaled = 21,
+  tr1_pv_b_issued = 22,
+  tr1_pv_b_done = 23,
+  tr1_b_done = 24,       ///< WG0 done with KV[1] chunk 8
+  tr1_refill_b = 25,     ///< KV[1] chunks 4-8 refill issued
+  tr1_count = 26
 };
 inline constexpr int trace_word = 32;
-inline constexpr int trace_first_pair = 4;
 inline constexpr int trace_pairs = 8;
 inline constexpr int trace_events = 32;
 inline constexpr int phase_slots = trace_word + trace_pairs * 2 * trace_events / 2;
@@ -353,13 +362,19 @@ __device__ __forceinline__ void mark_phase(const params& p, int ph) {
   }
 }
 
+/// The first traced pair of a piece of `pairs` pairs: the middle, so that the trace sees the
+/// running maxima settled as most of a long piece does.
+__device__ __forceinline__ int trace_first(int pairs) {
+  return max(0, min(pairs / 2, pairs - trace_pairs));
+}
+
 /// This warpgroup leader's trace entries for pair j in a timing build, or nullptr (not traced).
-__device__ __forceinline__ std::uint32_t* trace_of(const params& p, int j, int wg, bool leader) {
+__device__ __forceinline__ std::uint32_t* trace_of(const params& p, int j, int first, int wg,
+                                                   bool leader) {
   if constexpr (phase_times_built) {
-    if (p.phase_times != nullptr && leader && j >= trace_first_pair &&
-        j < trace_first_pair + trace_pairs) {
+    if (p.phase_times != nullptr && leader && j >= first && j < first + trace_pairs) {
       return reinterpret_cast<std::uint32_t*>(phase_record(p) + trace_word) +
-             ((j - trace_first_pair) * 2 + wg) * trace_events;
+             ((j - first) * 2 + wg) * trace_events;
     }
   }
   return nullptr;
@@ -369,6 +384,18 @@ __device__ __forceinline__ std::uint32_t* trace_of(const params& p, int j, int w
 __device__ __forceinline__ void trace(std::uint32_t* tr, int e) {
   if constexpr (phase_times_built) {
     if (tr != nullptr) tr[e] = static_cast<std::uint32_t>(clock64());
+  }
+}
+
+/// trace() after a named barrier: first a shared memory load, which the barrier holds back until
+/// its release, and a branch on its value, which the warp cannot pass before the load returns.
+__device__ __forceinline__ void trace_after_barrier(std::uint32_t* tr, int e, const void* word) {
+  if constexpr (phase_times_built) {
+    if (tr != nullptr) {
+      const std::uint32_t v = *static_cast<const volatile std::uint32_t*>(word);
+      if (v == 0x7FC00001u) tr[trace_events - 1] = v;  // never taken: a NaN payload no l holds
+      tr[e] = static_cast<std::uint32_t>(clock64());
+    }
   }
 }
 
@@ -776,8 +803,10 @@ __device__ __forceinline__ void hide_keys(std::uint8_t* buf, int c0, int kb, con
 template <rescale_mode Mode, bool SafeAdd>
 __device__ __forceinline__ void pv_step(float (&o)[128], const frame_step& st0,
                                         const frame_step& st1, std::uint8_t* buf, int c0, int kb,
-                                        const piece_rows& pr, int bar, int tid_wg, bool own_p) {
+                                        const piece_rows& pr, int bar, int tid_wg, bool own_p,
+                                        std::uint32_t* tr = nullptr, int tr_rescaled = 0) {
   rescale_rows<Mode, SafeAdd>(o, st0, st1);
+  trace(tr, tr_rescaled);
   const bool hide = hides_keys(pr, kb);
   if (hide) hide_keys(buf, c0, kb, pr, tid_wg);
   if (hide || own_p) {
@@ -956,6 +985,7 @@ __global__ void __launch_bounds__(threads, 1)
     if (pr.kb_begin < pr.kb_end) ptx::mbar_wait(&sm.bar_q, 0);
     if (cta_leader) mark_phase(p, phase_q_landed);
 
+    const int tr_first = trace_first((pr.kb_end - pr.kb_begin + 1) / 2);
     for (int j = 0;; ++j) {
       const int kb_a = pr.kb_begin + 2 * j;
       if (kb_a >= pr.kb_end) break;
@@ -963,7 +993,7 @@ __global__ void __launch_bounds__(threads, 1)
       const bool has_b = kb_b < pr.kb_end;
       const std::uint32_t parity = static_cast<std::uint32_t>(j & 1);
       float s[32];
-      std::uint32_t* const tr = trace_of(p, j, wg, leader);
+      std::uint32_t* const tr = trace_of(p, j, tr_first, wg, leader);
       trace(tr, 0);
 
       if (wg == 0) {
@@ -1001,26 +1031,28 @@ __global__ void __launch_bounds__(threads, 1)
 
         // ---- WG0: O_L = step_A(O_L) + P_A V_A[:, L] (P_A from shared memory: holding its
         // fragments in registers across the rescale would cost 16 registers per thread) ----
-        pv_step<Mode, SafeAdd>(o, sa0, sa1, sm.kv[0], 0, kb_a, pr, bar_wg0, tid_wg, true);
+        pv_step<Mode, SafeAdd>(o, sa0, sa1, sm.kv[0], 0, kb_a, pr, bar_wg0, tid_wg, true, tr,
+                               tr0_pv_a_rescaled);
         trace(tr, tr0_pv_a_issued);
         const bool refill_a = leader && kb_a + 2 < pr.kb_end;
         const int row_a = refill_a ? block_row(p, pr, kb_a + 2) : 0;
         ptx::wgmma_wait<0>();
         ptx::fence_regs(o);
         ptx::bar_sync(bar_wg0, 128);  // every warp of WG0 is done reading KV[0] chunks 0-3 and 8
-        trace(tr, tr0_pv_a_done);
+        trace_after_barrier(tr, tr0_pv_a_done, &sm.l_part[0][0]);
         ptx::bar_arrive(bar_a_done, 256);
         if (refill_a) load_kv(sm, &tm_kv, p, pr, policy, 0, kb_a + 2, 0, 4, row_a);
         trace(tr, tr0_refill_a);
 
         // ---- WG0: O_L = step_B(O_L) + P_B V_B[:, L] (P_B from WG1 through KV[1] chunk 8) ----
         ptx::bar_sync(bar_p_b, 256);
-        trace(tr, tr0_p_b);
+        trace_after_barrier(tr, tr0_p_b, &sm.l_part[0][0]);
         if (has_b) {
           const frame_message mb0 = sm.msg_b[r0], mb1 = sm.msg_b[r1];
           const frame_step sb0{mb0.frame, mb0.o_scale, mb0.o_add, 1.0f, 1.0f};
           const frame_step sb1{mb1.frame, mb1.o_scale, mb1.o_add, 1.0f, 1.0f};
-          pv_step<Mode, SafeAdd>(o, sb0, sb1, sm.kv[1], 0, kb_b, pr, bar_wg0, tid_wg, false);
+          pv_step<Mode, SafeAdd>(o, sb0, sb1, sm.kv[1], 0, kb_b, pr, bar_wg0, tid_wg, false, tr,
+                                 tr0_pv_b_rescaled);
           trace(tr, tr0_pv_b_issued);
           const bool refill_b = leader && kb_b + 2 < pr.kb_end;
           const int row_b = refill_b ? block_row(p, pr, kb_b + 2) : 0;
@@ -1032,7 +1064,7 @@ __global__ void __launch_bounds__(threads, 1)
           ptx::wgmma_wait<0>();
           ptx::fence_regs(o);
           ptx::bar_sync(bar_wg0, 128);
-          trace(tr, tr0_pv_b_done);
+          trace_after_barrier(tr, tr0_pv_b_done, &sm.l_part[0][0]);
           ptx::bar_arrive(bar_b_done, 256);
           if (refill_b) load_kv(sm, &tm_kv, p, pr, policy, 1, kb_b + 2, 0, 4, row_b);
           trace(tr, tr0_refill_b);
@@ -1044,7 +1076,7 @@ __global__ void __launch_bounds__(threads, 1)
         // ---- WG1: S_B (after S_A on the tensor cores when staggered, so WG0's softmax of block
         // A overlaps it) ----
         if (p.stagger_qk) ptx::bar_sync(bar_qk, 256);
-        trace(tr, tr1_stagger);
+        trace_after_barrier(tr, tr1_stagger, &sm.l_part[0][0]);
         if (has_b) {
           qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 1, parity, false, tr, tr1_chunk);
           trace(tr, tr1_s_done);
@@ -1058,7 +1090,7 @@ __global__ void __launch_bounds__(threads, 1)
         float mx0, mx1;
         row_max_and_scale(s, p.scale_log2, mx0, mx1);
         ptx::bar_sync(bar_frame_a, 256);
-        trace(tr, tr1_frame_a);
+        trace_after_barrier(tr, tr1_frame_a, &sm.l_part[0][0]);
         const frame_message ma0 = sm.msg_a[r0], ma1 = sm.msg_a[r1];
         const amla_scalars fa_own = sm.msg_a[r_own].scalars;
         // An absent block B is the identity step (no add, no scale): frame B = frame A.
@@ -1079,11 +1111,12 @@ __global__ void __launch_bounds__(threads, 1)
 
         // ---- WG1: O_R = step_A(O_R) + P_A V_A[:, R] (P_A from WG0 through KV[0] chunk 8) ----
         ptx::bar_sync(bar_p_a, 256);
-        trace(tr, tr1_p_a);
+        trace_after_barrier(tr, tr1_p_a, &sm.l_part[0][0]);
         {
           const frame_step sa0{ma0.frame, ma0.o_scale, ma0.o_add, 1.0f, 1.0f};
           const frame_step sa1{ma1.frame, ma1.o_scale, ma1.o_add, 1.0f, 1.0f};
-          pv_step<Mode, SafeAdd>(o, sa0, sa1, sm.kv[0], 4, kb_a, pr, bar_wg1, tid_wg, false);
+          pv_step<Mode, SafeAdd>(o, sa0, sa1, sm.kv[0], 4, kb_a, pr, bar_wg1, tid_wg, false, tr,
+                                 tr1_pv_a_rescaled);
         }
         trace(tr, tr1_pv_a_issued);
         const bool refill_a = leader && kb_a + 2 < pr.kb_end;
@@ -1106,25 +1139,26 @@ __global__ void __launch_bounds__(threads, 1)
         ptx::wgmma_wait<0>();
         ptx::fence_regs(o);
         ptx::bar_sync(bar_wg1, 128);     // every warp of WG1 is done reading KV[0] chunks 4-8
-        trace(tr, tr1_pv_a_done);
+        trace_after_barrier(tr, tr1_pv_a_done, &sm.l_part[0][0]);
         ptx::bar_sync(bar_a_done, 256);  // and WG0 with chunk 8 (P_A)
-        trace(tr, tr1_a_done);
+        trace_after_barrier(tr, tr1_a_done, &sm.l_part[0][0]);
         if (refill_a) load_kv(sm, &tm_kv, p, pr, policy, 0, kb_a + 2, 4, 9, row_a);
         trace(tr, tr1_refill_a);
 
         // ---- WG1: O_R = step_B(O_R) + P_B V_B[:, R] (P_B from shared memory; the barrier
         // above ordered all four warps' rows of it) ----
         if (has_b) {
-          pv_step<Mode, SafeAdd>(o, sb0, sb1, sm.kv[1], 4, kb_b, pr, bar_wg1, tid_wg, false);
+          pv_step<Mode, SafeAdd>(o, sb0, sb1, sm.kv[1], 4, kb_b, pr, bar_wg1, tid_wg, false, tr,
+                                 tr1_pv_b_rescaled);
           trace(tr, tr1_pv_b_issued);
           const bool refill_b = leader && kb_b + 2 < pr.kb_end;
           const int row_b = refill_b ? block_row(p, pr, kb_b + 2) : 0;
           ptx::wgmma_wait<0>();
           ptx::fence_regs(o);
           ptx::bar_sync(bar_wg1, 128);
-          trace(tr, tr1_pv_b_done);
+          trace_after_barrier(tr, tr1_pv_b_done, &sm.l_part[0][0]);
           ptx::bar_sync(bar_b_done, 256);  // WG0 is done with KV[1] chunk 8 (P_B)
-          trace(tr, tr1_b_done);
+          trace_after_barrier(tr, tr1_b_done, &sm.l_part[0][0]);
           if (refill_b) load_kv(sm, &tm_kv, p, pr, policy, 1, kb_b + 2, 4, 9, row_b);
           trace(tr, tr1_refill_b);
         }
