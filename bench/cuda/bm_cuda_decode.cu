@@ -17,7 +17,12 @@
 //   bm_cuda_decode --profile [b s_q s_k [splits]]   one configuration, three launches, for ncu
 //   bm_cuda_decode --phases [b s_q s_k [splits [mode]]]   where a Hopper CTA's time goes: medians
 //                             of its phases (hopper_kernel.cuh, enum phase) over the CTAs of 15
-//                             launches, by wave; needs a build with AMLA_CUDA_PHASE_TIMES=1
+//                             launches, by wave; then the block loop's trace (enums trace_wg0,
+//                             trace_wg1): for 8 pairs from the middle of every CTA's piece, each
+//                             event of both warpgroups in cycles after the pair's start (median,
+//                             p10, p90), the pair's period, and each KV chunk's time from the
+//                             refill that issued it to the Q K^T wait that saw it land; needs a
+//                             build with AMLA_CUDA_PHASE_TIMES=1
 //                             (e.g. CMAKE_CUDA_FLAGS=-DAMLA_CUDA_PHASE_TIMES=1)
 #include "amla/backend/cuda/cuda.cuh"
 #include "bench_cuda.cuh"
