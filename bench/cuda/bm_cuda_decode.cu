@@ -15,16 +15,21 @@
 //   bm_cuda_decode --filter TEXT[,TEXT...]   the configurations whose name holds one of the TEXTs;
 //                             a TEXT ending in '$' must be the whole name ("hopper/standard$")
 //   bm_cuda_decode --profile [b s_q s_k [splits]]   one configuration, three launches, for ncu
-//   bm_cuda_decode --phases [b s_q s_k [splits [mode]]]   where a Hopper CTA's time goes: medians
-//                             of its phases (hopper_kernel.cuh, enum phase) over the CTAs of 15
-//                             launches, by wave; then the block loop's trace (enums trace_wg0,
-//                             trace_wg1): for 8 pairs from the middle of every CTA's piece, each
-//                             event of both warpgroups in cycles after the pair's start (median,
-//                             p10, p90), the pair's period, and each KV chunk's time from the
-//                             refill that issued it to the Q K^T wait that saw it land; needs a
-//                             build with AMLA_CUDA_PHASE_TIMES=1
+//   bm_cuda_decode --phases [b s_q s_k [splits [mode [picture]]]]
+//                             where a Hopper CTA's time goes: medians of its phases
+//                             (hopper_kernel.cuh, enum phase) over the CTAs of 15 launches, by
+//                             wave; then the block loop's trace (enums trace_wg0, trace_wg1): for
+//                             8 pairs from the middle of every CTA's piece, each event of both
+//                             warpgroups in cycles after the pair's start (median, p10, p90), the
+//                             pair's period, and each KV chunk's time from the refill that issued
+//                             it to the Q K^T wait that saw it land; with `picture`, two pairs of
+//                             that trace as an SVG Gantt chart and a Chrome trace (picture.svg,
+//                             picture.json, written as the simulator's pictures are:
+//                             amla/sim/trace.hpp); needs a build with AMLA_CUDA_PHASE_TIMES=1
 //                             (e.g. CMAKE_CUDA_FLAGS=-DAMLA_CUDA_PHASE_TIMES=1)
 #include "amla/backend/cuda/cuda.cuh"
+#include "amla/sim/timeline.hpp"
+#include "amla/sim/trace.hpp"
 #include "bench_cuda.cuh"
 
 #include <cublas_v2.h>
@@ -115,6 +120,69 @@ struct Figures {
   }
 };
 
+/// The block loop's trace as a picture: two consecutive pairs at the median times of every event
+/// (cycles after the first pair's WG0 loop top; the second pair one median period later), one
+/// lane per warpgroup with what its leader was doing between events, and one lane per KV buffer
+/// with each refill from its issue to the Q K^T wait that saw its last chunk land. ev[wg][e] are the
+/// samples of event e (trace_wg0 / trace_wg1), land[b][c] those of chunk c of KV[b] from its refill.
+amla::sim::Timeline trace_timeline(const std::vector<std::vector<double>> (&ev)[2],
+                                   const std::vector<std::vector<double>> (&land)[2],
+                                   double period, double clock_ghz, const std::string& title) {
+  namespace hk = amla::cuda::detail::hopper;
+  namespace sim = amla::sim;
+  const auto at = [&](int wg, int e) {
+    return ev[wg][e].empty() ? -1.0 : amla_bench::median(ev[wg][e]);
+  };
+  sim::Timeline t;
+  t.title = title;
+  t.clock = sim::Hertz{clock_ghz * 1e9};
+  t.lanes = {{"WG0", {}}, {"WG1", {}}, {"KV[0] refills", {}}, {"KV[1] refills", {}}};
+  const auto add = [&](int lane, double a, double b, const std::string& name,
+                       const std::string& category, double shift) {
+    if (a < 0 || b <= a) return;
+    t.lanes[lane].intervals.push_back(
+        {sim::Cycles{static_cast<std::int64_t>(a + shift)},
+         sim::Cycles{static_cast<std::int64_t>(b + shift)}, name, category});
+  };
+  for (int k = 0; k < 2; ++k) {
+    const double d = k * period;
+    add(0, at(0, hk::tr0_top), at(0, hk::tr0_chunk), "wait KV", "wait", d);
+    add(0, at(0, hk::tr0_chunk), at(0, hk::tr0_s_done), "S_A", "C1", d);
+    add(0, at(0, hk::tr0_s_done), at(0, hk::tr0_p_published), "softmax A, P_A", "V1", d);
+    add(0, at(0, hk::tr0_p_published), at(0, hk::tr0_pv_a_done), "P_A V_A[:, L]", "C2", d);
+    add(0, at(0, hk::tr0_pv_a_done), at(0, hk::tr0_refill_a), "refill", "MTE2", d);
+    add(0, at(0, hk::tr0_refill_a), at(0, hk::tr0_p_b), "wait P_B", "wait", d);
+    add(0, at(0, hk::tr0_p_b), at(0, hk::tr0_pv_b_done), "P_B V_B[:, L]", "C2", d);
+    add(0, at(0, hk::tr0_pv_b_done), at(0, hk::tr0_refill_b), "refill", "MTE2", d);
+    add(1, at(1, hk::tr1_top), at(1, hk::tr1_stagger), "wait S_A", "wait", d);
+    add(1, at(1, hk::tr1_stagger), at(1, hk::tr1_s_done), "S_B", "C1", d);
+    add(1, at(1, hk::tr1_s_done), at(1, hk::tr1_exps), "softmax B", "V1", d);
+    add(1, at(1, hk::tr1_p_a), at(1, hk::tr1_pv_a_issued), "P_A V_A[:, R]", "C2", d);
+    add(1, at(1, hk::tr1_pv_a_issued), at(1, hk::tr1_p_published), "P_B", "V1", d);
+    add(1, at(1, hk::tr1_p_published), at(1, hk::tr1_a_done), "wait", "wait", d);
+    add(1, at(1, hk::tr1_a_done), at(1, hk::tr1_refill_a), "refill", "MTE2", d);
+    add(1, at(1, hk::tr1_refill_a), at(1, hk::tr1_pv_b_done), "P_B V_B[:, R]", "C2", d);
+    add(1, at(1, hk::tr1_pv_b_done), at(1, hk::tr1_b_done), "wait", "wait", d);
+    add(1, at(1, hk::tr1_b_done), at(1, hk::tr1_refill_b), "refill", "MTE2", d);
+    // A refill's copies, from the issue of the first (its leader's event marks the last) to the
+    // wait that saw the last chunk of the group land.
+    const auto copies = [&](int buf, int wg, int e, int last_chunk, const std::string& name) {
+      const double issued = at(wg, e);
+      if (issued < 0 || land[buf][last_chunk].empty()) return;
+      add(2 + buf, issued, issued + amla_bench::median(land[buf][last_chunk]), name, "copy", d);
+    };
+    copies(0, 0, hk::tr0_refill_a, 3, "chunks 0-3");
+    copies(0, 1, hk::tr1_refill_a, 8, "chunks 4-8");
+    copies(1, 0, hk::tr0_refill_b, 3, "chunks 0-3");
+    copies(1, 1, hk::tr1_refill_b, 8, "chunks 4-8");
+  }
+  for (auto& lane : t.lanes) {
+    std::sort(lane.intervals.begin(), lane.intervals.end(),
+              [](const sim::Interval& a, const sim::Interval& b) { return a.start < b.start; });
+  }
+  return t;
+}
+
 /// bm_cuda_decode --phases: runs one Hopper configuration `reps` times (the L2 flushed before
 /// each launch, as the timed grid) with CudaDecodeOptions::phase_times, and prints per phase the
 /// median over the CTAs of each launch (then the median over launches) of the time from the CTA's
@@ -123,7 +191,7 @@ struct Figures {
 /// Also the launch's event time, the decode kernel's span (earliest entry to latest stores-done),
 /// and on each SM the gap between one CTA's stores-done and the next one's entry.
 void phase_report(const ac::CudaDecodeOptions& base, int batch, int s_q, int s_k, int sms,
-                  void* flush, std::size_t flush_bytes) {
+                  void* flush, std::size_t flush_bytes, const std::string& picture) {
   namespace hk = amla::cuda::detail::hopper;
   const int h_q = 128, page = 64, reps = 15;
   std::mt19937 rng(12345);
@@ -158,7 +226,7 @@ void phase_report(const ac::CudaDecodeOptions& base, int batch, int s_q, int s_k
   std::vector<std::vector<double>> tr_ev[2];
   tr_ev[0].resize(hk::trace_events);
   tr_ev[1].resize(hk::trace_events);
-  std::vector<double> tr_period;
+  std::vector<double> tr_period, clocks;
   std::vector<std::vector<double>> tr_land[2];
   tr_land[0].resize(hk::chunks);
   tr_land[1].resize(hk::chunks);
@@ -232,6 +300,7 @@ void phase_report(const ac::CudaDecodeOptions& base, int batch, int s_q, int s_k
     std::vector<double> ghz;
     for (const Cta& c : run) ghz.push_back(c.ghz);
     const double clock_ghz = amla_bench::median(ghz);
+    clocks.push_back(clock_ghz);
     fig.add("event time of decode() (us)", event_us);
     fig.add("decode kernel span, first entry to last stores done (us)", (t_end - t0) * 1e-3);
     fig.add("SM clock (GHz, clock64 against %globaltimer)", clock_ghz);
@@ -351,6 +420,25 @@ void phase_report(const ac::CudaDecodeOptions& base, int batch, int s_q, int s_k
         line(std::string(b == 0 ? "KV[0]" : "KV[1]") + " chunk " + std::to_string(ci) +
                  ": refill issued to wait return",
              tr_land[b][ci]);
+    if (!picture.empty()) {
+      namespace sim = amla::sim;
+      const double period = pct(tr_period, 0.5);
+      char title[160];
+      std::snprintf(title, sizeof title, "%s/%s b %d s_q %d s_k %d: two pairs of the block loop",
+                    ac::to_string(launch.kernel),
+                    base.mode == ac::rescale_mode::amla ? "amla" : "standard", batch, s_q, s_k);
+      const sim::Timeline t =
+          trace_timeline(tr_ev, tr_land, period, amla_bench::median(clocks), title);
+      sim::SvgGanttOptions so;
+      so.subtitle = "measured (timing build): each event at its median over the traced pairs of "
+                    "every CTA, cycles after the first pair's start";
+      so.markers = {{sim::Cycles{0}, "pair"},
+                    {sim::Cycles{static_cast<std::int64_t>(period)}, "next pair"},
+                    {sim::Cycles{static_cast<std::int64_t>(2 * period)}, "end"}};
+      sim::write_svg_gantt(picture + ".svg", t, so);
+      sim::write_chrome_trace(picture + ".json", t);
+      std::printf("trace picture: %s.svg, %s.json\n", picture.c_str(), picture.c_str());
+    }
   }
   AMLA_CUDA_CHECK(cudaFree(rec));
   if (workspace != nullptr) AMLA_CUDA_CHECK(cudaFree(workspace));
@@ -437,7 +525,8 @@ int main(int argc, char** argv) {
           .num_splits = ph.splits,
           .rescale = amla::pow2_mode::hardware};
       o.skip_unmoved = ph.mode == "amla-skip";
-      phase_report(o, ph.batch, ph.s_q, ph.s_k, prop.multiProcessorCount, flush, flush_bytes);
+      phase_report(o, ph.batch, ph.s_q, ph.s_k, prop.multiProcessorCount, flush, flush_bytes,
+                   argc > 7 ? argv[7] : "");
       AMLA_CUDA_CHECK(cudaFree(flush));
       return 0;
     }
