@@ -35,6 +35,7 @@
 #include <cublas_v2.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -122,8 +123,9 @@ struct Figures {
 
 /// The block loop's trace as a picture: two consecutive pairs at the median times of every event
 /// (cycles after the first pair's WG0 loop top; the second pair one median period later), one
-/// lane per warpgroup with what its leader was doing between events, and one lane per KV buffer
-/// with each refill from its issue to the Q K^T wait that saw its last chunk land. ev[wg][e] are the
+/// lane per warpgroup with what its leader was doing between events (in the simulator's names:
+/// C1 Q K^T, V1 softmax, C2 P V, MTE2 issuing copies), and one lane per half-refill of a KV
+/// buffer from its issue to the Q K^T wait that saw its last chunk land. ev[wg][e] are the
 /// samples of event e (trace_wg0 / trace_wg1), land[b][c] those of chunk c of KV[b] from its refill.
 amla::sim::Timeline trace_timeline(const std::vector<std::vector<double>> (&ev)[2],
                                    const std::vector<std::vector<double>> (&land)[2],
@@ -135,8 +137,9 @@ amla::sim::Timeline trace_timeline(const std::vector<std::vector<double>> (&ev)[
   };
   sim::Timeline t;
   t.title = title;
-  t.clock = sim::Hertz{clock_ghz * 1e9};
-  t.lanes = {{"WG0", {}}, {"WG1", {}}, {"KV[0] refills", {}}, {"KV[1] refills", {}}};
+  t.clock = sim::Hertz{std::round(clock_ghz * 1e3) * 1e6};  // to the MHz
+  t.lanes = {{"WG0", {}},           {"WG1", {}},           {"KV[0] chunks 0-3", {}},
+             {"KV[0] chunks 4-8", {}}, {"KV[1] chunks 0-3", {}}, {"KV[1] chunks 4-8", {}}};
   const auto add = [&](int lane, double a, double b, const std::string& name,
                        const std::string& category, double shift) {
     if (a < 0 || b <= a) return;
@@ -166,15 +169,16 @@ amla::sim::Timeline trace_timeline(const std::vector<std::vector<double>> (&ev)[
     add(1, at(1, hk::tr1_b_done), at(1, hk::tr1_refill_b), "refill", "MTE2", d);
     // A refill's copies, from the issue of the first (its leader's event marks the last) to the
     // wait that saw the last chunk of the group land.
-    const auto copies = [&](int buf, int wg, int e, int last_chunk, const std::string& name) {
+    const auto copies = [&](int lane, int buf, int wg, int e, int last_chunk) {
       const double issued = at(wg, e);
       if (issued < 0 || land[buf][last_chunk].empty()) return;
-      add(2 + buf, issued, issued + amla_bench::median(land[buf][last_chunk]), name, "copy", d);
+      add(lane, issued, issued + amla_bench::median(land[buf][last_chunk]), "in flight", "copy",
+          d);
     };
-    copies(0, 0, hk::tr0_refill_a, 3, "chunks 0-3");
-    copies(0, 1, hk::tr1_refill_a, 8, "chunks 4-8");
-    copies(1, 0, hk::tr0_refill_b, 3, "chunks 0-3");
-    copies(1, 1, hk::tr1_refill_b, 8, "chunks 4-8");
+    copies(2, 0, 0, hk::tr0_refill_a, 3);
+    copies(3, 0, 1, hk::tr1_refill_a, 8);
+    copies(4, 1, 0, hk::tr0_refill_b, 3);
+    copies(5, 1, 1, hk::tr1_refill_b, 8);
   }
   for (auto& lane : t.lanes) {
     std::sort(lane.intervals.begin(), lane.intervals.end(),
