@@ -126,10 +126,11 @@ struct Figures {
 /// lane per warpgroup with what its leader was doing between events (in the simulator's names:
 /// C1 Q K^T, V1 softmax, C2 P V, MTE2 issuing copies), and one lane per half-refill of a KV
 /// buffer from its issue to the Q K^T wait that saw its last chunk land. ev[wg][e] are the
-/// samples of event e (trace_wg0 / trace_wg1), land[b][c] those of chunk c of KV[b] from its refill.
+/// samples of event e (trace_wg0 / trace_wg1), land[b][c] those of chunk c of KV[b] from its
+/// refill.
 amla::sim::Timeline trace_timeline(const std::vector<std::vector<double>> (&ev)[2],
-                                   const std::vector<std::vector<double>> (&land)[2],
-                                   double period, double clock_ghz, const std::string& title) {
+                                   const std::vector<std::vector<double>> (&land)[2], double period,
+                                   double clock_ghz, const std::string& title) {
   namespace hk = amla::cuda::detail::hopper;
   namespace sim = amla::sim;
   const auto at = [&](int wg, int e) {
@@ -138,14 +139,18 @@ amla::sim::Timeline trace_timeline(const std::vector<std::vector<double>> (&ev)[
   sim::Timeline t;
   t.title = title;
   t.clock = sim::Hertz{std::round(clock_ghz * 1e3) * 1e6};  // to the MHz
-  t.lanes = {{"WG0", {}},           {"WG1", {}},           {"KV[0] chunks 0-3", {}},
-             {"KV[0] chunks 4-8", {}}, {"KV[1] chunks 0-3", {}}, {"KV[1] chunks 4-8", {}}};
+  t.lanes = {{"WG0", {}},
+             {"WG1", {}},
+             {"KV[0] chunks 0-3", {}},
+             {"KV[0] chunks 4-8", {}},
+             {"KV[1] chunks 0-3", {}},
+             {"KV[1] chunks 4-8", {}}};
   const auto add = [&](int lane, double a, double b, const std::string& name,
                        const std::string& category, double shift) {
     if (a < 0 || b <= a) return;
-    t.lanes[lane].intervals.push_back(
-        {sim::Cycles{static_cast<std::int64_t>(a + shift)},
-         sim::Cycles{static_cast<std::int64_t>(b + shift)}, name, category});
+    t.lanes[lane].intervals.push_back({sim::Cycles{static_cast<std::int64_t>(a + shift)},
+                                       sim::Cycles{static_cast<std::int64_t>(b + shift)}, name,
+                                       category});
   };
   for (int k = 0; k < 2; ++k) {
     const double d = k * period;
@@ -172,8 +177,7 @@ amla::sim::Timeline trace_timeline(const std::vector<std::vector<double>> (&ev)[
     const auto copies = [&](int lane, int buf, int wg, int e, int last_chunk) {
       const double issued = at(wg, e);
       if (issued < 0 || land[buf][last_chunk].empty()) return;
-      add(lane, issued, issued + amla_bench::median(land[buf][last_chunk]), "in flight", "copy",
-          d);
+      add(lane, issued, issued + amla_bench::median(land[buf][last_chunk]), "in flight", "copy", d);
     };
     copies(2, 0, 0, hk::tr0_refill_a, 3);
     copies(3, 0, 1, hk::tr1_refill_a, 8);
@@ -378,9 +382,10 @@ void phase_report(const ac::CudaDecodeOptions& base, int batch, int s_q, int s_k
       std::printf("  %-44s %8.0f %8.0f %8.0f %8zu\n", name.c_str(), pct(v, 0.5), pct(v, 0.1),
                   pct(v, 0.9), v.size());
     };
-    std::printf("block loop trace, %d pairs from the middle of each CTA's, cycles after the pair's "
-                "WG0 loop top (median, p10, p90, samples):\n",
-                hk::trace_pairs);
+    std::printf(
+        "block loop trace, %d pairs from the middle of each CTA's, cycles after the pair's "
+        "WG0 loop top (median, p10, p90, samples):\n",
+        hk::trace_pairs);
     line("pair period", tr_period);
     std::vector<std::string> n0(hk::tr0_count), n1(hk::tr1_count);
     for (int ci = 0; ci < hk::chunks; ++ci) {
@@ -434,8 +439,9 @@ void phase_report(const ac::CudaDecodeOptions& base, int batch, int s_q, int s_k
       const sim::Timeline t =
           trace_timeline(tr_ev, tr_land, period, amla_bench::median(clocks), title);
       sim::SvgGanttOptions so;
-      so.subtitle = "measured (timing build): each event at its median over the traced pairs of "
-                    "every CTA, cycles after the first pair's start";
+      so.subtitle =
+          "measured (timing build): each event at its median over the traced pairs of "
+          "every CTA, cycles after the first pair's start";
       so.markers = {{sim::Cycles{0}, "pair"},
                     {sim::Cycles{static_cast<std::int64_t>(period)}, "next pair"},
                     {sim::Cycles{static_cast<std::int64_t>(2 * period)}, "end"}};

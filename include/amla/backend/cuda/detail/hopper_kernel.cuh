@@ -162,41 +162,41 @@ inline constexpr int phase_sm = 15;
 /// issuing instructions that touch no memory, so a clock read right after it can precede its
 /// release.
 enum trace_wg0 : int {
-  tr0_top = 0,           ///< the pair's loop iteration begins
-  tr0_chunk = 1,         ///< + ci: S_A's wait for its ci-th chunk (in consumption order) returned
-  tr0_s_done = 10,       ///< S_A complete
-  tr0_frame = 11,        ///< frame A published
-  tr0_p_published = 12,  ///< P_A stored and published
+  tr0_top = 0,             ///< the pair's loop iteration begins
+  tr0_chunk = 1,           ///< + ci: S_A's wait for its ci-th chunk (in consumption order) returned
+  tr0_s_done = 10,         ///< S_A complete
+  tr0_frame = 11,          ///< frame A published
+  tr0_p_published = 12,    ///< P_A stored and published
   tr0_pv_a_rescaled = 13,  ///< O_L moved to frame A; P_A V_A[:, L] about to be issued
-  tr0_pv_a_issued = 14,  ///< P_A V_A[:, L]'s last wgmma issued
-  tr0_pv_a_done = 15,    ///< P_A V_A[:, L] complete in every warp of WG0
-  tr0_refill_a = 16,     ///< KV[0] chunks 0-3 refill issued
-  tr0_p_b = 17,          ///< P_B received
+  tr0_pv_a_issued = 14,    ///< P_A V_A[:, L]'s last wgmma issued
+  tr0_pv_a_done = 15,      ///< P_A V_A[:, L] complete in every warp of WG0
+  tr0_refill_a = 16,       ///< KV[0] chunks 0-3 refill issued
+  tr0_p_b = 17,            ///< P_B received
   tr0_pv_b_rescaled = 18,
   tr0_pv_b_issued = 19,
   tr0_pv_b_done = 20,
-  tr0_refill_b = 21,     ///< KV[1] chunks 0-3 refill issued
+  tr0_refill_b = 21,  ///< KV[1] chunks 0-3 refill issued
   tr0_count = 22
 };
 enum trace_wg1 : int {
   tr1_top = 0,
-  tr1_stagger = 1,       ///< released to issue S_B
-  tr1_chunk = 2,         ///< + ci: S_B's wait for its ci-th chunk returned
-  tr1_s_done = 11,       ///< S_B complete
-  tr1_frame_a = 12,      ///< frame A received
-  tr1_exps = 13,         ///< frame B published, P_B's exponentials done
-  tr1_p_a = 14,          ///< P_A received
+  tr1_stagger = 1,   ///< released to issue S_B
+  tr1_chunk = 2,     ///< + ci: S_B's wait for its ci-th chunk returned
+  tr1_s_done = 11,   ///< S_B complete
+  tr1_frame_a = 12,  ///< frame A received
+  tr1_exps = 13,     ///< frame B published, P_B's exponentials done
+  tr1_p_a = 14,      ///< P_A received
   tr1_pv_a_rescaled = 15,
   tr1_pv_a_issued = 16,
   tr1_p_published = 17,  ///< P_B stored and published
   tr1_pv_a_done = 18,
-  tr1_a_done = 19,       ///< WG0 done with KV[0] chunk 8
-  tr1_refill_a = 20,     ///< KV[0] chunks 4-8 refill issued
+  tr1_a_done = 19,    ///< WG0 done with KV[0] chunk 8
+  tr1_refill_a = 20,  ///< KV[0] chunks 4-8 refill issued
   tr1_pv_b_rescaled = 21,
   tr1_pv_b_issued = 22,
   tr1_pv_b_done = 23,
-  tr1_b_done = 24,       ///< WG0 done with KV[1] chunk 8
-  tr1_refill_b = 25,     ///< KV[1] chunks 4-8 refill issued
+  tr1_b_done = 24,    ///< WG0 done with KV[1] chunk 8
+  tr1_refill_b = 25,  ///< KV[1] chunks 4-8 refill issued
   tr1_count = 26
 };
 inline constexpr int trace_word = 32;
@@ -1138,7 +1138,7 @@ __global__ void __launch_bounds__(threads, 1)
         f1 = sb1.next;
         ptx::wgmma_wait<0>();
         ptx::fence_regs(o);
-        ptx::bar_sync(bar_wg1, 128);     // every warp of WG1 is done reading KV[0] chunks 4-8
+        ptx::bar_sync(bar_wg1, 128);  // every warp of WG1 is done reading KV[0] chunks 4-8
         trace_after_barrier(tr, tr1_pv_a_done, &sm.l_part[0][0]);
         ptx::bar_sync(bar_a_done, 256);  // and WG0 with chunk 8 (P_A)
         trace_after_barrier(tr, tr1_a_done, &sm.l_part[0][0]);
