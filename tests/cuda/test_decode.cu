@@ -659,10 +659,15 @@ void run_case(const Case& c, std::uint64_t seed, cudaStream_t stream) {
     if (v.kernel == ac::kernel_kind::simple && v.mode == ac::rescale_mode::amla) {
       // The simple kernel runs the CPU AMLA recurrence block for block (64 keys, the same
       // numeric/ step and add, P rounded to BF16): it stays within last-bit differences of P's
-      // exp and of the summation order (up to 2e-4 seen on an H100), ten times closer than either
-      // is to the golden.
-      EXPECT(vs_cpu < tol_simple_vs_cpu_amla, "%s %s: %.3e from the CPU AMLA recurrence (>= %.0e)",
-             c.name.c_str(), v.name, vs_cpu, tol_simple_vs_cpu_amla);
+      // exp and of the summation order (up to 2e-4 seen on an H100 on large problems), ten times
+      // closer than either is to the golden. A last-bit difference of an exp can also round its P
+      // to the other BF16 neighbour, which moves that row by 2^-8 of the key's V: in a problem of
+      // R rows about 2^-8 / sqrt(R) of the output's norm (6.4e-4 seen at R = 48, 2.2e-3 from the
+      // golden). The bound allows two such roundings where that exceeds 5e-4.
+      const double rows = static_cast<double>(o.size()) / c.d_v;
+      const double tol = std::max(tol_simple_vs_cpu_amla, 0x1p-7 / std::sqrt(rows));
+      EXPECT(vs_cpu < tol, "%s %s: %.3e from the CPU AMLA recurrence (>= %.1e)", c.name.c_str(),
+             v.name, vs_cpu, tol);
     }
   }
 }
