@@ -379,8 +379,8 @@ void phase_report(const ac::CudaDecodeOptions& base, int batch, int s_q, int s_k
     };
     const auto line = [&](const std::string& name, const std::vector<double>& v) {
       if (v.empty()) return;
-      std::printf("  %-44s %8.0f %8.0f %8.0f %8zu\n", name.c_str(), pct(v, 0.5), pct(v, 0.1),
-                  pct(v, 0.9), v.size());
+      std::printf("  %-44s %8.0f %8.0f %8.0f %8zu\n", name.c_str(), amla_bench::median(v),
+                  pct(v, 0.1), pct(v, 0.9), v.size());
     };
     std::printf(
         "block loop trace, %d pairs from the middle of each CTA's, cycles after the pair's "
@@ -431,7 +431,7 @@ void phase_report(const ac::CudaDecodeOptions& base, int batch, int s_q, int s_k
              tr_land[b][ci]);
     if (!picture.empty()) {
       namespace sim = amla::sim;
-      const double period = pct(tr_period, 0.5);
+      const double period = amla_bench::median(tr_period);
       char title[160];
       std::snprintf(title, sizeof title, "%s/%s b %d s_q %d s_k %d: two pairs of the block loop",
                     ac::to_string(launch.kernel),
