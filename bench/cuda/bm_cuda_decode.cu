@@ -173,8 +173,8 @@ amla::sim::Timeline trace_timeline(const std::vector<std::vector<double>> (&ev)[
     add(1, at(1, hk::tr1_refill_a), at(1, hk::tr1_pv_b_done), "P_B V_B[:, R]", "C2", d);
     add(1, at(1, hk::tr1_pv_b_done), at(1, hk::tr1_b_done), "wait", "wait", d);
     add(1, at(1, hk::tr1_b_done), at(1, hk::tr1_refill_b), "refill", "MTE2", d);
-    // A refill's copies, from the issue of the leader's share (each warp issues its chunks at about
-    // the same time) to the wait that saw the last chunk of the group land.
+    // A refill's copies, from the issue of the first (its leader's event marks the last) to the
+    // wait that saw the last chunk of the group land.
     const auto copies = [&](int lane, int buf, int wg, int e, int last_chunk) {
       const double issued = at(wg, e);
       if (issued < 0 || land[buf][last_chunk].empty()) return;

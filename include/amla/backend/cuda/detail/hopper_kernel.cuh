@@ -59,12 +59,9 @@
 // data. (The seesaw itself, with the next Q K^T issued behind the last P V and P from registers,
 // measured slower on an H100: bench/CUDA_RESULTS.md.) Refills: KV[b] chunks 0-3 by WG0 after its
 // step 4 (b = 0) or 5 (b = 1); KV[b] chunks 4-8 by WG1 after its own P V and after WG0 has
-// signalled (named barriers 6, 7) that it is done with chunk 8, the P tile both read. A refill
-// is issued by the first thread of each warp of the warpgroup, chunk c by warp (c - first chunk)
-// mod 4, after a warpgroup barrier (every warp's wgmma is complete): a thread takes about 110
-// cycles to issue a copy under this load, and the refill lies on the path from the last P V to the
-// next Q K^T. Each issuing thread reads the block's table entry while that P V still runs
-// (block_row).
+// signalled (named barriers 6, 7) that it is done with chunk 8, the P tile both read. The
+// refilling thread is the first of its warpgroup, after a warpgroup barrier (every warp's wgmma
+// is complete); it reads the block's table entry while that P V still runs (block_row).
 // WG0 moves O_L to frame B as soon as WG1 has published frame B (named barrier 9), before P_B
 // arrives, so that only the P V's issue lies between P_B and its product.
 //
@@ -175,12 +172,12 @@ enum trace_wg0 : int {
   tr0_pv_a_rescaled = 13,  ///< O_L moved to frame A; P_A V_A[:, L] about to be issued
   tr0_pv_a_issued = 14,    ///< P_A V_A[:, L]'s last wgmma issued
   tr0_pv_a_done = 15,      ///< P_A V_A[:, L] complete in every warp of WG0
-  tr0_refill_a = 16,       ///< the leader's share of KV[0] chunks 0-3 refill issued (chunk 0)
+  tr0_refill_a = 16,       ///< KV[0] chunks 0-3 refill issued
   tr0_pv_b_rescaled = 17,  ///< O_L moved to frame B (once WG1 has published it, before P_B)
   tr0_p_b = 18,            ///< P_B received
   tr0_pv_b_issued = 19,
   tr0_pv_b_done = 20,
-  tr0_refill_b = 21,  ///< the leader's share of KV[1] chunks 0-3 refill issued
+  tr0_refill_b = 21,  ///< KV[1] chunks 0-3 refill issued
   tr0_count = 22
 };
 enum trace_wg1 : int {
@@ -196,12 +193,12 @@ enum trace_wg1 : int {
   tr1_p_published = 17,  ///< P_B stored and published
   tr1_pv_a_done = 18,
   tr1_a_done = 19,    ///< WG0 done with KV[0] chunk 8
-  tr1_refill_a = 20,  ///< the leader's share of KV[0] chunks 4-8 refill issued (4 and 8)
+  tr1_refill_a = 20,  ///< KV[0] chunks 4-8 refill issued
   tr1_pv_b_rescaled = 21,
   tr1_pv_b_issued = 22,
   tr1_pv_b_done = 23,
   tr1_b_done = 24,    ///< WG0 done with KV[1] chunk 8
-  tr1_refill_b = 25,  ///< the leader's share of KV[1] chunks 4-8 refill issued
+  tr1_refill_b = 25,  ///< KV[1] chunks 4-8 refill issued
   tr1_count = 26
 };
 inline constexpr int trace_word = 32;
@@ -511,23 +508,22 @@ __device__ __forceinline__ int block_row(const params& p, const piece_rows& pr, 
   return ps == block_keys ? pr.table[kb] * block_keys : pr.table[key0 / ps] * ps + key0 % ps;
 }
 
-/// Issues the TMA loads of chunks c_lo, c_lo + c_step, ... below c_hi of KV block kb into buffer
-/// `buf` (one thread); `row` is block_row(p, pr, kb). Sub-pages of a block past the sequence's
-/// length are loaded from a negative, out-of-bounds row (zeros) so their block_table entries are
-/// never read.
+/// Issues the TMA loads of chunks [c_lo, c_hi) of KV block kb into buffer `buf` (one thread);
+/// `row` is block_row(p, pr, kb). Sub-pages of a block past the sequence's length are loaded from
+/// a negative, out-of-bounds row (zeros) so their block_table entries are never read.
 __device__ __forceinline__ void load_kv(shared_storage& sm, const CUtensorMap* map, const params& p,
                                         const piece_rows& pr, std::uint64_t policy, int buf, int kb,
-                                        int c_lo, int c_hi, int row, int c_step = 1) {
+                                        int c_lo, int c_hi, int row) {
   const int key0 = kb * block_keys;
   const int ps = p.shape.page_size;
   if (ps >= block_keys) {
-    for (int c = c_lo; c < c_hi; c += c_step) {
+    for (int c = c_lo; c < c_hi; ++c) {
       ptx::mbar_arrive_expect_tx(&sm.bar_kv[buf][c], chunk_bytes);
       tma_load(sm.kv[buf] + c * chunk_bytes, map, c * 64, row, &sm.bar_kv[buf][c], policy);
     }
   } else {
     const int subs = block_keys / ps;
-    for (int c = c_lo; c < c_hi; c += c_step) {
+    for (int c = c_lo; c < c_hi; ++c) {
       ptx::mbar_arrive_expect_tx(&sm.bar_kv[buf][c], chunk_bytes);
       for (int s = 0; s < subs; ++s) {
         const int key = key0 + s * ps;
@@ -926,7 +922,6 @@ __global__ void __launch_bounds__(threads, 1)
   const int r_own = upper ? r1 : r0;
   const int row_first = row_block * rows_per_cta;
   const bool leader = tid_wg == 0;
-  const bool issuer = lane == 0;  // one thread of each warp issues its share of a refill
   const bool cta_leader = threadIdx.x == 0;
   // The entry's time is written only once the CTA has a piece (none past the last piece).
   std::uint64_t entry_ns = 0, entry_clk = 0;
@@ -1044,14 +1039,14 @@ __global__ void __launch_bounds__(threads, 1)
         pv_step<Mode, SafeAdd>(o, sa0, sa1, sm.kv[0], 0, kb_a, pr, bar_wg0, tid_wg, true, tr,
                                tr0_pv_a_rescaled);
         trace(tr, tr0_pv_a_issued);
-        const bool refill_a = issuer && kb_a + 2 < pr.kb_end;
+        const bool refill_a = leader && kb_a + 2 < pr.kb_end;
         const int row_a = refill_a ? block_row(p, pr, kb_a + 2) : 0;
         ptx::wgmma_wait<0>();
         ptx::fence_regs(o);
         ptx::bar_sync(bar_wg0, 128);  // every warp of WG0 is done reading KV[0] chunks 0-3 and 8
         trace_after_barrier(tr, tr0_pv_a_done, &sm.l_part[0][0]);
         ptx::bar_arrive(bar_a_done, 256);
-        if (refill_a) load_kv(sm, &tm_kv, p, pr, policy, 0, kb_a + 2, warp, 4, row_a, 4);
+        if (refill_a) load_kv(sm, &tm_kv, p, pr, policy, 0, kb_a + 2, 0, 4, row_a);
         trace(tr, tr0_refill_a);
 
         // ---- WG0: O_L = step_B(O_L) + P_B V_B[:, L] (P_B from WG1 through KV[1] chunk 8), O_L
@@ -1068,7 +1063,7 @@ __global__ void __launch_bounds__(threads, 1)
           pv_step<Mode, SafeAdd>(o, sb0, sb1, sm.kv[1], 0, kb_b, pr, bar_wg0, tid_wg, false,
                                  nullptr, 0, false);
           trace(tr, tr0_pv_b_issued);
-          const bool refill_b = issuer && kb_b + 2 < pr.kb_end;
+          const bool refill_b = leader && kb_b + 2 < pr.kb_end;
           const int row_b = refill_b ? block_row(p, pr, kb_b + 2) : 0;
           // l_L (blocks A so far) moves from frame A to frame B.
           if (sa0.next.m != neg_inf_f) l0 *= fast_exp2(sa0.next.m - mb0.frame.m);
@@ -1080,7 +1075,7 @@ __global__ void __launch_bounds__(threads, 1)
           ptx::bar_sync(bar_wg0, 128);
           trace_after_barrier(tr, tr0_pv_b_done, &sm.l_part[0][0]);
           ptx::bar_arrive(bar_b_done, 256);
-          if (refill_b) load_kv(sm, &tm_kv, p, pr, policy, 1, kb_b + 2, warp, 4, row_b, 4);
+          if (refill_b) load_kv(sm, &tm_kv, p, pr, policy, 1, kb_b + 2, 0, 4, row_b);
           trace(tr, tr0_refill_b);
         } else {
           f0 = sa0.next;
@@ -1134,7 +1129,7 @@ __global__ void __launch_bounds__(threads, 1)
                                  tr1_pv_a_rescaled);
         }
         trace(tr, tr1_pv_a_issued);
-        const bool refill_a = issuer && kb_a + 2 < pr.kb_end;
+        const bool refill_a = leader && kb_a + 2 < pr.kb_end;
         const int row_a = refill_a ? block_row(p, pr, kb_a + 2) : 0;
 
         // ---- WG1: P_B published while P_A V_A runs ----
@@ -1157,7 +1152,7 @@ __global__ void __launch_bounds__(threads, 1)
         trace_after_barrier(tr, tr1_pv_a_done, &sm.l_part[0][0]);
         ptx::bar_sync(bar_a_done, 256);  // and WG0 with chunk 8 (P_A)
         trace_after_barrier(tr, tr1_a_done, &sm.l_part[0][0]);
-        if (refill_a) load_kv(sm, &tm_kv, p, pr, policy, 0, kb_a + 2, 4 + warp, 9, row_a, 4);
+        if (refill_a) load_kv(sm, &tm_kv, p, pr, policy, 0, kb_a + 2, 4, 9, row_a);
         trace(tr, tr1_refill_a);
 
         // ---- WG1: O_R = step_B(O_R) + P_B V_B[:, R] (P_B from shared memory; the barrier
@@ -1166,7 +1161,7 @@ __global__ void __launch_bounds__(threads, 1)
           pv_step<Mode, SafeAdd>(o, sb0, sb1, sm.kv[1], 4, kb_b, pr, bar_wg1, tid_wg, false, tr,
                                  tr1_pv_b_rescaled);
           trace(tr, tr1_pv_b_issued);
-          const bool refill_b = issuer && kb_b + 2 < pr.kb_end;
+          const bool refill_b = leader && kb_b + 2 < pr.kb_end;
           const int row_b = refill_b ? block_row(p, pr, kb_b + 2) : 0;
           ptx::wgmma_wait<0>();
           ptx::fence_regs(o);
@@ -1174,7 +1169,7 @@ __global__ void __launch_bounds__(threads, 1)
           trace_after_barrier(tr, tr1_pv_b_done, &sm.l_part[0][0]);
           ptx::bar_sync(bar_b_done, 256);  // WG0 is done with KV[1] chunk 8 (P_B)
           trace_after_barrier(tr, tr1_b_done, &sm.l_part[0][0]);
-          if (refill_b) load_kv(sm, &tm_kv, p, pr, policy, 1, kb_b + 2, 4 + warp, 9, row_b, 4);
+          if (refill_b) load_kv(sm, &tm_kv, p, pr, policy, 1, kb_b + 2, 4, 9, row_b);
           trace(tr, tr1_refill_b);
         }
       }
