@@ -3,7 +3,7 @@
 # each version is built on its own, and the benchmark runs them in turn, round after round, the
 # order rotated each round, so that every version sees the same card, clocks and temperature.
 #
-#   scripts/cuda-ab.sh [--runs N] [--filter LIST] [--test] OTHER...
+#   bench/cuda/ab.sh [--runs N] [--filter LIST] [--test] OTHER...
 #
 # OTHER is a source folder (a copy of amla's tree) or a git revision of this repository. "." (this
 # tree again) measures the noise of the comparison itself: two builds of the same source.
@@ -18,7 +18,7 @@
 # against this tree's (time ratio: below 1 is faster than this tree). Logs go to
 # $AMLA_CUDA_LOG_DIR (default build-cuda-ab/logs). Needs what scripts/cuda.sh needs.
 set -uo pipefail
-cd "$(dirname "$0")/.." || exit 1
+cd "$(dirname "$0")/../.." || exit 1
 runs=4
 filter='hopper/standard$,hopper/amla$'
 test=0
@@ -28,13 +28,13 @@ while [ $# -gt 0 ]; do
     --runs) runs=${2:?}; shift ;;
     --filter) filter=${2:?}; shift ;;
     --test) test=1 ;;
-    -*) echo "usage: scripts/cuda-ab.sh [--runs N] [--filter LIST] [--test] OTHER..." >&2; exit 2 ;;
+    -*) echo "usage: bench/cuda/ab.sh [--runs N] [--filter LIST] [--test] OTHER..." >&2; exit 2 ;;
     *) others+=("$1") ;;
   esac
   shift
 done
-[ ${#others[@]} -gt 0 ] || { echo "cuda-ab: name at least one other version" >&2; exit 2; }
-case "$runs" in '' | *[!0-9]* | 0) echo "cuda-ab: --runs must be a positive integer, got '$runs'" >&2; exit 2 ;; esac
+[ ${#others[@]} -gt 0 ] || { echo "ab.sh: name at least one other version" >&2; exit 2; }
+case "$runs" in '' | *[!0-9]* | 0) echo "ab.sh: --runs must be a positive integer, got '$runs'" >&2; exit 2 ;; esac
 
 root=${AMLA_CUDA_AB_DIR:-build-cuda-ab}
 logs=${AMLA_CUDA_LOG_DIR:-$root/logs}
@@ -53,7 +53,7 @@ for i in "${!others[@]}"; do
     src="$root/src-$n"
     rm -rf "$src" && mkdir -p "$src" && git archive "$o" | tar -x -C "$src" || exit 1
   else
-    echo "cuda-ab: '$o' is neither a folder nor a git revision" >&2
+    echo "ab.sh: '$o' is neither a folder nor a git revision" >&2
     exit 2
   fi
   names+=("$n")
@@ -80,7 +80,7 @@ done
 wait
 for n in "${names[@]}"; do
   if [ ! -x "$root/build-$n/bm_cuda_decode" ]; then
-    echo "cuda-ab: the build of $n failed (log: $logs/build-$n.log)" >&2
+    echo "ab.sh: the build of $n failed (log: $logs/build-$n.log)" >&2
     grep -m 5 -i error "$logs/build-$n.log" >&2
     exit 1
   fi
