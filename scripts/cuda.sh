@@ -12,6 +12,10 @@
 #                                    combines with --quick)
 #   scripts/cuda.sh --record         also write the device, ptxas, test and benchmark blocks of
 #                                    bench/CUDA_RESULTS.md (copied to $OUT when that is set)
+#
+# After amla's benchmark, FlashMLA's Hopper kernel is timed the same way on the same card
+# (bench/cuda/flashmla.py) when the flash_mla package is importable (python3 -m pip install
+# sgl-flash-mla; skipped otherwise), with a table of amla's kernels as fractions of it.
 #   AMLA_CUDA_ARCHITECTURES="80;90a" scripts/cuda.sh    another architecture list (default 90a)
 #
 # Needs nvcc, CMake and Eigen 3.4 (not Catch2 or Google Benchmark: the CUDA test and timing
@@ -100,6 +104,19 @@ else
   [ "${PIPESTATUS[0]}" -ne 0 ] && status=1
 fi
 
+echo "== FlashMLA in the same run"
+flashmla=0
+if [ "$rc" -eq 2 ] || [ "$rc" -eq 3 ] || [ "$rc" -eq 124 ]; then
+  echo "skipped: the tests reported a kernel fault or hang (exit $rc)" | tee "$logs/flashmla.log"
+elif python3 -c 'import flash_mla' >/dev/null 2>&1; then
+  timeout 300 python3 bench/cuda/flashmla.py --amla-log "$logs/bench.log" 2>&1 |
+    tee "$logs/flashmla.log"
+  if [ "${PIPESTATUS[0]}" -eq 0 ]; then flashmla=1; else status=1; fi
+else
+  echo "skipped: FlashMLA is not importable (python3 -m pip install sgl-flash-mla)" |
+    tee "$logs/flashmla.log"
+fi
+
 if [ $profile = 1 ] && [ "$rc" -ne 2 ] && [ "$rc" -ne 3 ] && [ "$rc" -ne 124 ]; then
   echo "== profile (ncu)"
   if command -v ncu >/dev/null; then
@@ -125,6 +142,7 @@ echo "== summary"
 grep -E "^(validate|gpu):" "$logs/validate.log" "$logs/test.log" | sed 's/^.*\.log://'
 grep -E "^cuBLAS" "$logs/bench.log" || true
 sed -n '/^| kernel/,$p' "$logs/bench.log"
+[ $flashmla = 1 ] && sed -n '/^| b, s_q, s_k/,$p' "$logs/flashmla.log"
 
 if [ $record = 1 ]; then
   . scripts/lib/results.sh
@@ -138,6 +156,10 @@ if [ $record = 1 ]; then
   splice_block "$doc" cuda-tests cuda.sh "cuda_decode validate; cuda_decode $test_mode ${simple_only[*]}" \
     "$logs/record-tests.txt"
   splice_block "$doc" cuda-bench cuda.sh "bm_cuda_decode ${bench_args[*]}" "$logs/bench.log"
+  if [ $flashmla = 1 ]; then
+    splice_block "$doc" cuda-flashmla cuda.sh \
+      "bench/cuda/flashmla.py --amla-log (the bm_cuda_decode run above)" "$logs/flashmla.log"
+  fi
   if [ $profile = 1 ]; then
     grep -E "^  [a-z_]+.*decode_kernel|Duration|SM Frequency|Throughput|Issue Slots Busy|Executed Ipc A|is the highest|Warp Cycles Per Issued|Eligible Warps|stalled" \
       "$logs/ncu.log" >"$logs/record-profile.txt" || true

@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""Times FlashMLA's Hopper dense decode kernel as bm_cuda_decode times amla's, on a GPU machine.
+
+    python3 bench/cuda/flashmla.py [--passes N] [--filter LIST] [--amla-log FILE]
+
+FlashMLA comes from the `flash_mla` package (the `sgl-flash-mla` wheel carries FlashMLA's SM90
+kernels as `use_legacy=True`; it is not a dependency of amla: without it the script says so and
+exits 2). The method is bm_cuda_decode's: b requests of s_k keys each, h_q 128, pages of 64 keys
+in a shuffled block table, random BF16 inputs, the split-KV metadata made by a first call and
+reused (as bm_cuda_decode's "plan reused"), 3 warm-up launches, then the median of 15 launches
+timed with CUDA events, a 256 MB memset flushing the L2 before each, and
+TFLOPS = 2 b s_q h_q s_k (576 + 512) / time. Each configuration is timed once per pass; the lines
+have bm_cuda_decode's form (`pass P  flashmla  b B s_q S s_k K pieces 0: T us F TFLOPS`), so that
+bench/cuda/ab.sh's parser and a reader can set them beside amla's from the same call. With
+--amla-log FILE (bm_cuda_decode's output from the same machine and run, as scripts/cuda.sh passes
+it) the script ends with a table of each shape's fastest passes: FlashMLA's TFLOPS and amla's
+hopper/standard and hopper/amla (at b 16 and b 1 also with the plan reused) as fractions of it.
+"""
+
+import argparse
+import collections
+import re
+import statistics
+import sys
+
+SHAPES = [  # (b, s_q, s_k): bm_cuda_decode's b 128 grid and its two split-KV shapes
+    (128, 1, 1024), (128, 1, 4096), (128, 1, 16384),
+    (128, 2, 1024), (128, 2, 4096), (128, 2, 16384),
+    (16, 2, 4096), (1, 2, 16384),
+]
+H_Q, D_QK, D_V, PAGE = 128, 576, 512, 64
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--passes", type=int, default=2, help="passes over the shapes (default 2)")
+    ap.add_argument("--filter", default="",
+                    help="shapes as b,s_q,s_k triples separated by semicolons, e.g. \"128,2,4096;1,2,16384\"")
+    ap.add_argument("--amla-log", help="bm_cuda_decode's output to compare against")
+    args = ap.parse_args()
+    if args.passes < 1:
+        raise ValueError(f"--passes = {args.passes}: must be at least 1")
+    try:
+        import torch
+        import flash_mla
+    except ImportError as e:
+        print(f"flashmla.py: FlashMLA is not importable ({e}); install sgl-flash-mla", file=sys.stderr)
+        return 2
+    if not flash_mla.has_legacy():
+        print("flashmla.py: this flash_mla has no SM90 kernels (use_legacy)", file=sys.stderr)
+        return 2
+    shapes = SHAPES
+    if args.filter:
+        wanted = {tuple(int(x) for x in t.split(",")) for t in args.filter.split(";")}
+        shapes = [s for s in SHAPES if s in wanted]
+    dev = torch.cuda.get_device_name()
+    print(f"flashmla.py: {dev}, torch {torch.__version__}, flash_mla {flash_mla.__version__}")
+    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    start = [torch.cuda.Event(enable_timing=True) for _ in range(15)]
+    stop = [torch.cuda.Event(enable_timing=True) for _ in range(15)]
+    best = {}
+    for p in range(1, args.passes + 1):
+        for b, s_q, s_k in shapes:
+            g = torch.Generator(device="cuda").manual_seed(1000 * p + 7 * b + 3 * s_q + s_k)
+            blocks = (s_k + PAGE - 1) // PAGE
+            pages = b * blocks
+            q = torch.randn(b, s_q, H_Q, D_QK, generator=g, device="cuda").to(torch.bfloat16)
+            kv = torch.randn(pages, PAGE, 1, D_QK, generator=g, device="cuda").to(torch.bfloat16)
+            table = torch.randperm(pages, generator=g, device="cuda").to(torch.int32).view(b, blocks)
+            lens = torch.full((b,), s_k, dtype=torch.int32, device="cuda")
+            meta, _ = flash_mla.get_mla_metadata()
+
+            def launch():
+                return flash_mla.flash_mla_with_kvcache(q, kv, table, lens, D_V, meta, None,
+                                                        causal=False, use_legacy=True)
+
+            launch()  # makes the metadata, reused below
+            for _ in range(3):
+                flush.zero_()
+                launch()
+            for i in range(15):
+                flush.zero_()
+                start[i].record()
+                launch()
+                stop[i].record()
+            torch.cuda.synchronize()
+            us = statistics.median(s.elapsed_time(e) for s, e in zip(start, stop)) * 1e3
+            tflops = 2 * b * s_q * H_Q * s_k * (D_QK + D_V) / (us * 1e-6) / 1e12
+            print(f"pass {p}  {'flashmla':<28s} b {b:3d} s_q {s_q} s_k {s_k:5d} pieces   0: "
+                  f"{us:9.1f} us {tflops:7.1f} TFLOPS", flush=True)
+            best[(b, s_q, s_k)] = max(best.get((b, s_q, s_k), 0.0), tflops)
+            del q, kv, table
+    if args.amla_log:
+        compare(best, args.amla_log)
+    return 0
+
+
+LINE = re.compile(r"pass \d+\s+(\S+)\s+b\s+(\d+) s_q (\d+) s_k\s+(\d+) pieces\s+\d+:\s+[\d.]+ us\s+([\d.]+) TFLOPS")
+
+
+def compare(flashmla, log):
+    """Prints each shape's fastest FlashMLA pass beside amla's fastest passes in `log`."""
+    amla = collections.defaultdict(float)
+    with open(log) as f:
+        for text in f:
+            m = LINE.match(text)
+            if m:
+                key = (m[1], int(m[2]), int(m[3]), int(m[4]))
+                amla[key] = max(amla[key], float(m[5]))
+    kernels = ["hopper/standard", "hopper/amla", "hopper/standard/plan reused",
+               "hopper/amla/plan reused"]
+    print()
+    print("| b, s_q, s_k | FlashMLA TFLOPS | " + " | ".join(kernels) + " | hopper/amla / hopper/standard |")
+    print("|---|---|" + "---|" * len(kernels) + "---|")
+    for shape, ref in flashmla.items():
+        cells = []
+        for k in kernels:
+            t = amla.get((k,) + shape)
+            cells.append(f"{t:.0f} ({t / ref:.2f}x)" if t else "-")
+        std, aml = amla.get(("hopper/standard",) + shape), amla.get(("hopper/amla",) + shape)
+        ratio = f"{aml / std:.2f}" if std and aml else "-"
+        print(f"| {shape[0]}, {shape[1]}, {shape[2]} | {ref:.0f} | " + " | ".join(cells) + f" | {ratio} |")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
