@@ -35,7 +35,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--passes", type=int, default=2, help="passes over the shapes (default 2)")
     ap.add_argument("--filter", default="",
-                    help="shapes as b,s_q,s_k triples separated by semicolons, e.g. \"128,2,4096;1,2,16384\"")
+                    help='shapes as b,s_q,s_k triples separated by semicolons, e.g. "128,2,4096"')
     ap.add_argument("--amla-log", help="bm_cuda_decode's output to compare against")
     args = ap.parse_args()
     if args.passes < 1:
@@ -44,7 +44,8 @@ def main() -> int:
         import torch
         import flash_mla
     except ImportError as e:
-        print(f"flashmla.py: FlashMLA is not importable ({e}); install sgl-flash-mla", file=sys.stderr)
+        print(f"flashmla.py: FlashMLA is not importable ({e}); install sgl-flash-mla",
+              file=sys.stderr)
         return 2
     if not flash_mla.has_legacy():
         print("flashmla.py: this flash_mla has no SM90 kernels (use_legacy)", file=sys.stderr)
@@ -66,7 +67,8 @@ def main() -> int:
             pages = b * blocks
             q = torch.randn(b, s_q, H_Q, D_QK, generator=g, device="cuda").to(torch.bfloat16)
             kv = torch.randn(pages, PAGE, 1, D_QK, generator=g, device="cuda").to(torch.bfloat16)
-            table = torch.randperm(pages, generator=g, device="cuda").to(torch.int32).view(b, blocks)
+            table = torch.randperm(pages, generator=g, device="cuda").to(torch.int32)
+            table = table.view(b, blocks)
             lens = torch.full((b,), s_k, dtype=torch.int32, device="cuda")
             meta, _ = flash_mla.get_mla_metadata()
 
@@ -95,7 +97,9 @@ def main() -> int:
     return 0
 
 
-LINE = re.compile(r"pass \d+\s+(\S+)\s+b\s+(\d+) s_q (\d+) s_k\s+(\d+) pieces\s+\d+:\s+[\d.]+ us\s+([\d.]+) TFLOPS")
+# bm_cuda_decode's lines (a configuration's name may hold spaces: "hopper/standard/plan reused").
+LINE = re.compile(r"pass \d+\s+(\S+(?: \S+)*?)\s+b\s+(\d+) s_q (\d+) s_k\s+(\d+) "
+                  r"pieces\s+\d+:\s+[\d.]+ us\s+([\d.]+) TFLOPS")
 
 
 def compare(flashmla, log):
@@ -110,7 +114,8 @@ def compare(flashmla, log):
     kernels = ["hopper/standard", "hopper/amla", "hopper/standard/plan reused",
                "hopper/amla/plan reused"]
     print()
-    print("| b, s_q, s_k | FlashMLA TFLOPS | " + " | ".join(kernels) + " | hopper/amla / hopper/standard |")
+    print("| b, s_q, s_k | FlashMLA TFLOPS | " + " | ".join(kernels) +
+          " | hopper/amla / hopper/standard |")
     print("|---|---|" + "---|" * len(kernels) + "---|")
     for shape, ref in flashmla.items():
         cells = []
@@ -119,7 +124,8 @@ def compare(flashmla, log):
             cells.append(f"{t:.0f} ({t / ref:.2f}x)" if t else "-")
         std, aml = amla.get(("hopper/standard",) + shape), amla.get(("hopper/amla",) + shape)
         ratio = f"{aml / std:.2f}" if std and aml else "-"
-        print(f"| {shape[0]}, {shape[1]}, {shape[2]} | {ref:.0f} | " + " | ".join(cells) + f" | {ratio} |")
+        print(f"| {shape[0]}, {shape[1]}, {shape[2]} | {ref:.0f} | " + " | ".join(cells) +
+              f" | {ratio} |")
 
 
 if __name__ == "__main__":
