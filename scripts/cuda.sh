@@ -12,11 +12,11 @@
 #                                    combines with --quick)
 #   scripts/cuda.sh --record         also write the device, ptxas, test and benchmark blocks of
 #                                    bench/CUDA_RESULTS.md (copied to $OUT when that is set)
+#   AMLA_CUDA_ARCHITECTURES="80;90a" scripts/cuda.sh    another architecture list (default 90a)
 #
 # After amla's benchmark, FlashMLA's Hopper kernel is timed the same way on the same card
 # (bench/cuda/flashmla.py) when the flash_mla package is importable (python3 -m pip install
 # sgl-flash-mla; skipped otherwise), with a table of amla's kernels as fractions of it.
-#   AMLA_CUDA_ARCHITECTURES="80;90a" scripts/cuda.sh    another architecture list (default 90a)
 #
 # Needs nvcc, CMake and Eigen 3.4 (not Catch2 or Google Benchmark: the CUDA test and timing
 # programs are plain executables). AMLA_DEPS_PREFIX names a prefix holding Eigen
@@ -156,10 +156,9 @@ if [ $record = 1 ]; then
   splice_block "$doc" cuda-tests cuda.sh "cuda_decode validate; cuda_decode $test_mode ${simple_only[*]}" \
     "$logs/record-tests.txt"
   splice_block "$doc" cuda-bench cuda.sh "bm_cuda_decode ${bench_args[*]}" "$logs/bench.log"
-  if [ $flashmla = 1 ]; then
-    splice_block "$doc" cuda-flashmla cuda.sh \
-      "bench/cuda/flashmla.py --amla-log (the bm_cuda_decode run above)" "$logs/flashmla.log"
-  fi
+  # Without FlashMLA in this run the block says so, rather than keep another run's figures.
+  splice_block "$doc" cuda-flashmla cuda.sh \
+    "bench/cuda/flashmla.py --amla-log (the bm_cuda_decode run above)" "$logs/flashmla.log"
   if [ $profile = 1 ]; then
     grep -E "^  [a-z_]+.*decode_kernel|Duration|SM Frequency|Throughput|Issue Slots Busy|Executed Ipc A|is the highest|Warp Cycles Per Issued|Eligible Warps|stalled" \
       "$logs/ncu.log" >"$logs/record-profile.txt" || true

@@ -2,6 +2,8 @@
 """Times FlashMLA's Hopper dense decode kernel as bm_cuda_decode times amla's, on a GPU machine.
 
     python3 bench/cuda/flashmla.py [--passes N] [--filter LIST] [--amla-log FILE]
+    python3 bench/cuda/flashmla.py --profile B S_Q S_K    five untimed launches of one shape, for
+                                                          ncu (as bm_cuda_decode --profile)
 
 FlashMLA comes from the `flash_mla` package (the `sgl-flash-mla` wheel carries FlashMLA's SM90
 kernels as `use_legacy=True`; it is not a dependency of amla: without it the script says so and
@@ -37,6 +39,8 @@ def main() -> int:
     ap.add_argument("--filter", default="",
                     help='shapes as b,s_q,s_k triples separated by semicolons, e.g. "128,2,4096"')
     ap.add_argument("--amla-log", help="bm_cuda_decode's output to compare against")
+    ap.add_argument("--profile", nargs=3, type=int, metavar=("B", "S_Q", "S_K"),
+                    help="launch one shape five times, untimed (for ncu)")
     args = ap.parse_args()
     if args.passes < 1:
         raise ValueError(f"--passes = {args.passes}: must be at least 1")
@@ -51,7 +55,11 @@ def main() -> int:
         print("flashmla.py: this flash_mla has no SM90 kernels (use_legacy)", file=sys.stderr)
         return 2
     shapes = SHAPES
-    if args.filter:
+    if args.profile:
+        shapes = [tuple(args.profile)]
+        if min(shapes[0]) < 1:
+            raise ValueError(f"--profile {shapes[0]}: b, s_q and s_k must be positive")
+    elif args.filter:
         wanted = {tuple(int(x) for x in t.split(",")) for t in args.filter.split(";")}
         shapes = [s for s in SHAPES if s in wanted]
     dev = torch.cuda.get_device_name()
@@ -77,6 +85,11 @@ def main() -> int:
                                                         causal=False, use_legacy=True)
 
             launch()  # makes the metadata, reused below
+            if args.profile:
+                for _ in range(4):
+                    launch()
+                torch.cuda.synchronize()
+                return 0
             for _ in range(3):
                 flush.zero_()
                 launch()
