@@ -60,8 +60,14 @@ def main() -> int:
         if min(shapes[0]) < 1:
             raise ValueError(f"--profile {shapes[0]}: b, s_q and s_k must be positive")
     elif args.filter:
-        wanted = {tuple(int(x) for x in t.split(",")) for t in args.filter.split(";")}
+        try:
+            wanted = {tuple(int(x) for x in t.split(",")) for t in args.filter.split(";")}
+        except ValueError:
+            raise ValueError(f"--filter {args.filter!r}: must be b,s_q,s_k triples of integers "
+                             "separated by semicolons") from None
         shapes = [s for s in SHAPES if s in wanted]
+        if not shapes:
+            raise ValueError(f"--filter {args.filter!r}: names none of the shapes {SHAPES}")
     dev = torch.cuda.get_device_name()
     print(f"flashmla.py: {dev}, torch {torch.__version__}, flash_mla {flash_mla.__version__}")
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
