@@ -1,0 +1,46 @@
+"""bench/cuda/flashmla.py's comparison table, from bm_cuda_decode lines (no GPU, torch or FlashMLA)."""
+
+import importlib.util
+import pathlib
+
+import pytest
+
+SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "bench" / "cuda" / "flashmla.py"
+
+
+@pytest.fixture(scope="module")
+def flashmla():
+    spec = importlib.util.spec_from_file_location("flashmla_bench", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+BM_LOG = """\
+pass 1  hopper/standard              b 128 s_q 2 s_k  4096 pieces 128:     520.0 us   560.0 TFLOPS
+pass 2  hopper/standard              b 128 s_q 2 s_k  4096 pieces 128:     500.0 us   580.0 TFLOPS
+pass 1  hopper/amla                  b 128 s_q 2 s_k  4096 pieces 128:     560.0 us   522.0 TFLOPS
+pass 1  hopper/standard              b  16 s_q 2 s_k  4096 pieces  33:      96.0 us   380.0 TFLOPS
+pass 1  hopper/standard/plan reused  b  16 s_q 2 s_k  4096 pieces  33:      91.0 us   400.0 TFLOPS
+pass 1  hopper/standard/no-split     b 128 s_q 2 s_k  4096 pieces 128:     400.0 us   999.0 TFLOPS
+"""
+
+
+def test_compare_takes_each_kernels_fastest_pass_as_a_fraction_of_flashmla(flashmla, tmp_path,
+                                                                            capsys):
+    log = tmp_path / "bench.log"
+    log.write_text(BM_LOG)
+    flashmla.compare({(128, 2, 4096): 725.0, (16, 2, 4096): 500.0}, str(log))
+    rows = [r for r in capsys.readouterr().out.splitlines() if r.startswith("| 128") or
+            r.startswith("| 16")]
+    assert rows == [
+        "| 128, 2, 4096 | 725 | 580 (0.80x) | 522 (0.72x) | - | - | 0.90 |",
+        "| 16, 2, 4096 | 500 | 380 (0.76x) | - | 400 (0.80x) | - | - |",
+    ]
+
+
+def test_the_line_pattern_reads_names_with_spaces(flashmla):
+    m = flashmla.LINE.match(BM_LOG.splitlines()[4])
+    assert m is not None
+    assert (m[1], m[2], m[3], m[4], m[5]) == ("hopper/standard/plan reused", "16", "2", "4096",
+                                              "400.0")
