@@ -1,4 +1,4 @@
-"""bench/cuda/flashmla.py's comparison table from bm_cuda_decode lines (needs no GPU or FlashMLA)."""
+"""bench/cuda/flashmla.py's comparison table from bm_cuda_decode lines (no GPU needed)."""
 
 import importlib.util
 import pathlib
