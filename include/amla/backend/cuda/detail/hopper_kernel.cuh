@@ -496,6 +496,13 @@ __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, int 
   ptx::tma_load_2d_hint(dst, map, c0, c1, bar, policy);
 }
 
+/// block_row for pages of several blocks: a division by the page size, out of line (load_kv_pages
+/// says why).
+__device__ __noinline__ int block_row_in_page(const std::int32_t* table, int ps, int kb) {
+  const int key0 = kb * block_keys;
+  return table[key0 / ps] * ps + key0 % ps;
+}
+
 /// The cache row of block kb's first key when pages hold whole blocks (page_size >= 64), else 0
 /// (load_kv then reads the table per sub-page). Pages of exactly one block (the common layout)
 /// need no division by the page size. A refill reads it before it waits for the P V that frees
@@ -503,35 +510,45 @@ __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, int 
 /// the copies.
 __device__ __forceinline__ int block_row(const params& p, const piece_rows& pr, int kb) {
   const int ps = p.shape.page_size;
-  if (ps < block_keys) return 0;
+  if (ps == block_keys) return pr.table[kb] * block_keys;
+  return ps < block_keys ? 0 : block_row_in_page(pr.table, ps, kb);
+}
+
+/// The TMA loads of chunks [c_lo, c_hi) of KV block kb into buffer `buf` (one thread) when pages
+/// are smaller than a block: each chunk is filled page by page, and the pages of a block past the
+/// sequence's length are loaded from a negative, out-of-bounds row (zeros) so that their
+/// block_table entries are never read. Out of line, like every path the steady state of the
+/// common layout never takes: the block loop's code stays compact in the instruction cache. The
+/// arguments are values, so that the caller keeps its own in registers.
+__device__ __noinline__ void load_kv_pages(shared_storage& sm, const CUtensorMap* map,
+                                           const std::int32_t* table, int seqlen, int ps,
+                                           std::uint64_t policy, int buf, int kb, int c_lo,
+                                           int c_hi) {
   const int key0 = kb * block_keys;
-  return ps == block_keys ? pr.table[kb] * block_keys : pr.table[key0 / ps] * ps + key0 % ps;
+  const int subs = block_keys / ps;
+  for (int c = c_lo; c < c_hi; ++c) {
+    ptx::mbar_arrive_expect_tx(&sm.bar_kv[buf][c], chunk_bytes);
+    for (int s = 0; s < subs; ++s) {
+      const int key = key0 + s * ps;
+      const int row = key < seqlen ? table[key / ps] * ps : -ps;
+      tma_load(sm.kv[buf] + c * chunk_bytes + s * ps * 128, map, c * 64, row, &sm.bar_kv[buf][c],
+               policy);
+    }
+  }
 }
 
 /// Issues the TMA loads of chunks [c_lo, c_hi) of KV block kb into buffer `buf` (one thread);
-/// `row` is block_row(p, pr, kb). Sub-pages of a block past the sequence's length are loaded from
-/// a negative, out-of-bounds row (zeros) so their block_table entries are never read.
+/// `row` is block_row(p, pr, kb), used when pages hold whole blocks.
 __device__ __forceinline__ void load_kv(shared_storage& sm, const CUtensorMap* map, const params& p,
                                         const piece_rows& pr, std::uint64_t policy, int buf, int kb,
                                         int c_lo, int c_hi, int row) {
-  const int key0 = kb * block_keys;
-  const int ps = p.shape.page_size;
-  if (ps >= block_keys) {
-    for (int c = c_lo; c < c_hi; ++c) {
-      ptx::mbar_arrive_expect_tx(&sm.bar_kv[buf][c], chunk_bytes);
-      tma_load(sm.kv[buf] + c * chunk_bytes, map, c * 64, row, &sm.bar_kv[buf][c], policy);
-    }
-  } else {
-    const int subs = block_keys / ps;
-    for (int c = c_lo; c < c_hi; ++c) {
-      ptx::mbar_arrive_expect_tx(&sm.bar_kv[buf][c], chunk_bytes);
-      for (int s = 0; s < subs; ++s) {
-        const int key = key0 + s * ps;
-        const int row = key < pr.seqlen ? pr.table[key / ps] * ps : -ps;
-        tma_load(sm.kv[buf] + c * chunk_bytes + s * ps * 128, map, c * 64, row, &sm.bar_kv[buf][c],
-                 policy);
-      }
-    }
+  if (p.shape.page_size < block_keys) {
+    load_kv_pages(sm, map, pr.table, pr.seqlen, p.shape.page_size, policy, buf, kb, c_lo, c_hi);
+    return;
+  }
+  for (int c = c_lo; c < c_hi; ++c) {
+    ptx::mbar_arrive_expect_tx(&sm.bar_kv[buf][c], chunk_bytes);
+    tma_load(sm.kv[buf] + c * chunk_bytes, map, c * 64, row, &sm.bar_kv[buf][c], policy);
   }
 }
 
@@ -727,9 +744,10 @@ __device__ __forceinline__ void store_p_tile(std::uint8_t* tile, const std::uint
 /// the CTA's last visible key: anything, NaN included, may be there) become zeros; rows in
 /// [first_key, hidden_key) (keys a causal mask shows to some rows of the CTA and hides from
 /// others) keep their finite values and have their non-finite ones replaced by 0. Called by one
-/// warpgroup (128 threads) that then fences and syncs before its wgmma reads them.
-__device__ __forceinline__ void prepare_v_rows(std::uint8_t* buf, int first_key, int hidden_key,
-                                               int c0, int tid_wg) {
+/// warpgroup (128 threads) that then fences and syncs before its wgmma reads them. Out of line
+/// (load_kv_pages says why): only the last blocks a CTA's rows see take it.
+__device__ __noinline__ void prepare_v_rows(std::uint8_t* buf, int first_key, int hidden_key,
+                                            int c0, int tid_wg) {
   // Thread t of the warpgroup owns word t % 32 (two BF16) of chunk c0 + t / 32 in every row: no
   // index arithmetic and few live registers, since the accumulators are live across this.
   std::uint32_t* w =
