@@ -10,6 +10,7 @@
 
 namespace mla = amla::mla;
 
+using mla_test::small;
 using mla_test::tiny;
 
 TEST_CASE("MlaProblemBuilder is reproducible and seed-dependent", "[mla][builder]") {

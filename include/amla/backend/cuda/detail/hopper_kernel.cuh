@@ -498,7 +498,7 @@ __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, int 
 
 /// block_row for pages of several blocks: a division by the page size, out of line (load_kv_pages
 /// says why).
-__device__ __noinline__ int block_row_in_page(const std::int32_t* table, int ps, int kb) {
+static __device__ __noinline__ int block_row_in_page(const std::int32_t* table, int ps, int kb) {
   const int key0 = kb * block_keys;
   return table[key0 / ps] * ps + key0 % ps;
 }
@@ -520,10 +520,10 @@ __device__ __forceinline__ int block_row(const params& p, const piece_rows& pr, 
 /// block_table entries are never read. Out of line, like every path the steady state of the
 /// common layout never takes: the block loop's code stays compact in the instruction cache. The
 /// arguments are values, so that the caller keeps its own in registers.
-__device__ __noinline__ void load_kv_pages(shared_storage& sm, const CUtensorMap* map,
-                                           const std::int32_t* table, int seqlen, int ps,
-                                           std::uint64_t policy, int buf, int kb, int c_lo,
-                                           int c_hi) {
+static __device__ __noinline__ void load_kv_pages(shared_storage& sm, const CUtensorMap* map,
+                                                  const std::int32_t* table, int seqlen, int ps,
+                                                  std::uint64_t policy, int buf, int kb, int c_lo,
+                                                  int c_hi) {
   const int key0 = kb * block_keys;
   const int subs = block_keys / ps;
   for (int c = c_lo; c < c_hi; ++c) {
@@ -746,8 +746,8 @@ __device__ __forceinline__ void store_p_tile(std::uint8_t* tile, const std::uint
 /// others) keep their finite values and have their non-finite ones replaced by 0. Called by one
 /// warpgroup (128 threads) that then fences and syncs before its wgmma reads them. Out of line
 /// (load_kv_pages says why): only the last blocks a CTA's rows see take it.
-__device__ __noinline__ void prepare_v_rows(std::uint8_t* buf, int first_key, int hidden_key,
-                                            int c0, int tid_wg) {
+static __device__ __noinline__ void prepare_v_rows(std::uint8_t* buf, int first_key, int hidden_key,
+                                                   int c0, int tid_wg) {
   // Thread t of the warpgroup owns word t % 32 (two BF16) of chunk c0 + t / 32 in every row: no
   // index arithmetic and few live registers, since the accumulators are live across this.
   std::uint32_t* w =
