@@ -5,6 +5,8 @@
 #   cuda_decode                   tests/cuda: one program, two ctest entries ("validate" runs
 #                                 anywhere, "gpu" reports SKIPPED, exit code 77, when no GPU is
 #                                 visible)
+#   cuda_rdc_link                 tests/cuda: the backend in two translation units linked with
+#                                 relocatable device code (-rdc)
 #   cuda_self_contained_headers   every public .cuh compiled on its own by nvcc (objects only)
 #   bm_cuda_decode                bench/cuda: a plain timing program (CUDA events, cuBLAS ratio)
 #
@@ -72,6 +74,17 @@ if(AMLA_BUILD_CUDA_TESTS)
   add_test(NAME cuda/validate COMMAND cuda_decode validate)
   add_test(NAME cuda/gpu COMMAND cuda_decode gpu)
   set_tests_properties(cuda/gpu PROPERTIES SKIP_RETURN_CODE 77)
+
+  # The backend in two translation units of one program with relocatable device code
+  # (tests/cuda/rdc_link_a.cu): building it is the check that every kernel and function the headers
+  # define may be defined by several units. Unoptimised PTX, as cuda_self_contained_headers below.
+  add_executable(cuda_rdc_link tests/cuda/rdc_link_a.cu tests/cuda/rdc_link_b.cu)
+  target_link_libraries(cuda_rdc_link PRIVATE amla::cuda amla_cuda_dev_options)
+  target_include_directories(cuda_rdc_link PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/tests/cuda)
+  target_compile_options(cuda_rdc_link PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xcicc=-O0>)
+  set_target_properties(cuda_rdc_link PROPERTIES CUDA_SEPARABLE_COMPILATION ON
+                                                 CUDA_ARCHITECTURES "${AMLA_CUDA_VIRTUAL_ARCHITECTURES}")
+  add_test(NAME cuda/rdc_link COMMAND cuda_rdc_link)
 
   # Every public .cuh compiles on its own under nvcc (detail/ excepted), as tests/CMakeLists.txt
   # does for the .hpp headers; building the object library is the check. It stops at unoptimised

@@ -522,7 +522,7 @@ void launch_ex(void (*kernel)(Params...), dim3 grid, int block, std::size_t smem
 /// pieces into the plan arrays `a`.
 inline void launch_plan_kernel(const SplitScheduleView& v, int slots, const plan_arrays& a,
                                cudaStream_t stream) {
-  launch_ex(split_plan::plan_kernel, dim3(1), split_plan::threads, 0, false, stream, v, slots,
+  launch_ex(split_plan::plan_kernel<>, dim3(1), split_plan::threads, 0, false, stream, v, slots,
             a.header, a.piece_prefix, a.slot_prefix, a.split_list);
 }
 
@@ -698,7 +698,7 @@ inline bool hopper_kernel_built(int device) {
   if (k < 0) {
     int* flag = nullptr;
     AMLA_CUDA_CHECK(cudaMalloc(&flag, sizeof(int)));
-    hopper::sm90a_probe<<<1, 1>>>(flag);
+    hopper::sm90a_probe<><<<1, 1>>>(flag);
     const cudaError_t launched = cudaGetLastError();
     int host = 0;
     const cudaError_t copied = launched == cudaSuccess

@@ -117,6 +117,18 @@
 // records %globaltimer and clock64 at the phases of its run (hopper::phase) into
 // CudaDecodeOptions::phase_times, which bm_cuda_decode --phases summarises.
 
+// The paths of the kernel that the steady state of the common layout never takes are functions of
+// their own (AMLA_CUDA_COLD: __noinline__), so that the block loop's code stays compact in the
+// instruction cache (measured in bench/CUDA_RESULTS.md). With relocatable device code (-rdc) ptxas
+// calls such a function as an external one and then serialises every wgmma of the kernel (C7509),
+// so there they are inlined. (Such a build still serialises the wgmma: the helpers of 64-bit
+// integer division and the slow paths of float division are external calls there too.)
+#if defined(__CUDACC_RDC__)
+#define AMLA_CUDA_COLD __forceinline__
+#else
+#define AMLA_CUDA_COLD __noinline__
+#endif
+
 namespace amla::cuda::detail::hopper {
 
 inline constexpr int rows_per_cta = 64;
@@ -496,9 +508,9 @@ __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, int 
   ptx::tma_load_2d_hint(dst, map, c0, c1, bar, policy);
 }
 
-/// block_row for pages of several blocks: a division by the page size, out of line (load_kv_pages
-/// says why).
-static __device__ __noinline__ int block_row_in_page(const std::int32_t* table, int ps, int kb) {
+/// block_row for pages of several blocks: a division by the page size, out of line
+/// (AMLA_CUDA_COLD).
+static __device__ AMLA_CUDA_COLD int block_row_in_page(const std::int32_t* table, int ps, int kb) {
   const int key0 = kb * block_keys;
   return table[key0 / ps] * ps + key0 % ps;
 }
@@ -517,13 +529,12 @@ __device__ __forceinline__ int block_row(const params& p, const piece_rows& pr, 
 /// The TMA loads of chunks [c_lo, c_hi) of KV block kb into buffer `buf` (one thread) when pages
 /// are smaller than a block: each chunk is filled page by page, and the pages of a block past the
 /// sequence's length are loaded from a negative, out-of-bounds row (zeros) so that their
-/// block_table entries are never read. Out of line, like every path the steady state of the
-/// common layout never takes: the block loop's code stays compact in the instruction cache. The
-/// arguments are values, so that the caller keeps its own in registers.
-static __device__ __noinline__ void load_kv_pages(shared_storage& sm, const CUtensorMap* map,
-                                                  const std::int32_t* table, int seqlen, int ps,
-                                                  std::uint64_t policy, int buf, int kb, int c_lo,
-                                                  int c_hi) {
+/// block_table entries are never read. Out of line (AMLA_CUDA_COLD); the arguments are values, so
+/// that the caller keeps its own in registers.
+static __device__ AMLA_CUDA_COLD void load_kv_pages(shared_storage& sm, const CUtensorMap* map,
+                                                    const std::int32_t* table, int seqlen, int ps,
+                                                    std::uint64_t policy, int buf, int kb, int c_lo,
+                                                    int c_hi) {
   const int key0 = kb * block_keys;
   const int subs = block_keys / ps;
   for (int c = c_lo; c < c_hi; ++c) {
@@ -745,9 +756,9 @@ __device__ __forceinline__ void store_p_tile(std::uint8_t* tile, const std::uint
 /// [first_key, hidden_key) (keys a causal mask shows to some rows of the CTA and hides from
 /// others) keep their finite values and have their non-finite ones replaced by 0. Called by one
 /// warpgroup (128 threads) that then fences and syncs before its wgmma reads them. Out of line
-/// (load_kv_pages says why): only the last blocks a CTA's rows see take it.
-static __device__ __noinline__ void prepare_v_rows(std::uint8_t* buf, int first_key, int hidden_key,
-                                                   int c0, int tid_wg) {
+/// (AMLA_CUDA_COLD): only the last blocks a CTA's rows see take it.
+static __device__ AMLA_CUDA_COLD void prepare_v_rows(std::uint8_t* buf, int first_key,
+                                                     int hidden_key, int c0, int tid_wg) {
   // Thread t of the warpgroup owns word t % 32 (two BF16) of chunk c0 + t / 32 in every row: no
   // index arithmetic and few live registers, since the accumulators are live across this.
   std::uint32_t* w =
@@ -902,6 +913,9 @@ __device__ __forceinline__ void copy_staged_rows(std::uint8_t* stage, T* dst, in
 
 /// Writes 1 to *flag when the code running it was compiled for sm_90a (the Hopper kernel's real
 /// body is there), 0 otherwise. The host asks once per device (driver.cuh, hopper_kernel_built).
+/// A template (its argument unused) so that any number of translation units may define it:
+/// with relocatable device code (-rdc) a plain kernel defined in two of them does not link.
+template <int Unused = 0>
 __global__ void sm90a_probe(int* flag) {
 #if defined(AMLA_CUDA_SM90A_ENABLED)
   *flag = 1;

@@ -155,6 +155,8 @@ __device__ __forceinline__ bool scan_plan(const SplitScheduleView& v, int t, int
 /// One CTA of `threads` threads. v: a sized schedule's batch, block keys and device seqlens;
 /// slots: the pieces of one wave (split_schedule_bounds). Writes piece_prefix[batch + 1],
 /// slot_prefix[batch + 1], the requests with slots in split_list, and the header.
+/// A template (its argument unused), as hopper::sm90a_probe says why.
+template <int Unused = 0>
 __global__ void __launch_bounds__(threads)
     plan_kernel(SplitScheduleView v, int slots, header* out, std::int32_t* piece_prefix,
                 std::int32_t* slot_prefix, std::int32_t* split_list) {
@@ -185,7 +187,7 @@ inline SplitSchedule plan_to_host(const std::int32_t* seqlens, int batch, int ro
   v.batch = batch;
   v.block_keys = o.block_keys;
   v.seqlens = seqlens;
-  plan_kernel<<<1, threads, 0, stream>>>(v, bounds.slots, h, pieces, slots, list);
+  plan_kernel<><<<1, threads, 0, stream>>>(v, bounds.slots, h, pieces, slots, list);
   AMLA_CUDA_CHECK_LAUNCH("amla::cuda::detail::split_plan::plan_kernel");
   SplitSchedule s;
   header hh{};
