@@ -118,15 +118,15 @@
 // CudaDecodeOptions::phase_times, which bm_cuda_decode --phases summarises.
 
 // The paths of the kernel that the steady state of the common layout never takes are functions of
-// their own (AMLA_CUDA_COLD: __noinline__), so that the block loop's code stays compact in the
-// instruction cache (measured in bench/CUDA_RESULTS.md). With relocatable device code (-rdc) ptxas
-// calls such a function as an external one and then serialises every wgmma of the kernel (C7509),
-// so there they are inlined. (Such a build still serialises the wgmma: the helpers of 64-bit
-// integer division and the slow paths of float division are external calls there too.)
+// their own (AMLA_CUDA_COLD: inline __noinline__), so that the block loop's code stays compact in
+// the instruction cache (measured in bench/CUDA_RESULTS.md). With relocatable device code (-rdc)
+// ptxas calls such a function as an external one and then serialises every wgmma of the kernel
+// (C7509), so there they are inlined. (Such a build still serialises the wgmma: the helpers of
+// 64-bit integer division and the slow paths of float division are external calls there too.)
 #if defined(__CUDACC_RDC__)
 #define AMLA_CUDA_COLD __forceinline__
 #else
-#define AMLA_CUDA_COLD __noinline__
+#define AMLA_CUDA_COLD inline __noinline__
 #endif
 
 namespace amla::cuda::detail::hopper {
@@ -510,7 +510,7 @@ __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, int 
 
 /// block_row for pages of several blocks: a division by the page size, out of line
 /// (AMLA_CUDA_COLD).
-static __device__ AMLA_CUDA_COLD int block_row_in_page(const std::int32_t* table, int ps, int kb) {
+__device__ AMLA_CUDA_COLD int block_row_in_page(const std::int32_t* table, int ps, int kb) {
   const int key0 = kb * block_keys;
   return table[key0 / ps] * ps + key0 % ps;
 }
@@ -531,10 +531,10 @@ __device__ __forceinline__ int block_row(const params& p, const piece_rows& pr, 
 /// sequence's length are loaded from a negative, out-of-bounds row (zeros) so that their
 /// block_table entries are never read. Out of line (AMLA_CUDA_COLD); the arguments are values, so
 /// that the caller keeps its own in registers.
-static __device__ AMLA_CUDA_COLD void load_kv_pages(shared_storage& sm, const CUtensorMap* map,
-                                                    const std::int32_t* table, int seqlen, int ps,
-                                                    std::uint64_t policy, int buf, int kb, int c_lo,
-                                                    int c_hi) {
+__device__ AMLA_CUDA_COLD void load_kv_pages(shared_storage& sm, const CUtensorMap* map,
+                                             const std::int32_t* table, int seqlen, int ps,
+                                             std::uint64_t policy, int buf, int kb, int c_lo,
+                                             int c_hi) {
   const int key0 = kb * block_keys;
   const int subs = block_keys / ps;
   for (int c = c_lo; c < c_hi; ++c) {
@@ -757,8 +757,8 @@ __device__ __forceinline__ void store_p_tile(std::uint8_t* tile, const std::uint
 /// others) keep their finite values and have their non-finite ones replaced by 0. Called by one
 /// warpgroup (128 threads) that then fences and syncs before its wgmma reads them. Out of line
 /// (AMLA_CUDA_COLD): only the last blocks a CTA's rows see take it.
-static __device__ AMLA_CUDA_COLD void prepare_v_rows(std::uint8_t* buf, int first_key,
-                                                     int hidden_key, int c0, int tid_wg) {
+__device__ AMLA_CUDA_COLD void prepare_v_rows(std::uint8_t* buf, int first_key, int hidden_key,
+                                              int c0, int tid_wg) {
   // Thread t of the warpgroup owns word t % 32 (two BF16) of chunk c0 + t / 32 in every row: no
   // index arithmetic and few live registers, since the accumulators are live across this.
   std::uint32_t* w =
