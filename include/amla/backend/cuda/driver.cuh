@@ -19,13 +19,13 @@
 // empty-row result (problem/conventions.hpp). Exceptions: the AMLA hardware add is the raw add on
 // every element, so it turns a non-finite O element into garbage like any element outside
 // Lemma 3.1 (attention/amla.hpp keeps Inf and NaN through the add in every mode and locates
-// them as violations; the GPU's safe add does not). In the
+// them as violations; the GPU's safe add keeps a NaN and turns an Inf into garbage too). In the
 // Hopper kernel (V the first 512 columns of K) a non-finite V value is a non-finite K value, so it
 // makes the score of every row that sees it NaN or +-inf; a NaN or +inf score makes the row NaN as
 // golden does, but a -inf score (an infinite K value against a query value of the other sign) only
 // weighs the key 0, and the NaN golden's 0 * Inf puts in the columns of its infinite values
-// survives in the kernel only where no later AMLA add (either form) reaches it, and not for a key a
-// causal mask shows to some rows of a CTA only (detail/hopper_kernel.cuh).
+// survives in the kernel only where no later hardware-form AMLA add reaches it, and not for a key
+// a causal mask shows to some rows of a CTA only (detail/hopper_kernel.cuh).
 //
 // Kernels:
 //   simple  any shape: one CTA per query row, FP32 throughout (detail/simple_kernel.cuh).

@@ -188,22 +188,26 @@ __device__ __forceinline__ pattern_add_window kept_window(std::int32_t k) {
   return k == 0 ? pattern_add_window{0u, 0xFFFFFFFFu} : pattern_add_window_of(k);
 }
 
-/// The safe add as the Hopper kernel does it, in a few instructions: where the magnitude lies below
-/// the exact window's low end `lo` (a zero, a subnormal, or a value the add would push below the
-/// normal range) the result is the signed zero, elsewhere the raw add. It differs from
+/// The safe add as the Hopper kernel does it, in three instructions: where the magnitude lies
+/// below the exact window's low end `lo` (a zero, a subnormal, or a value the add would push below
+/// the normal range) the result is the signed zero, elsewhere the raw add. It differs from
 /// pattern_add_intended only where that returns a subnormal (|value| < 2^-126): a flush to zero;
-/// and on a non-finite element, which the add turns into garbage as the hardware form does (the
-/// Hopper kernel's O meets one only through an infinite K value, driver.cuh). The top of the
-/// window (overflow to Inf) cannot be reached by a finite O element: |O| stays below the key
-/// count times max |V|. In place, in one asm statement, so that the pattern never leaves o's
-/// register (ptx::add_to_pattern says why): u = pattern(o), mag = u & 0x7FFFFFFF,
-/// o = AS_FP32(u + (mag >= lo ? k : -mag)) (u - mag keeps only the sign).
-__device__ __forceinline__ void amla_add_flush(float& o, std::uint32_t k, std::uint32_t lo) {
-  asm("{\n.reg .b32 u, m, d;\n.reg .pred p;\nmov.b32 u, %0;\nand.b32 m, u, 0x7FFFFFFF;\n"
-      "setp.ge.u32 p, m, %2;\nneg.s32 d, m;\nselp.b32 d, %1, d, p;\nadd.u32 u, u, d;\n"
-      "mov.b32 %0, u;\n}"
+/// and on a non-finite element (the Hopper kernel's O meets one only through an infinite K value,
+/// driver.cuh): an infinite one gets the raw add, garbage as the hardware form makes it, and a NaN
+/// stays NaN. The top of the window (overflow to Inf) cannot be reached by a finite O element: |O|
+/// stays below the key count times max |V|. `lo_f` is lo's pattern as a float: the magnitudes of
+/// non-NaN floats order as their patterns, so mag >= lo is |o| >= lo_f, a float compare (no NaN
+/// passes it). In place, in one asm statement, so that the pattern never leaves o's register
+/// (ptx::add_to_pattern says why): p = |o| >= lo_f; where p, o = AS_FP32(pattern(o) + k); elsewhere
+/// o = o * 0 (the signed zero; NaN for a NaN). The compare runs on the ALU pipe, the add and the
+/// multiply on the FMA pipes: one ALU instruction an element (a select on the pattern takes
+/// three).
+__device__ __forceinline__ void amla_add_flush(float& o, std::uint32_t k, float lo_f) {
+  asm("{\n.reg .b32 u;\n.reg .f32 a;\n.reg .pred p;\n"
+      "abs.f32 a, %0;\nsetp.ge.f32 p, a, %2;\nmov.b32 u, %0;\n@p add.u32 u, u, %1;\n"
+      "mov.b32 %0, u;\n@!p mul.rn.f32 %0, %0, 0f00000000;\n}"
       : "+f"(o)
-      : "r"(k), "r"(lo));
+      : "r"(k), "f"(lo_f));
 }
 
 }  // namespace detail

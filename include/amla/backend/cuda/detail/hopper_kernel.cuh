@@ -793,7 +793,8 @@ __device__ __forceinline__ void rescale_rows(float (&o)[N], const frame_step& st
     } else {
       // Safe form in one pass (rescale.cuh, amla_add_flush): a second, fix-up pass over the 128
       // accumulators makes the kernel spill.
-      const std::uint32_t lo0 = kept_window(st0.o_add).lo, lo1 = kept_window(st1.o_add).lo;
+      const float lo0 = __uint_as_float(kept_window(st0.o_add).lo),
+                  lo1 = __uint_as_float(kept_window(st1.o_add).lo);
 #pragma unroll
       for (int i = 0; i < N; ++i) {
         amla_add_flush(o[i], (i & 2) ? k1 : k0, (i & 2) ? lo1 : lo0);
