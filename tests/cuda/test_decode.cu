@@ -11,7 +11,8 @@
 //                                        against it at the benchmark's sizes; the split-KV plan
 //                                        the GPU computes against the CPU schedule, and decode
 //                                        with a plan made once (plan_decode) bit for bit decode
-//                                        without one; exits 77 (ctest: skipped) when no GPU is
+//                                        without one; the Hopper kernel's safe AMLA add on every
+//                                        FP32 pattern; exits 77 (ctest: skipped) when no GPU is
 //                                        visible
 //   cuda_decode gpu-quick                the same on the small cases only
 //   cuda_decode gpu --simple-only        every case on the simple kernel only (the fallback off
@@ -1273,6 +1274,68 @@ void large_sweep(cudaStream_t stream) {
 // ---------------------------------------------------------------------------------------------
 // The split-KV schedule: the plan the GPU computes equals the CPU's, and its balance.
 
+/// What the Hopper kernel's safe AMLA add (rescale.cuh, amla_add_flush) makes of every FP32 pattern
+/// u for step k, against its documented semantics: counts[0] elements from the window's low end up
+/// (infinities included) whose result is not the raw add; counts[1] finite elements below it whose
+/// result is not the signed zero; counts[2] elements of the exact window where the raw add is not
+/// numeric/pow2.hpp's pattern_add_intended (Lemma 3.1); counts[3] NaN elements whose result is not
+/// NaN. first[c]: a pattern counted in c.
+__global__ void safe_add_patterns_kernel(std::int32_t k, unsigned long long* counts,
+                                         std::uint32_t* first) {
+  const amla::pattern_add_window w = amla::cuda::detail::kept_window(k);
+  const float lo_f = __uint_as_float(w.lo);
+  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
+  for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       i <= 0xFFFFFFFFull; i += stride) {
+    const std::uint32_t u = static_cast<std::uint32_t>(i), mag = u & 0x7FFFFFFFu;
+    float o = __uint_as_float(u);
+    amla::cuda::detail::amla_add_flush(o, static_cast<std::uint32_t>(k), lo_f);
+    const std::uint32_t r = __float_as_uint(o), raw = u + static_cast<std::uint32_t>(k);
+    int c = -1;
+    if (mag > 0x7F800000u) {
+      if ((r & 0x7FFFFFFFu) <= 0x7F800000u) c = 3;
+    } else if (mag >= w.lo) {
+      if (r != raw) {
+        c = 0;
+      } else if (mag < 0x7F800000u && w.contains(mag) &&
+                 r != __float_as_uint(amla::pattern_add_intended(__uint_as_float(u), k))) {
+        c = 2;
+      }
+    } else if (r != (u & 0x80000000u)) {
+      c = 1;
+    }
+    if (c >= 0) {
+      atomicAdd(&counts[c], 1ull);
+      first[c] = u;
+    }
+  }
+}
+
+/// The safe add on all 2^32 patterns for steps of both signs: the unmoved step with the paper's
+/// nudge (8), exponent steps up and down, the clamp's range, and steps with mantissa parts.
+void safe_add_patterns(cudaStream_t stream) {
+  std::printf("== the safe AMLA add on every FP32 pattern\n");
+  const std::int32_t steps[] = {
+      0, 8, -8, 1 << 23, -(1 << 23), 3 * (1 << 23) - 7, -(30 << 23) + 5, -9876543, 123456};
+  const char* what[4] = {
+      "from the window's low end up, not the raw add", "below the window, not the signed zero",
+      "in the exact window, the raw add not pattern_add_intended", "NaN, not NaN"};
+  DeviceBuffer<unsigned long long> counts(4);
+  DeviceBuffer<std::uint32_t> first(4);
+  for (const std::int32_t k : steps) {
+    AMLA_CUDA_CHECK(cudaMemsetAsync(counts.ptr, 0, 4 * sizeof(unsigned long long), stream));
+    safe_add_patterns_kernel<<<1024, 256, 0, stream>>>(k, counts.ptr, first.ptr);
+    AMLA_CUDA_CHECK_LAUNCH("safe_add_patterns_kernel");
+    sync_or_die(stream, 60, "safe_add_patterns_kernel");
+    const std::vector<unsigned long long> n = counts.download();
+    const std::vector<std::uint32_t> f = first.download();
+    for (int c = 0; c < 4; ++c) {
+      EXPECT(n[static_cast<std::size_t>(c)] == 0, "k %d: %llu patterns %s (e.g. 0x%08x)", k,
+             n[static_cast<std::size_t>(c)], what[c], f[static_cast<std::size_t>(c)]);
+    }
+  }
+}
+
 void schedule_checks(std::mt19937_64& rng, cudaStream_t stream) {
   std::printf(
       "== split-KV plan on the GPU against the CPU schedule (problem/split_schedule.hpp)\n");
@@ -1456,6 +1519,7 @@ int run_gpu(bool quick) {
   std::printf("== seed %llu\n", static_cast<unsigned long long>(seed0));
   std::mt19937_64 rng(seed0);
   schedule_checks(rng, stream);
+  safe_add_patterns(stream);
   hostile_checks(stream);
   golden_checks(quick, rng, stream);
   if (!quick && !g_simple_only) large_sweep(stream);

@@ -188,20 +188,21 @@ __device__ __forceinline__ pattern_add_window kept_window(std::int32_t k) {
   return k == 0 ? pattern_add_window{0u, 0xFFFFFFFFu} : pattern_add_window_of(k);
 }
 
-/// The safe add as the Hopper kernel does it, in three instructions: where the magnitude lies
-/// below the exact window's low end `lo` (a zero, a subnormal, or a value the add would push below
-/// the normal range) the result is the signed zero, elsewhere the raw add. It differs from
-/// pattern_add_intended only where that returns a subnormal (|value| < 2^-126): a flush to zero;
-/// and on a non-finite element (the Hopper kernel's O meets one only through an infinite K value,
-/// driver.cuh): an infinite one gets the raw add, garbage as the hardware form makes it, and a NaN
-/// stays NaN. The top of the window (overflow to Inf) cannot be reached by a finite O element: |O|
-/// stays below the key count times max |V|. `lo_f` is lo's pattern as a float: the magnitudes of
-/// non-NaN floats order as their patterns, so mag >= lo is |o| >= lo_f, a float compare (no NaN
-/// passes it). In place, in one asm statement, so that the pattern never leaves o's register
-/// (ptx::add_to_pattern says why): p = |o| >= lo_f; where p, o = AS_FP32(pattern(o) + k); elsewhere
-/// o = o * 0 (the signed zero; NaN for a NaN). The compare runs on the ALU pipe, the add and the
-/// multiply on the FMA pipes: one ALU instruction an element (a select on the pattern takes
-/// three).
+/// The safe add as the Hopper kernel does it, in three instructions: from the exact window's low
+/// end `lo` up the raw add, which inside the window is pattern_add_intended (Lemma 3.1); below it
+/// (a zero, a subnormal, or a value the add would push below the normal range) the signed zero,
+/// where pattern_add_intended gives a subnormal, the smallest normal (rounded up), or under a
+/// positive step for a subnormal source a normal value. On a non-finite element (the Hopper
+/// kernel's O meets one only through an infinite K value, driver.cuh) an infinite one gets the raw
+/// add, garbage as the hardware form makes it, and a NaN stays NaN. The top of the window
+/// (overflow to Inf) cannot be reached by a finite O element: |O| stays below the key count times
+/// max |V|. cuda_decode's gpu test runs it on every FP32 pattern for nine steps. `lo_f` is lo's
+/// pattern as a float: the magnitudes of non-NaN floats order as their patterns, so mag >= lo is
+/// |o| >= lo_f, a float compare (no NaN passes it). In place, in one asm statement, so that the
+/// pattern never leaves o's register (ptx::add_to_pattern says why): p = |o| >= lo_f; where p, o =
+/// AS_FP32(pattern(o) + k); elsewhere o = o * 0 (the signed zero; NaN for a NaN). The compare runs
+/// on the ALU pipe, the add and the multiply on the FMA pipes: one ALU instruction an element (a
+/// select on the pattern takes three).
 __device__ __forceinline__ void amla_add_flush(float& o, std::uint32_t k, float lo_f) {
   asm("{\n.reg .b32 u;\n.reg .f32 a;\n.reg .pred p;\n"
       "abs.f32 a, %0;\nsetp.ge.f32 p, a, %2;\nmov.b32 u, %0;\n@p add.u32 u, u, %1;\n"
