@@ -57,10 +57,13 @@ endif()
 # Options for amla's own CUDA programs: host warnings through -Xcompiler, device resource usage
 # visible with AMLA_CUDA_VERBOSE (registers, spills, wgmma serialisation warnings from ptxas).
 option(AMLA_CUDA_VERBOSE "Print ptxas resource usage for amla's CUDA programs" OFF)
-add_library(amla_cuda_dev_options INTERFACE)
-target_compile_options(amla_cuda_dev_options INTERFACE
+add_library(amla_cuda_warnings INTERFACE)
+target_compile_options(amla_cuda_warnings INTERFACE
   $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra --expt-relaxed-constexpr>
-  $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${AMLA_WERROR}>>:-Werror=all-warnings>
+  $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${AMLA_WERROR}>>:-Werror=all-warnings>)
+add_library(amla_cuda_dev_options INTERFACE)
+target_link_libraries(amla_cuda_dev_options INTERFACE amla_cuda_warnings)
+target_compile_options(amla_cuda_dev_options INTERFACE
   $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${AMLA_CUDA_VERBOSE}>>:-Xptxas=-v>)
 
 if(AMLA_BUILD_CUDA_TESTS)
@@ -77,9 +80,10 @@ if(AMLA_BUILD_CUDA_TESTS)
 
   # The backend in two translation units of one program with relocatable device code
   # (tests/cuda/rdc_link_a.cu): building it is the check that every kernel and function the headers
-  # define may be defined by several units. Unoptimised PTX, as cuda_self_contained_headers below.
+  # define may be defined by several units. Unoptimised PTX, as cuda_self_contained_headers below;
+  # the device link compiles it without AMLA_CUDA_VERBOSE's report, which is for the real programs.
   add_executable(cuda_rdc_link tests/cuda/rdc_link_a.cu tests/cuda/rdc_link_b.cu)
-  target_link_libraries(cuda_rdc_link PRIVATE amla::cuda amla_cuda_dev_options)
+  target_link_libraries(cuda_rdc_link PRIVATE amla::cuda amla_cuda_warnings)
   target_include_directories(cuda_rdc_link PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/tests/cuda)
   target_compile_options(cuda_rdc_link PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xcicc=-O0>)
   set_target_properties(cuda_rdc_link PROPERTIES CUDA_SEPARABLE_COMPILATION ON
