@@ -5,8 +5,8 @@
 #   cuda_decode                   tests/cuda: one program, two ctest entries ("validate" runs
 #                                 anywhere, "gpu" reports SKIPPED, exit code 77, when no GPU is
 #                                 visible)
-#   cuda_rdc_link                 tests/cuda: the backend in two translation units linked with
-#                                 relocatable device code (-rdc)
+#   cuda_two_units[_rdc]          tests/cuda: the backend in two translation units of one
+#                                 program, whole-program and with relocatable device code (-rdc)
 #   cuda_self_contained_headers   every public .cuh compiled on its own by nvcc (objects only)
 #   bm_cuda_decode                bench/cuda: a plain timing program (CUDA events, cuBLAS ratio)
 #
@@ -78,17 +78,24 @@ if(AMLA_BUILD_CUDA_TESTS)
   add_test(NAME cuda/gpu COMMAND cuda_decode gpu)
   set_tests_properties(cuda/gpu PROPERTIES SKIP_RETURN_CODE 77)
 
-  # The backend in two translation units of one program with relocatable device code
-  # (tests/cuda/rdc_link_a.cu): building it is the check that every kernel and function the headers
-  # define may be defined by several units. Unoptimised PTX, as cuda_self_contained_headers below;
-  # the device link compiles it without AMLA_CUDA_VERBOSE's report, which is for the real programs.
-  add_executable(cuda_rdc_link tests/cuda/rdc_link_a.cu tests/cuda/rdc_link_b.cu)
-  target_link_libraries(cuda_rdc_link PRIVATE amla::cuda amla_cuda_warnings)
-  target_include_directories(cuda_rdc_link PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/tests/cuda)
-  target_compile_options(cuda_rdc_link PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xcicc=-O0>)
-  set_target_properties(cuda_rdc_link PROPERTIES CUDA_SEPARABLE_COMPILATION ON
-                                                 CUDA_ARCHITECTURES "${AMLA_CUDA_VIRTUAL_ARCHITECTURES}")
-  add_test(NAME cuda/rdc_link COMMAND cuda_rdc_link)
+  # The backend in two translation units of one program (tests/cuda/two_units_a.cu), linked as
+  # whole-program code and with relocatable device code: building them is the check that every
+  # kernel and function the headers define may be defined by several units. Unoptimised PTX, as
+  # cuda_self_contained_headers below; the -rdc device link compiles it without AMLA_CUDA_VERBOSE's
+  # report, which is for the real programs.
+  foreach(_amla_rdc IN ITEMS OFF ON)
+    set(_amla_two_units cuda_two_units)
+    if(_amla_rdc)
+      set(_amla_two_units cuda_two_units_rdc)
+    endif()
+    add_executable(${_amla_two_units} tests/cuda/two_units_a.cu tests/cuda/two_units_b.cu)
+    target_link_libraries(${_amla_two_units} PRIVATE amla::cuda amla_cuda_warnings)
+    target_include_directories(${_amla_two_units} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/tests/cuda)
+    target_compile_options(${_amla_two_units} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xcicc=-O0>)
+    set_target_properties(${_amla_two_units} PROPERTIES CUDA_SEPARABLE_COMPILATION ${_amla_rdc}
+                          CUDA_ARCHITECTURES "${AMLA_CUDA_VIRTUAL_ARCHITECTURES}")
+    add_test(NAME cuda/${_amla_two_units} COMMAND ${_amla_two_units})
+  endforeach()
 
   # Every public .cuh compiles on its own under nvcc (detail/ excepted), as tests/CMakeLists.txt
   # does for the .hpp headers; building the object library is the check. It stops at unoptimised

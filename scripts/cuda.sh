@@ -64,8 +64,8 @@ cmake -S . -B "$build" "${gen[@]}" "${prefix[@]}" -DCMAKE_BUILD_TYPE=Release \
   -DAMLA_CUDA_VERBOSE=ON "-DAMLA_CUDA_ARCHITECTURES=${AMLA_CUDA_ARCHITECTURES:-90a}" \
   >"$logs/configure.log" 2>&1 || { cat "$logs/configure.log"; exit 1; }
 t0=$(date +%s)
-# The programs whose ptxas lines the report lists; not cuda_rdc_link, whose unoptimised device
-# link would add its own.
+# The programs whose ptxas lines the report lists; not cuda_two_units_rdc, whose unoptimised
+# device link would add its own.
 if ! cmake --build "$build" -j "$jobs" --target cuda_decode bm_cuda_decode bm_hopper_model \
   >"$logs/build.log" 2>&1; then
   cat "$logs/build.log"

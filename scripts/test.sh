@@ -5,7 +5,7 @@
 # with the pass's name:
 #   release   Release build, warnings as errors, of the tests, benchmarks and examples, and where
 #             nvcc is found of the CUDA programs (every public .cuh also compiled alone, to PTX,
-#             and the backend linked from two units with relocatable device code);
+#             and the backend linked from two units, with and without relocatable device code);
 #             ctest runs every Catch2 test case at full size, the examples' --demo runs, the
 #             standalone-header check (every public .hpp compiled alone) and the packaging check
 #   sanitize  the tests built again with AddressSanitizer + UBSan (clang when it is installed, the

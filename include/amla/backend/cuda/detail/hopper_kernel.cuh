@@ -914,8 +914,8 @@ __device__ __forceinline__ void copy_staged_rows(std::uint8_t* stage, T* dst, in
 
 /// Writes 1 to *flag when the code running it was compiled for sm_90a (the Hopper kernel's real
 /// body is there), 0 otherwise. The host asks once per device (driver.cuh, hopper_kernel_built).
-/// A template (its argument unused) so that any number of translation units may define it:
-/// with relocatable device code (-rdc) a plain kernel defined in two of them does not link.
+/// A template (its argument unused) so that any number of translation units may define it: a
+/// plain kernel defined in two of them does not link, with relocatable device code or without.
 template <int Unused = 0>
 __global__ void sm90a_probe(int* flag) {
 #if defined(AMLA_CUDA_SM90A_ENABLED)

@@ -1,9 +1,9 @@
-// tests/cuda/rdc_link.hpp: the entry points each unit of cuda_rdc_link takes the address of.
+// tests/cuda/two_units.hpp: the entry points each unit of cuda_two_units takes the address of.
 #pragma once
 
 #include "amla/backend/cuda/cuda.cuh"
 
-namespace rdc_link {
+namespace two_units {
 
 struct entries {
   decltype(&amla::cuda::decode) decode;
@@ -14,4 +14,4 @@ struct entries {
 entries entries_a();
 entries entries_b();
 
-}  // namespace rdc_link
+}  // namespace two_units
