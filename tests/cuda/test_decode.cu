@@ -12,8 +12,9 @@
 //                                        the GPU computes against the CPU schedule, and decode
 //                                        with a plan made once (plan_decode) bit for bit decode
 //                                        without one; the Hopper kernel's safe AMLA add on every
-//                                        FP32 pattern; exits 77 (ctest: skipped) when no GPU is
-//                                        visible
+//                                        FP32 pattern, and its rescale of a warp's accumulators
+//                                        (either path) against that add; exits 77 (ctest:
+//                                        skipped) when no GPU is visible
 //   cuda_decode gpu-quick                the same on the small cases only
 //   cuda_decode gpu --simple-only        every case on the simple kernel only (the fallback off
 //   cuda_decode gpu-quick --simple-only  Hopper), as does AMLA_CUDA_SIMPLE_ONLY=1 in the
@@ -1336,6 +1337,88 @@ void safe_add_patterns(cudaStream_t stream) {
   }
 }
 
+/// The Hopper kernel's safe rescale of a warp's accumulators (hopper::rescale_rows, safe form):
+/// a warp whose every element lies at or above its row's window low end takes the raw add, any
+/// other warp the three-instruction form. Against amla_add_flush on each element, bit for bit:
+/// each case plants one pattern (a zero, a subnormal, a value just below or exactly at the low end,
+/// an infinity, a NaN) in one thread and element of a warp of normal values, for steps of both
+/// signs on the two rows. mismatches[0]: elements whose bits differ (a NaN must stay NaN);
+/// first[0..2]: the case, thread and element of one.
+__global__ void rescale_rows_kernel(const std::int32_t* steps, int n_steps,
+                                    unsigned long long* mismatches, int* first) {
+  namespace acd = amla::cuda::detail;
+  const int c = static_cast<int>(blockIdx.x), lane = static_cast<int>(threadIdx.x);
+  const int kind = c % 8;
+  const std::int32_t k0 = steps[(c / 8) % n_steps], k1 = steps[(c / 8 / n_steps) % n_steps];
+  const int plant_lane = (c * 7) % 32, plant_i = (c * 37) % 128;
+  amla::cuda::frame_step st0, st1;
+  st0.o_add = k0;
+  st1.o_add = k1;
+  float o[128], want[128];
+  std::uint32_t h = 0x9E3779B9u * static_cast<std::uint32_t>(c * 32 + lane + 1);
+  for (int i = 0; i < 128; ++i) {
+    h ^= h << 13;
+    h ^= h >> 17;
+    h ^= h << 5;
+    // Normal values of either sign with exponents 2^-20 to 2^11: inside every window here.
+    float x = __uint_as_float((h & 0x807FFFFFu) | ((107u + (h >> 23) % 32u) << 23));
+    if (lane == plant_lane && i == plant_i) {
+      const std::int32_t k = (i & 2) ? k1 : k0;
+      const float lo = __uint_as_float(acd::kept_window(k).lo);
+      switch (kind) {
+        case 1: x = 0.0f; break;
+        case 2: x = -0.0f; break;
+        case 3: x = __uint_as_float(0x00012345u); break;  // a subnormal
+        case 4: x = -__uint_as_float(__float_as_uint(lo) - 1u); break;  // just below the low end
+        case 5: x = lo; break;                                         // the low end itself
+        case 6: x = -__int_as_float(0x7F800000); break;
+        case 7: x = __uint_as_float(0x7FC00001u); break;
+        default: break;  // kind 0: nothing planted
+      }
+    }
+    o[i] = want[i] = x;
+    const std::int32_t k = (i & 2) ? k1 : k0;
+    acd::amla_add_flush(want[i], static_cast<std::uint32_t>(k),
+                        __uint_as_float(acd::kept_window(k).lo));
+  }
+  acd::hopper::rescale_rows<amla::cuda::rescale_mode::amla, true>(o, st0, st1);
+  for (int i = 0; i < 128; ++i) {
+    // A NaN stays NaN (its payload is not part of the semantics: with both steps 0 the rescale
+    // returns at once and keeps it); every other element bit for bit.
+    const bool same = want[i] != want[i] ? o[i] != o[i]
+                                         : __float_as_uint(o[i]) == __float_as_uint(want[i]);
+    if (!same) {
+      atomicAdd(mismatches, 1ull);
+      first[0] = c;
+      first[1] = lane;
+      first[2] = i;
+    }
+  }
+}
+
+void safe_rescale_rows(cudaStream_t stream) {
+  std::printf("== the Hopper kernel's safe rescale of a warp's accumulators\n");
+  const std::vector<std::int32_t> steps = {0,           8,         -8,      -(1 << 23),
+                                           -(30 << 23) + 5, 1 << 23, -9876543};
+  const int n = static_cast<int>(steps.size());
+  DeviceBuffer<std::int32_t> d_steps(steps.size());
+  d_steps.upload(steps);
+  DeviceBuffer<unsigned long long> mismatches(1);
+  DeviceBuffer<int> first(3);
+  AMLA_CUDA_CHECK(cudaMemsetAsync(mismatches.ptr, 0, sizeof(unsigned long long), stream));
+  const int cases = 8 * n * n;
+  rescale_rows_kernel<<<cases, 32, 0, stream>>>(d_steps.ptr, n, mismatches.ptr, first.ptr);
+  AMLA_CUDA_CHECK_LAUNCH("rescale_rows_kernel");
+  sync_or_die(stream, 60, "rescale_rows_kernel");
+  const unsigned long long bad = mismatches.download()[0];
+  const std::vector<int> f = first.download();
+  std::printf("  %d warps (8 planted patterns x %d x %d steps): %llu elements differ from "
+              "amla_add_flush\n",
+              cases, n, n, bad);
+  EXPECT(bad == 0, "%llu elements differ from amla_add_flush (e.g. case %d, lane %d, element %d)",
+         bad, f[0], f[1], f[2]);
+}
+
 void schedule_checks(std::mt19937_64& rng, cudaStream_t stream) {
   std::printf(
       "== split-KV plan on the GPU against the CPU schedule (problem/split_schedule.hpp)\n");
@@ -1520,6 +1603,7 @@ int run_gpu(bool quick) {
   std::mt19937_64 rng(seed0);
   schedule_checks(rng, stream);
   safe_add_patterns(stream);
+  safe_rescale_rows(stream);
   hostile_checks(stream);
   golden_checks(quick, rng, stream);
   if (!quick && !g_simple_only) large_sweep(stream);

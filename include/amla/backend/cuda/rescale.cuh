@@ -73,6 +73,14 @@ __device__ __forceinline__ float max_nan(float a, float b) {
   return r;
 }
 
+/// min(m, |x|) that propagates NaN (PTX min.NaN, sm_80; the magnitude is an operand modifier, no
+/// instruction of its own): a NaN x makes the result NaN, where fminf would drop it.
+__device__ __forceinline__ float min_abs_nan(float m, float x) {
+  float r;
+  asm("{\n.reg .f32 a;\nabs.f32 a, %2;\nmin.NaN.f32 %0, %1, a;\n}" : "=f"(r) : "f"(m), "f"(x));
+  return r;
+}
+
 /// The max to subtract: m, or 0 for a row whose scores so far are all -inf (none seen, or every
 /// one overflowed to -inf), so that exp2(-inf - 0) = 0 and no NaN appears.
 __device__ __forceinline__ float usable_max(float m) {
@@ -188,8 +196,10 @@ __device__ __forceinline__ pattern_add_window kept_window(std::int32_t k) {
   return k == 0 ? pattern_add_window{0u, 0xFFFFFFFFu} : pattern_add_window_of(k);
 }
 
-/// The safe add as the Hopper kernel does it, in three instructions: from the exact window's low
-/// end `lo` up the raw add, which inside the window is pattern_add_intended (Lemma 3.1); below it
+/// The safe add of one element, in three instructions (the Hopper kernel's rescale_rows runs it on
+/// a warp only when some element of the warp lies below its window or is NaN, and the raw add,
+/// which is the same there, on every other warp): from the exact window's low end `lo` up the raw
+/// add, which inside the window is pattern_add_intended (Lemma 3.1); below it
 /// (a zero, a subnormal, or a value the add would push below the normal range) the signed zero,
 /// where pattern_add_intended gives a subnormal, the smallest normal (rounded up), or under a
 /// positive step for a subnormal source a normal value. On a non-finite element (the Hopper

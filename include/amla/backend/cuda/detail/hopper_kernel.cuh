@@ -791,13 +791,35 @@ __device__ __forceinline__ void rescale_rows(float (&o)[N], const frame_step& st
       for (int i = 0; i < N; ++i) ptx::add_to_pattern(o[i], (i & 2) ? k1 : k0);
       return;
     } else {
-      // Safe form in one pass (rescale.cuh, amla_add_flush): a second, fix-up pass over the 128
-      // accumulators makes the kernel spill.
+      // The safe add (rescale.cuh, amla_add_flush) is the raw add on every element at or above
+      // its row's window low end: when the whole warp's elements are, the raw add alone runs (one
+      // instruction an element, on the FMA pipe) after a pass of magnitude minima (one on the ALU
+      // pipe), where the three-instruction form takes three issue slots an element. A zero, a
+      // value below the window or a NaN (the minimum propagates it) sends the warp to that form.
+      // Eight independent minima, so that the pass is not one chain of dependent instructions.
       const float lo0 = __uint_as_float(kept_window(st0.o_add).lo),
                   lo1 = __uint_as_float(kept_window(st1.o_add).lo);
+      float mins[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) mins[j] = __int_as_float(0x7F800000);  // +inf
 #pragma unroll
       for (int i = 0; i < N; ++i) {
-        amla_add_flush(o[i], (i & 2) ? k1 : k0, (i & 2) ? lo1 : lo0);
+        // Row r0's elements (i & 2 == 0) in mins[0..3], row r1's in mins[4..7].
+        const int j = (i & 2) * 2 + (i & 1) * 2 + ((i >> 2) & 1);
+        mins[j] = min_abs_nan(mins[j], o[i]);
+      }
+      // The minima are magnitudes already: min_abs_nan merges them, a NaN included.
+      const float m0 = min_abs_nan(min_abs_nan(mins[0], mins[1]), min_abs_nan(mins[2], mins[3]));
+      const float m1 = min_abs_nan(min_abs_nan(mins[4], mins[5]), min_abs_nan(mins[6], mins[7]));
+      if (__all_sync(0xffffffffu, m0 >= lo0 && m1 >= lo1)) {  // false for a NaN minimum
+#pragma unroll
+        for (int i = 0; i < N; ++i) ptx::add_to_pattern(o[i], (i & 2) ? k1 : k0);
+      } else {
+        // In one pass: a second, fix-up pass over the 128 accumulators makes the kernel spill.
+#pragma unroll
+        for (int i = 0; i < N; ++i) {
+          amla_add_flush(o[i], (i & 2) ? k1 : k0, (i & 2) ? lo1 : lo0);
+        }
       }
     }
   }
