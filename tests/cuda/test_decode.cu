@@ -1366,14 +1366,29 @@ __global__ void rescale_rows_kernel(const std::int32_t* steps, int n_steps,
       const std::int32_t k = (i & 2) ? k1 : k0;
       const float lo = __uint_as_float(acd::kept_window(k).lo);
       switch (kind) {
-        case 1: x = 0.0f; break;
-        case 2: x = -0.0f; break;
-        case 3: x = __uint_as_float(0x00012345u); break;  // a subnormal
-        case 4: x = -__uint_as_float(__float_as_uint(lo) - 1u); break;  // just below the low end
-        case 5: x = lo; break;                                         // the low end itself
-        case 6: x = -__int_as_float(0x7F800000); break;
-        case 7: x = __uint_as_float(0x7FC00001u); break;
-        default: break;  // kind 0: nothing planted
+        case 1:
+          x = 0.0f;
+          break;
+        case 2:
+          x = -0.0f;
+          break;
+        case 3:  // a subnormal
+          x = __uint_as_float(0x00012345u);
+          break;
+        case 4:  // just below the low end
+          x = -__uint_as_float(__float_as_uint(lo) - 1u);
+          break;
+        case 5:  // the low end itself
+          x = lo;
+          break;
+        case 6:
+          x = -__int_as_float(0x7F800000);
+          break;
+        case 7:
+          x = __uint_as_float(0x7FC00001u);
+          break;
+        default:  // kind 0: nothing planted
+          break;
       }
     }
     o[i] = want[i] = x;
@@ -1385,8 +1400,8 @@ __global__ void rescale_rows_kernel(const std::int32_t* steps, int n_steps,
   for (int i = 0; i < 128; ++i) {
     // A NaN stays NaN (its payload is not part of the semantics: with both steps 0 the rescale
     // returns at once and keeps it); every other element bit for bit.
-    const bool same = want[i] != want[i] ? o[i] != o[i]
-                                         : __float_as_uint(o[i]) == __float_as_uint(want[i]);
+    const bool same =
+        want[i] != want[i] ? o[i] != o[i] : __float_as_uint(o[i]) == __float_as_uint(want[i]);
     if (!same) {
       atomicAdd(mismatches, 1ull);
       first[0] = c;
@@ -1398,8 +1413,8 @@ __global__ void rescale_rows_kernel(const std::int32_t* steps, int n_steps,
 
 void safe_rescale_rows(cudaStream_t stream) {
   std::printf("== the Hopper kernel's safe rescale of a warp's accumulators\n");
-  const std::vector<std::int32_t> steps = {0,           8,         -8,      -(1 << 23),
-                                           -(30 << 23) + 5, 1 << 23, -9876543};
+  const std::vector<std::int32_t> steps = {0,       8,       -8, -(1 << 23), -(30 << 23) + 5,
+                                           1 << 23, -9876543};
   const int n = static_cast<int>(steps.size());
   DeviceBuffer<std::int32_t> d_steps(steps.size());
   d_steps.upload(steps);
@@ -1412,9 +1427,10 @@ void safe_rescale_rows(cudaStream_t stream) {
   sync_or_die(stream, 60, "rescale_rows_kernel");
   const unsigned long long bad = mismatches.download()[0];
   const std::vector<int> f = first.download();
-  std::printf("  %d warps (8 planted patterns x %d x %d steps): %llu elements differ from "
-              "amla_add_flush\n",
-              cases, n, n, bad);
+  std::printf(
+      "  %d warps (8 planted patterns x %d x %d steps): %llu elements differ from "
+      "amla_add_flush\n",
+      cases, n, n, bad);
   EXPECT(bad == 0, "%llu elements differ from amla_add_flush (e.g. case %d, lane %d, element %d)",
          bad, f[0], f[1], f[2]);
 }
