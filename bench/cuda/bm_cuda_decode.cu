@@ -665,12 +665,15 @@ int main(int argc, char** argv) {
         configs.push_back({128, s_q, 1024, o, 15, "/splits 2"});
       }
     }
-    // Tuning knobs at s_k 4096: evict-first L2 hint on the Q and KV loads, no stagger of the two
-    // Q K^T, and AMLA's safe add.
+    // Tuning knobs at s_k 4096: the L2 hint on the Q and KV loads (the default, automatic, is
+    // evict-first at s_q 2 and none at s_q 1: each variant is the default at one of them), no
+    // stagger of the two Q K^T, and AMLA's safe add.
     for (int s_q : {1, 2}) {
       ac::CudaDecodeOptions o = hopper_std;
       o.kv_l2_hint = ac::l2_hint::evict_first;
       configs.push_back({128, s_q, 4096, o, 15, "/evict-first"});
+      o.kv_l2_hint = ac::l2_hint::none;
+      configs.push_back({128, s_q, 4096, o, 15, "/no-hint"});
       o = hopper_std;
       o.stagger_qk = false;
       configs.push_back({128, s_q, 4096, o, 15, "/no-stagger"});
@@ -680,7 +683,8 @@ int main(int argc, char** argv) {
       o.rescale = amla::pow2_mode::safe;
       configs.push_back({128, 2, 4096, o, 15, "-safe"});
     }
-    // Split-KV at small batches: balanced, fixed splits, no programmatic dependent launch.
+    // Split-KV at small batches: balanced, fixed splits, no programmatic dependent launch, no L2
+    // hint.
     for (int b : {16, 1}) {
       const int s_k = b == 16 ? 4096 : 16384;
       configs.push_back({b, 2, s_k, hopper_std, 15, ""});
@@ -693,6 +697,9 @@ int main(int argc, char** argv) {
       ac::CudaDecodeOptions o = hopper_std;
       o.pdl = false;
       configs.push_back({b, 2, s_k, o, 15, "/no-pdl"});
+      o = hopper_std;
+      o.kv_l2_hint = ac::l2_hint::none;
+      configs.push_back({b, 2, s_k, o, 15, "/no-hint"});
       o = hopper_std;
       o.num_splits = b == 16 ? 2 : 32;
       configs.push_back({b, 2, s_k, o, 15, "/splits " + std::to_string(o.num_splits)});

@@ -180,6 +180,11 @@ int run_validate() {
   }
   {
     ac::CudaDecodeOptions opt;
+    opt.kv_l2_hint = static_cast<ac::l2_hint>(9);
+    expect_throw<inv>("bad L2 hint", "options.kv_l2_hint", run(good(), out, opt));
+  }
+  {
+    ac::CudaDecodeOptions opt;
     opt.mode = ac::rescale_mode::amla;
     opt.rescale = amla::pow2_mode::checked;
     expect_throw<inv>("checked AMLA add", "options.rescale", run(good(), out, opt));
@@ -446,7 +451,7 @@ struct Variant {
   /// For a hardware-add variant: the safe variant it must equal bit for bit except where Lemma
   /// 3.1 broke (those elements are garbage). nullptr: compared with the golden.
   const char* twin = nullptr;
-  ac::l2_hint hint = ac::l2_hint::none;
+  ac::l2_hint hint = ac::l2_hint::automatic;
   bool stagger = true;
   bool skip_unmoved = false;  ///< CudaDecodeOptions::skip_unmoved (AMLA's identity steps add 0)
 };
@@ -567,15 +572,15 @@ void run_case(const Case& c, std::uint64_t seed, cudaStream_t stream) {
       {"hopper/standard/evict-first", kernel_kind::hopper, rescale_mode::standard, 0,
        amla::pow2_mode::safe, nullptr, ac::l2_hint::evict_first},
       {"hopper/amla-hw/no stagger", kernel_kind::hopper, rescale_mode::amla, 0, hw, "hopper/amla",
-       ac::l2_hint::none, false},
+       ac::l2_hint::automatic, false},
       {"simple/amla/skip", kernel_kind::simple, rescale_mode::amla, 0, amla::pow2_mode::safe,
-       nullptr, ac::l2_hint::none, true, true},
+       nullptr, ac::l2_hint::automatic, true, true},
       {"hopper/amla/skip", kernel_kind::hopper, rescale_mode::amla, 0, amla::pow2_mode::safe,
-       nullptr, ac::l2_hint::none, true, true},
+       nullptr, ac::l2_hint::automatic, true, true},
       {"hopper/amla-hw/skip", kernel_kind::hopper, rescale_mode::amla, 0, hw, "hopper/amla/skip",
-       ac::l2_hint::none, true, true},
+       ac::l2_hint::automatic, true, true},
       {"hopper/amla/skip/3 splits", kernel_kind::hopper, rescale_mode::amla, 3,
-       amla::pow2_mode::safe, nullptr, ac::l2_hint::none, true, true},
+       amla::pow2_mode::safe, nullptr, ac::l2_hint::automatic, true, true},
   };
   std::map<std::string, std::vector<amla::bf16>> outputs;
   std::vector<amla::bf16> simple_out[3];
@@ -640,7 +645,7 @@ void run_case(const Case& c, std::uint64_t seed, cudaStream_t stream) {
     }
     const double vs_cpu = rel_diff(o, cpu_out[mi]);
     if (v.kernel == ac::kernel_kind::hopper && v.splits == 0 && v.stagger &&
-        v.hint == ac::l2_hint::none) {
+        v.hint == ac::l2_hint::automatic) {
       (mi == 0 ? g_vs_cpu_std : g_vs_cpu_amla).push_back(vs_cpu);
     }
     std::printf(
@@ -925,9 +930,9 @@ void run_hostile(const Hostile& c, cudaStream_t stream) {
       {"hopper/amla/3 splits", kernel_kind::hopper, rescale_mode::amla, 3, safe},
       {"hopper/amla-hw", kernel_kind::hopper, rescale_mode::amla, 0, hw},
       {"hopper/amla/skip", kernel_kind::hopper, rescale_mode::amla, 0, safe, nullptr,
-       ac::l2_hint::none, true, true},
+       ac::l2_hint::automatic, true, true},
       {"simple/amla/skip", kernel_kind::simple, rescale_mode::amla, 0, safe, nullptr,
-       ac::l2_hint::none, true, true},
+       ac::l2_hint::automatic, true, true},
   };
   for (const Variant& v : variants) {
     if (g_simple_only && v.kernel != kernel_kind::simple) continue;

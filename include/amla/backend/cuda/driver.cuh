@@ -106,8 +106,27 @@ struct DeviceDecodeOutputs {
 
 enum class kernel_kind : std::uint8_t { automatic, simple, hopper };
 
-/// L2 eviction priority the Hopper kernel gives the KV cache lines it loads (page sizes >= 64).
-enum class l2_hint : std::uint8_t { none, evict_first, evict_last };
+/// L2 eviction priority the Hopper kernel gives the Q and KV cache lines it loads (page sizes
+/// >= 64). automatic: evict_first where four or more CTAs read each KV block (s_q h_q > 192 query
+/// rows per KV head, in row blocks of 64), none elsewhere (CudaDecodeOptions::kv_l2_hint).
+enum class l2_hint : std::uint8_t { automatic, none, evict_first, evict_last };
+
+namespace detail {
+/// The policy a Hopper launch of `row_blocks` row blocks gives its loads (hopper::params::
+/// kv_l2_hint: 0 none, 1 evict first, 2 evict last).
+inline int l2_policy_of(l2_hint h, int row_blocks) {
+  switch (h) {
+    case l2_hint::none:
+      return 0;
+    case l2_hint::evict_first:
+      return 1;
+    case l2_hint::evict_last:
+      return 2;
+    default:
+      return row_blocks >= 4 ? 1 : 0;
+  }
+}
+}  // namespace detail
 
 inline const char* to_string(kernel_kind k) {
   return amla::detail::enum_name(k, {"automatic", "simple", "hopper"});
@@ -137,10 +156,12 @@ struct CudaDecodeOptions {
   std::size_t workspace_bytes = 0;  ///< the size of `workspace`
   /// Copy seqlens and block_table to the host and validate them (synchronises the stream).
   bool check_tables = true;
-  /// Cache policy of the Hopper kernel's KV loads (a tuning knob; results do not depend on it).
-  /// Measured on an H200 (bench/CUDA_RESULTS.md): evict-first, which FlashMLA reports helps it,
-  /// gave no gain here, so the default is none.
-  l2_hint kv_l2_hint = l2_hint::none;
+  /// Cache policy of the Hopper kernel's Q and KV loads (a tuning knob; results do not depend on
+  /// it). Measured on an H100 (bench/CUDA_RESULTS.md, rows 54 and 87): evict-first, which FlashMLA
+  /// gives its KV copies, takes 4-9% off the split-KV shapes at s_q 2 (b 16 and b 1, h_q 128) and
+  /// up to 3.6% off the standard mode at b 128, s_q 2, and cost up to 7% at s_q 1, where two CTAs
+  /// read each block; automatic takes it where four or more do.
+  l2_hint kv_l2_hint = l2_hint::automatic;
   /// Hopper kernel: the second warpgroup issues its Q K^T only after the first has issued its
   /// own, so that the first one's softmax overlaps it (a tuning knob; results do not change).
   bool stagger_qk = true;
@@ -303,6 +324,10 @@ inline float validate_host(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
   require(opt.kernel == kernel_kind::automatic || opt.kernel == kernel_kind::simple ||
               opt.kernel == kernel_kind::hopper,
           "options.kernel", static_cast<int>(opt.kernel), "must be automatic, simple or hopper");
+  require(opt.kv_l2_hint == l2_hint::automatic || opt.kv_l2_hint == l2_hint::none ||
+              opt.kv_l2_hint == l2_hint::evict_first || opt.kv_l2_hint == l2_hint::evict_last,
+          "options.kv_l2_hint", static_cast<int>(opt.kv_l2_hint),
+          "must be automatic, none, evict_first or evict_last");
   require(opt.num_splits >= 0 && opt.num_splits <= max_splits, "options.num_splits", opt.num_splits,
           "must lie in [0, 64] (0 = sized from the batch and lengths)");
   require(opt.rescale == pow2_mode::hardware || opt.rescale == pow2_mode::safe, "options.rescale",
@@ -561,7 +586,7 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
   p.rows = s.rows_per_group();
   p.row_blocks = (p.rows + hopper::rows_per_cta - 1) / hopper::rows_per_cta;
   p.causal = opt.causal;
-  p.kv_l2_hint = static_cast<int>(opt.kv_l2_hint);
+  p.kv_l2_hint = detail::l2_policy_of(opt.kv_l2_hint, p.row_blocks);
   p.stagger_qk = opt.stagger_qk ? 1 : 0;
   p.skip_unmoved = opt.skip_unmoved ? 1 : 0;
   p.scale_log2 = static_cast<float>(static_cast<double>(scale) * 1.4426950408889634);
