@@ -122,9 +122,10 @@ inline int l2_policy_of(l2_hint h, int row_blocks) {
       return 1;
     case l2_hint::evict_last:
       return 2;
-    default:
-      return row_blocks >= 4 ? 1 : 0;
+    case l2_hint::automatic:
+      break;
   }
+  return row_blocks >= 4 ? 1 : 0;  // automatic (validate_host refuses any other value)
 }
 }  // namespace detail
 

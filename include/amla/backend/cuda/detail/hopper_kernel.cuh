@@ -786,11 +786,7 @@ __device__ __forceinline__ void rescale_rows(float (&o)[N], const frame_step& st
     if (__all_sync(0xffffffffu, st0.o_add == 0 && st1.o_add == 0)) return;
     const std::uint32_t k0 = static_cast<std::uint32_t>(st0.o_add);
     const std::uint32_t k1 = static_cast<std::uint32_t>(st1.o_add);
-    if constexpr (!SafeAdd) {
-#pragma unroll
-      for (int i = 0; i < N; ++i) ptx::add_to_pattern(o[i], (i & 2) ? k1 : k0);
-      return;
-    } else {
+    if constexpr (SafeAdd) {
       // The safe add (rescale.cuh, amla_add_flush) is the raw add on every element at or above
       // its row's window low end: when the whole warp's elements are, the raw add alone runs (one
       // instruction an element, on the FMA pipe) after a pass of magnitude minima (one on the ALU
@@ -811,17 +807,18 @@ __device__ __forceinline__ void rescale_rows(float (&o)[N], const frame_step& st
       // The minima are magnitudes already: min_abs_nan merges them, a NaN included.
       const float m0 = min_abs_nan(min_abs_nan(mins[0], mins[1]), min_abs_nan(mins[2], mins[3]));
       const float m1 = min_abs_nan(min_abs_nan(mins[4], mins[5]), min_abs_nan(mins[6], mins[7]));
-      if (__all_sync(0xffffffffu, m0 >= lo0 && m1 >= lo1)) {  // false for a NaN minimum
-#pragma unroll
-        for (int i = 0; i < N; ++i) ptx::add_to_pattern(o[i], (i & 2) ? k1 : k0);
-      } else {
+      if (!__all_sync(0xffffffffu, m0 >= lo0 && m1 >= lo1)) {  // true for a NaN minimum
         // In one pass: a second, fix-up pass over the 128 accumulators makes the kernel spill.
 #pragma unroll
         for (int i = 0; i < N; ++i) {
           amla_add_flush(o[i], (i & 2) ? k1 : k0, (i & 2) ? lo1 : lo0);
         }
+        return;
       }
     }
+    // The hardware form, and the safe form of a warp inside its windows: the raw add.
+#pragma unroll
+    for (int i = 0; i < N; ++i) ptx::add_to_pattern(o[i], (i & 2) ? k1 : k0);
   }
 }
 
