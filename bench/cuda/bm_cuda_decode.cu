@@ -4,7 +4,10 @@
 //   TFLOPS = 2 * b * s_q * h_q * s_k * (576 + 512) / time
 // Times are medians over repetitions timed with CUDA events after warm-up, with L2 flushed (a
 // 256 MB memset) before every timed launch; inputs are random (never zeros), page order shuffled,
-// both the same for every kernel and variant of one shape in one pass.
+// both the same for every kernel and variant of one shape in one pass. The card's power
+// management sets the SM clock from the work before, so each configuration starts after the GPU
+// has idled AMLA_CUDA_SETTLE_MS milliseconds (default 300; 0: none), and each line ends with the
+// SM clock measured right after its timed launches (sm_clock_mhz).
 // A plain program (no Google Benchmark): GPU machines here have only the CUDA toolkit.
 //
 //   bm_cuda_decode            the benchmark grid: b 128, s_q {1, 2}, s_k {1024, 4096, 16384}, both
@@ -35,6 +38,7 @@
 #include <cublas_v2.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -42,6 +46,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -61,6 +66,48 @@ namespace ac = amla::cuda;
 /// (1024-byte aligned, 128-byte swizzle, contents as left by fill_smem), two warpgroups per CTA
 /// each issuing `groups` batches of 16 wgmma before waiting. Shape 0: m64n64k16, A and B K-major
 /// (Q K^T). Shape 1: m64n256k16, B MN-major (P V). Shape 2: m64n256k16, B K-major (a GEMM's).
+/// One CTA per SM: thread 0 spins 20 us on %globaltimer and writes the clock64 cycles and the
+/// nanoseconds that passed.
+__global__ void sm_clock_probe(unsigned long long* out) {
+  if (threadIdx.x != 0) return;
+  const unsigned long long c0 = clock64();
+  unsigned long long t0, t1;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
+  } while (t1 - t0 < 20000);
+  const unsigned long long c1 = clock64();
+  out[2 * blockIdx.x] = c1 - c0;
+  out[2 * blockIdx.x + 1] = t1 - t0;
+}
+
+/// The SMs' mean clock in MHz over 20 us, measured now (after the work queued before).
+double sm_clock_mhz(int sms) {
+  static unsigned long long* d = nullptr;
+  if (d == nullptr) AMLA_CUDA_CHECK(cudaMalloc(&d, 2 * static_cast<std::size_t>(sms) * 8));
+  sm_clock_probe<<<sms, 32>>>(d);
+  AMLA_CUDA_CHECK_LAUNCH("sm_clock_probe");
+  std::vector<unsigned long long> h(2 * static_cast<std::size_t>(sms));
+  AMLA_CUDA_CHECK(cudaMemcpy(h.data(), d, h.size() * 8, cudaMemcpyDeviceToHost));
+  double sum = 0;
+  for (int i = 0; i < sms; ++i)
+    sum += static_cast<double>(h[2 * i]) / static_cast<double>(h[2 * i + 1]);
+  return sum / sms * 1e3;
+}
+
+/// Idles the GPU for AMLA_CUDA_SETTLE_MS milliseconds (default 300), so that every configuration
+/// starts from the same state of the card's power management: right after a long, heavy
+/// configuration the next one measured up to 17% slower at an SM clock of 1.56 GHz instead of
+/// 1.88 (bench/CUDA_RESULTS.md, row 88).
+void settle() {
+  static const int ms = [] {
+    const char* e = std::getenv("AMLA_CUDA_SETTLE_MS");
+    return e != nullptr ? std::atoi(e) : 300;
+  }();
+  AMLA_CUDA_CHECK(cudaDeviceSynchronize());
+  if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
+
 template <int Shape>
 __global__ void __launch_bounds__(256, 1) wgmma_rate(int groups, float* sink) {
   namespace ptx = amla::cuda::detail::ptx;
@@ -734,7 +781,7 @@ int main(int argc, char** argv) {
     struct Row {
       std::string name;
       int batch, s_q, s_k, pieces;
-      double us[2], tflops[2];
+      double us[2], tflops[2], mhz[2];
     };
     std::vector<Row> rows(configs.size());
     // Two passes over all configurations: the spread between them is the noise of a number.
@@ -744,11 +791,13 @@ int main(int argc, char** argv) {
         if (pass == 1 && c.opt.kernel == ac::kernel_kind::simple) {
           rows[ci].us[1] = rows[ci].us[0];
           rows[ci].tflops[1] = rows[ci].tflops[0];
+          rows[ci].mhz[1] = rows[ci].mhz[0];
           continue;
         }
         if (profile) {
           rows[ci].us[1] = 0;
           rows[ci].tflops[1] = 0;
+          rows[ci].mhz[1] = 0;
         }
         // The inputs and the page order depend on the shape and the pass alone, so that every
         // kernel and variant of one shape reads the same pages wherever it sits in the list (the
@@ -776,8 +825,10 @@ int main(int argc, char** argv) {
           plan = ac::plan_decode(in, opt);
           opt.plan = &plan;
         }
+        settle();
         const double ms = time_ms([&] { ac::decode(in, outs, opt); }, flush, flush_bytes,
                                   c.reps > 5 ? 3 : 1, c.reps);
+        const double mhz = sm_clock_mhz(prop.multiProcessorCount);
         if (profile) {
           std::printf("profile: decode launched 3 times (table check, warm-up, timed)\n");
         }
@@ -794,8 +845,10 @@ int main(int argc, char** argv) {
         r.pieces = launch.pieces;
         r.us[pass] = ms * 1e3;
         r.tflops[pass] = tflops;
-        std::printf("pass %d  %-28s b %3d s_q %d s_k %5d pieces %3d: %9.1f us %7.1f TFLOPS\n",
-                    pass + 1, name.c_str(), c.batch, c.s_q, c.s_k, launch.pieces, ms * 1e3, tflops);
+        r.mhz[pass] = mhz;
+        std::printf(
+            "pass %d  %-28s b %3d s_q %d s_k %5d pieces %3d: %9.1f us %7.1f TFLOPS  SM %4.0f MHz\n",
+            pass + 1, name.c_str(), c.batch, c.s_q, c.s_k, launch.pieces, ms * 1e3, tflops, mhz);
         std::fflush(stdout);
         if (workspace != nullptr) AMLA_CUDA_CHECK(cudaFree(workspace));
       }
@@ -803,13 +856,15 @@ int main(int argc, char** argv) {
     AMLA_CUDA_CHECK(cudaFree(flush));
 
     std::printf(
-        "\n| kernel | b | s_q | s_k | pieces | time (us), 2 passes | TFLOPS, 2 passes | / cuBLAS "
-        "(%.0f) |\n",
+        "\n| kernel | b | s_q | s_k | pieces | time (us), 2 passes | TFLOPS, 2 passes | SM MHz "
+        "after, "
+        "2 passes | / cuBLAS (%.0f) |\n",
         gemm_tflops);
-    std::printf("|---|---|---|---|---|---|---|---|\n");
+    std::printf("|---|---|---|---|---|---|---|---|---|\n");
     for (const Row& r : rows) {
-      std::printf("| %s | %d | %d | %d | %d | %.1f / %.1f | %.1f / %.1f | %.3f |\n", r.name.c_str(),
-                  r.batch, r.s_q, r.s_k, r.pieces, r.us[0], r.us[1], r.tflops[0], r.tflops[1],
+      std::printf("| %s | %d | %d | %d | %d | %.1f / %.1f | %.1f / %.1f | %.0f / %.0f | %.3f |\n",
+                  r.name.c_str(), r.batch, r.s_q, r.s_k, r.pieces, r.us[0], r.us[1], r.tflops[0],
+                  r.tflops[1], r.mhz[0], r.mhz[1],
                   std::max(r.tflops[0], r.tflops[1]) / gemm_tflops);
     }
   } catch (const std::exception& e) {

@@ -11,7 +11,12 @@ exits 2). The method is bm_cuda_decode's: b requests of s_k keys each, h_q 128, 
 in a shuffled block table, random BF16 inputs, the split-KV metadata made by a first call and
 reused (as bm_cuda_decode's "plan reused"), 3 warm-up launches, then the median of 15 launches
 timed with CUDA events, a 256 MB memset flushing the L2 before each, and
-TFLOPS = 2 b s_q h_q s_k (576 + 512) / time. Each configuration is timed once per pass; the lines
+TFLOPS = 2 b s_q h_q s_k (576 + 512) / time; before each configuration the GPU idles
+AMLA_CUDA_SETTLE_MS milliseconds (default 300), so that the card's power management starts every
+configuration of both programs from the same state, and each line ends with the SM clock that
+NVML reports right after the timed launches (torch.cuda.clock_rate, where pynvml is importable; a
+coarser reading than bm_cuda_decode's, which counts cycles on the SMs). Each configuration is
+timed once per pass; the lines
 have bm_cuda_decode's form (`pass P  flashmla  b B s_q S s_k K pieces 0: T us F TFLOPS`), so that
 bench/cuda/ab.sh's parser and a reader can set them beside amla's from the same call. With
 --amla-log FILE (bm_cuda_decode's output from the same machine and run, as scripts/cuda.sh passes
@@ -21,9 +26,11 @@ hopper/standard and hopper/amla (at b 16 and b 1 also with the plan reused) as f
 
 import argparse
 import collections
+import os
 import re
 import statistics
 import sys
+import time
 
 SHAPES = [  # (b, s_q, s_k): bm_cuda_decode's b 128 grid and its two split-KV shapes
     (128, 1, 1024), (128, 1, 4096), (128, 1, 16384),
@@ -68,6 +75,9 @@ def main() -> int:
         shapes = [s for s in SHAPES if s in wanted]
         if not shapes:
             raise ValueError(f"--filter {args.filter!r}: names none of the shapes {SHAPES}")
+    settle_ms = int(os.environ.get("AMLA_CUDA_SETTLE_MS", "300"))
+    if settle_ms < 0:
+        raise ValueError(f"AMLA_CUDA_SETTLE_MS = {settle_ms}: must be 0 or more")
     dev = torch.cuda.get_device_name()
     print(f"flashmla.py: {dev}, torch {torch.__version__}, flash_mla {flash_mla.__version__}")
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
@@ -96,6 +106,8 @@ def main() -> int:
                     launch()
                 torch.cuda.synchronize()
                 return 0
+            torch.cuda.synchronize()
+            time.sleep(settle_ms / 1000)
             for _ in range(3):
                 flush.zero_()
                 launch()
@@ -108,12 +120,21 @@ def main() -> int:
             us = statistics.median(s.elapsed_time(e) for s, e in zip(start, stop)) * 1e3
             tflops = 2 * b * s_q * H_Q * s_k * (D_QK + D_V) / (us * 1e-6) / 1e12
             print(f"pass {p}  {'flashmla':<28s} b {b:3d} s_q {s_q} s_k {s_k:5d} pieces   0: "
-                  f"{us:9.1f} us {tflops:7.1f} TFLOPS", flush=True)
+                  f"{us:9.1f} us {tflops:7.1f} TFLOPS  SM {sm_clock_mhz(torch)} MHz (NVML)",
+                  flush=True)
             best[(b, s_q, s_k)] = max(best.get((b, s_q, s_k), 0.0), tflops)
             del q, kv, table
     if args.amla_log:
         compare(best, args.amla_log)
     return 0
+
+
+def sm_clock_mhz(torch):
+    """The SM clock NVML reports now, as text ("-" where torch cannot read it)."""
+    try:
+        return f"{torch.cuda.clock_rate():4d}"
+    except Exception:  # pynvml missing, or NVML unavailable in this container
+        return "   -"
 
 
 # bm_cuda_decode's lines (a configuration's name may hold spaces: "hopper/standard/plan reused").
