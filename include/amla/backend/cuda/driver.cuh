@@ -107,14 +107,14 @@ struct DeviceDecodeOutputs {
 enum class kernel_kind : std::uint8_t { automatic, simple, hopper };
 
 /// L2 eviction priority the Hopper kernel gives the Q and KV cache lines it loads (page sizes
-/// >= 64). automatic: evict_first where four or more CTAs read each KV block (s_q h_q > 192 query
-/// rows per KV head, in row blocks of 64), none elsewhere (CudaDecodeOptions::kv_l2_hint).
+/// >= 64). automatic: the one measured fastest on the Hopper kernel, evict_first at every shape
+/// (CudaDecodeOptions::kv_l2_hint).
 enum class l2_hint : std::uint8_t { automatic, none, evict_first, evict_last };
 
 namespace detail {
-/// The policy a Hopper launch of `row_blocks` row blocks gives its loads (hopper::params::
-/// kv_l2_hint: 0 none, 1 evict first, 2 evict last).
-inline int l2_policy_of(l2_hint h, int row_blocks) {
+/// The policy a Hopper launch gives its loads (hopper::params::kv_l2_hint: 0 none, 1 evict
+/// first, 2 evict last).
+inline int l2_policy_of(l2_hint h) {
   switch (h) {
     case l2_hint::none:
       return 0;
@@ -125,7 +125,7 @@ inline int l2_policy_of(l2_hint h, int row_blocks) {
     case l2_hint::automatic:
       break;
   }
-  return row_blocks >= 4 ? 1 : 0;  // automatic (validate_host refuses any other value)
+  return 1;  // automatic (validate_host refuses any other value)
 }
 }  // namespace detail
 
@@ -158,10 +158,10 @@ struct CudaDecodeOptions {
   /// Copy seqlens and block_table to the host and validate them (synchronises the stream).
   bool check_tables = true;
   /// Cache policy of the Hopper kernel's Q and KV loads (a tuning knob; results do not depend on
-  /// it). Measured on an H100 (bench/CUDA_RESULTS.md, rows 54 and 87): evict-first, which FlashMLA
-  /// gives its KV copies, takes 4-9% off the split-KV shapes at s_q 2 (b 16 and b 1, h_q 128) and
-  /// up to 3.6% off the standard mode at b 128, s_q 2, and cost up to 7% at s_q 1, where two CTAs
-  /// read each block; automatic takes it where four or more do.
+  /// it). Measured on an H100 (bench/CUDA_RESULTS.md, rows 87 and 89): evict-first, which FlashMLA
+  /// gives its KV copies, takes 4-9% off the split-KV shapes at s_q 2 (b 16 and b 1, h_q 128), up
+  /// to 3.6% off the standard mode at b 128, s_q 2, and 1-4% off both modes at b 128, s_q 1;
+  /// automatic takes it.
   l2_hint kv_l2_hint = l2_hint::automatic;
   /// Hopper kernel: the second warpgroup issues its Q K^T only after the first has issued its
   /// own, so that the first one's softmax overlaps it (a tuning knob; results do not change).
@@ -587,7 +587,7 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
   p.rows = s.rows_per_group();
   p.row_blocks = (p.rows + hopper::rows_per_cta - 1) / hopper::rows_per_cta;
   p.causal = opt.causal;
-  p.kv_l2_hint = detail::l2_policy_of(opt.kv_l2_hint, p.row_blocks);
+  p.kv_l2_hint = detail::l2_policy_of(opt.kv_l2_hint);
   p.stagger_qk = opt.stagger_qk ? 1 : 0;
   p.skip_unmoved = opt.skip_unmoved ? 1 : 0;
   p.scale_log2 = static_cast<float>(static_cast<double>(scale) * 1.4426950408889634);
