@@ -45,6 +45,7 @@
 #include <cstdlib>
 #include <numeric>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -62,10 +63,6 @@ namespace ac = amla::cuda;
     }                                                                                         \
   } while (0)
 
-/// Tensor-core rate of the two wgmma shapes the Hopper kernel issues, from shared memory tiles
-/// (1024-byte aligned, 128-byte swizzle, contents as left by fill_smem), two warpgroups per CTA
-/// each issuing `groups` batches of 16 wgmma before waiting. Shape 0: m64n64k16, A and B K-major
-/// (Q K^T). Shape 1: m64n256k16, B MN-major (P V). Shape 2: m64n256k16, B K-major (a GEMM's).
 /// One CTA per SM: thread 0 spins 20 us on %globaltimer and writes the clock64 cycles and the
 /// nanoseconds that passed.
 __global__ void sm_clock_probe(unsigned long long* out) {
@@ -96,18 +93,29 @@ double sm_clock_mhz(int sms) {
 }
 
 /// Idles the GPU for AMLA_CUDA_SETTLE_MS milliseconds (default 300), so that every configuration
-/// starts from the same state of the card's power management: right after a long, heavy
-/// configuration the next one measured up to 17% slower at an SM clock of 1.56 GHz instead of
-/// 1.88 (bench/CUDA_RESULTS.md, row 88).
+/// starts from the same state of the card's power management: without it, hopper/amla at b 128,
+/// s_q 1, s_k 1024 took 113-117 us at 1.55-1.65 GHz right after the longest configurations, and
+/// 98.5-98.9 us after 300 ms of idle (bench/CUDA_RESULTS.md, row 88).
 void settle() {
-  static const int ms = [] {
+  static const long ms = [] {
     const char* e = std::getenv("AMLA_CUDA_SETTLE_MS");
-    return e != nullptr ? std::atoi(e) : 300;
+    if (e == nullptr) return 300L;
+    char* end = nullptr;
+    const long v = std::strtol(e, &end, 10);
+    if (*e == '\0' || *end != '\0' || v < 0 || v > 60000) {
+      throw std::invalid_argument(std::string("AMLA_CUDA_SETTLE_MS = '") + e +
+                                  "': must be a whole number of milliseconds in [0, 60000]");
+    }
+    return v;
   }();
   AMLA_CUDA_CHECK(cudaDeviceSynchronize());
   if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
 }
 
+/// Tensor-core rate of the two wgmma shapes the Hopper kernel issues, from shared memory tiles
+/// (1024-byte aligned, 128-byte swizzle, contents as left by fill_smem), two warpgroups per CTA
+/// each issuing `groups` batches of 16 wgmma before waiting. Shape 0: m64n64k16, A and B K-major
+/// (Q K^T). Shape 1: m64n256k16, B MN-major (P V). Shape 2: m64n256k16, B K-major (a GEMM's).
 template <int Shape>
 __global__ void __launch_bounds__(256, 1) wgmma_rate(int groups, float* sink) {
   namespace ptx = amla::cuda::detail::ptx;
@@ -853,9 +861,8 @@ int main(int argc, char** argv) {
     AMLA_CUDA_CHECK(cudaFree(flush));
 
     std::printf(
-        "\n| kernel | b | s_q | s_k | pieces | time (us), 2 passes | TFLOPS, 2 passes | SM MHz "
-        "after, "
-        "2 passes | / cuBLAS (%.0f) |\n",
+        "\n| kernel | b | s_q | s_k | pieces | time (us), 2 passes | TFLOPS, 2 passes "
+        "| SM MHz after, 2 passes | / cuBLAS (%.0f) |\n",
         gemm_tflops);
     std::printf("|---|---|---|---|---|---|---|---|---|\n");
     for (const Row& r : rows) {

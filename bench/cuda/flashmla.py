@@ -75,9 +75,11 @@ def main() -> int:
         shapes = [s for s in SHAPES if s in wanted]
         if not shapes:
             raise ValueError(f"--filter {args.filter!r}: names none of the shapes {SHAPES}")
-    settle_ms = int(os.environ.get("AMLA_CUDA_SETTLE_MS", "300"))
-    if settle_ms < 0:
-        raise ValueError(f"AMLA_CUDA_SETTLE_MS = {settle_ms}: must be 0 or more")
+    settle_text = os.environ.get("AMLA_CUDA_SETTLE_MS", "300")
+    if not settle_text.isdigit() or int(settle_text) > 60000:
+        raise ValueError(f"AMLA_CUDA_SETTLE_MS = {settle_text!r}: must be a whole number of "
+                         "milliseconds in [0, 60000]")
+    settle_ms = int(settle_text)
     dev = torch.cuda.get_device_name()
     print(f"flashmla.py: {dev}, torch {torch.__version__}, flash_mla {flash_mla.__version__}")
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
