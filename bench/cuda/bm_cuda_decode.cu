@@ -96,7 +96,9 @@ double sm_clock_mhz(int sms) {
 /// starts from the same state of the card's power management: without it, hopper/amla at b 128,
 /// s_q 1, s_k 1024 took 113-117 us at 1.55-1.65 GHz right after the longest configurations, and
 /// 98.5-98.9 us after 300 ms of idle (bench/CUDA_RESULTS.md, row 88).
-void settle() {
+/// The idle's length: AMLA_CUDA_SETTLE_MS, or 300 where it is unset (main reads it first, so that
+/// a bad value is refused before anything runs).
+long settle_ms() {
   static const long ms = [] {
     const char* e = std::getenv("AMLA_CUDA_SETTLE_MS");
     if (e == nullptr) return 300L;
@@ -108,8 +110,12 @@ void settle() {
     }
     return v;
   }();
+  return ms;
+}
+
+void settle() {
   AMLA_CUDA_CHECK(cudaDeviceSynchronize());
-  if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  if (settle_ms() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(settle_ms()));
 }
 
 /// Tensor-core rate of the two wgmma shapes the Hopper kernel issues, from shared memory tiles
@@ -577,6 +583,7 @@ int main(int argc, char** argv) {
   }
   if (!amla_bench::device_visible("bm_cuda_decode")) return 77;
   try {
+    settle_ms();
     cudaDeviceProp prop{};
     AMLA_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount,
