@@ -66,12 +66,13 @@ namespace ac = amla::cuda;
 /// One CTA per SM: thread 0 spins 20 us on %globaltimer and writes the clock64 cycles and the
 /// nanoseconds that passed.
 __global__ void sm_clock_probe(unsigned long long* out) {
+  namespace ptx = amla::cuda::detail::ptx;
   if (threadIdx.x != 0) return;
   const unsigned long long c0 = clock64();
-  unsigned long long t0, t1;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  const std::uint64_t t0 = ptx::globaltimer_ns();
+  std::uint64_t t1;
   do {
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
+    t1 = ptx::globaltimer_ns();
   } while (t1 - t0 < 20000);
   const unsigned long long c1 = clock64();
   out[2 * blockIdx.x] = c1 - c0;

@@ -48,12 +48,6 @@ namespace ac = amla::cuda;
 namespace hk = amla::cuda::detail::hopper;
 namespace ptx = amla::cuda::detail::ptx;
 
-__device__ __forceinline__ std::uint64_t global_ns() {
-  std::uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
 /// Per CTA: [0] cycles, [1] nanoseconds, [2 + wg] cycles of warpgroup wg's own loop.
 struct probe_times {
   long long cycles, ns, wg_cycles[2];
@@ -64,13 +58,13 @@ struct probe_times {
 __global__ void clock_probe(int iters, const float*, probe_times* out, float* sink) {
   __syncthreads();
   const long long c0 = clock64();
-  const std::uint64_t t0 = global_ns();
+  const std::uint64_t t0 = ptx::globaltimer_ns();
   float x = threadIdx.x * 1e-3f;
   for (int i = 0; i < iters; ++i) x = fmaf(x, 0.999f, 1e-3f);
   __syncthreads();
   if (threadIdx.x == 0) {
     out[blockIdx.x].cycles = clock64() - c0;
-    out[blockIdx.x].ns = static_cast<long long>(global_ns() - t0);
+    out[blockIdx.x].ns = static_cast<long long>(ptx::globaltimer_ns() - t0);
   }
   if (x == 1.2345f) sink[0] = x;
 }
@@ -127,7 +121,7 @@ __global__ void __launch_bounds__(256, 1)
   float s[32] = {};
   float o[128] = {};
   const long long c0 = clock64();
-  const std::uint64_t t0 = global_ns();
+  const std::uint64_t t0 = ptx::globaltimer_ns();
   const int kind = Mixed ? wg : Kind;
   for (int b = 0; b < batches; ++b) {
     if (kind == 0) {
@@ -141,7 +135,7 @@ __global__ void __launch_bounds__(256, 1)
   if (threadIdx.x % 128 == 0) out[blockIdx.x].wg_cycles[wg] = c_wg;
   if (threadIdx.x == 0) {
     out[blockIdx.x].cycles = clock64() - c0;
-    out[blockIdx.x].ns = static_cast<long long>(global_ns() - t0);
+    out[blockIdx.x].ns = static_cast<long long>(ptx::globaltimer_ns() - t0);
   }
   float acc = 0;
   for (float x : s) acc += x;
@@ -215,7 +209,7 @@ __global__ void __launch_bounds__(256, 1)
   float l0 = 0, l1 = 0;
   __syncthreads();
   const long long c0 = clock64();
-  const std::uint64_t t0 = global_ns();
+  const std::uint64_t t0 = ptx::globaltimer_ns();
   for (int it = 0; it < iters; ++it) {
     const float scale = 0.0625f + static_cast<float>(it) * 1e-6f;
     if constexpr (Stage == 0) {
@@ -235,7 +229,7 @@ __global__ void __launch_bounds__(256, 1)
   if (tid_wg == 0) out[blockIdx.x].wg_cycles[wg] = c_wg;
   if (threadIdx.x == 0) {
     out[blockIdx.x].cycles = c_wg;
-    out[blockIdx.x].ns = static_cast<long long>(global_ns() - t0);
+    out[blockIdx.x].ns = static_cast<long long>(ptx::globaltimer_ns() - t0);
   }
   float acc = l0 + l1;
   for (float x : o) acc += x;
@@ -333,7 +327,7 @@ __global__ void __launch_bounds__(128, 1)
   }
   __syncthreads();
   const long long c0 = clock64();
-  const std::uint64_t t0 = global_ns();
+  const std::uint64_t t0 = ptx::globaltimer_ns();
   if (threadIdx.x == 0) {
     for (int b = 0; b < blocks; ++b) {
       const int i = b % depth;
@@ -352,7 +346,7 @@ __global__ void __launch_bounds__(128, 1)
   __syncthreads();
   if (threadIdx.x == 0) {
     out[blockIdx.x].cycles = clock64() - c0;
-    out[blockIdx.x].ns = static_cast<long long>(global_ns() - t0);
+    out[blockIdx.x].ns = static_cast<long long>(ptx::globaltimer_ns() - t0);
   }
 #endif
 }
