@@ -719,6 +719,15 @@ int main(int argc, char** argv) {
         configs.push_back({128, s_q, s_k, o, 15, "/no-split"});
       }
     }
+    // One piece per CTA (each CTA starts anew for every piece, as the hardware launches them),
+    // against the default of one wave of persistent CTAs (CudaDecodeOptions::sm_parts).
+    for (int s_q : {1, 2}) {
+      for (int s_k : sks) {
+        ac::CudaDecodeOptions o = hopper_std;
+        o.sm_parts = 1 << 30;
+        configs.push_back({128, s_q, s_k, o, 15, "/per-piece"});
+      }
+    }
     // Two pieces per request at s_k 1024, where each CTA's fixed costs (its Q and first KV loads,
     // the epilogue) weigh most: twice the CTAs, half the blocks each, and a combine.
     if (!quick) {
