@@ -681,6 +681,9 @@ int main(int argc, char** argv) {
       /// The sized schedule made once by plan_decode before the timed launches and reused by
       /// each (CudaDecodeOptions::plan), as FlashMLA's metadata is across a step's layers.
       bool reuse_plan = false;
+      /// Lengths drawn uniformly from [1, 2 s_k - 1] (mean s_k; the same for every variant of the
+      /// shape and pass) instead of s_k each: the tile schedule's balance on a mixed batch.
+      bool varlen = false;
     };
     auto options = [](ac::kernel_kind kernel, ac::rescale_mode mode) {
       return ac::CudaDecodeOptions{
@@ -726,6 +729,15 @@ int main(int argc, char** argv) {
         ac::CudaDecodeOptions o = hopper_std;
         o.sm_parts = 1 << 30;
         configs.push_back({128, s_q, s_k, o, 15, "/per-piece"});
+      }
+    }
+    // A mixed batch of about eight pieces per CTA, persistent and one piece per CTA.
+    if (!quick) {
+      for (int s_q : {1, 2}) {
+        ac::CudaDecodeOptions o = hopper_std;
+        configs.push_back({s_q == 1 ? 512 : 256, s_q, 4096, o, 15, "/varlen", false, true});
+        o.sm_parts = 1 << 30;
+        configs.push_back({s_q == 1 ? 512 : 256, s_q, 4096, o, 15, "/varlen/per-piece", false, true});
       }
     }
     // Two pieces per request at s_k 1024, where each CTA's fixed costs (its Q and first KV loads,
@@ -826,9 +838,15 @@ int main(int argc, char** argv) {
         // page order alone can move a kernel's time by 10%).
         std::seed_seq pages_seed{c.batch, c.s_q, c.s_k, pass};
         std::mt19937 pages(pages_seed);
-        const amla_bench::DeviceProblem problem(
-            c.s_q, h_q, std::vector<int>(static_cast<std::size_t>(c.batch), c.s_k), page, 3 + pass,
-            4 + pass, pages);
+        std::vector<int> lens(static_cast<std::size_t>(c.batch), c.s_k);
+        if (c.varlen) {
+          std::mt19937 draw(static_cast<unsigned>(c.batch * 7 + c.s_q * 3 + pass));
+          std::uniform_int_distribution<int> len(1, 2 * c.s_k - 1);
+          for (int& l : lens) l = len(draw);
+        }
+        double keys = 0;
+        for (const int l : lens) keys += l;
+        const amla_bench::DeviceProblem problem(c.s_q, h_q, lens, page, 3 + pass, 4 + pass, pages);
         const amla::DecodeShape& shape = problem.shape;
         const ac::DeviceDecodeInputs in = problem.inputs();
         const ac::DeviceDecodeOutputs outs = problem.outputs();
@@ -854,7 +872,7 @@ int main(int argc, char** argv) {
         if (profile) {
           std::printf("profile: decode launched 3 times (table check, warm-up, timed)\n");
         }
-        const double flop = 2.0 * c.batch * c.s_q * h_q * static_cast<double>(c.s_k) * (576 + 512);
+        const double flop = 2.0 * keys * c.s_q * h_q * (576 + 512);
         const double tflops = flop / (ms * 1e-3) / 1e12;
         const std::string name = std::string(ac::to_string(launch.kernel)) + "/" +
                                  (c.opt.mode == ac::rescale_mode::amla ? "amla" : "standard") +

@@ -763,10 +763,12 @@ void table_validation(cudaStream_t stream) {
 }
 
 /// Where out's rows are 16-byte aligned the Hopper epilogue stores whole 16-byte units, else
-/// 4-byte ones; an out that is not 4-byte aligned (a valid BF16 pointer) is not the Hopper
-/// kernel's: automatic runs the simple kernel and says why, kernel hopper is refused. At each
-/// offset every output lands in its place, bit for bit the aligned run's, and nothing around it
-/// is written.
+/// 4-byte ones (here also with one CTA per row block running both requests, whose second
+/// request's loads begin while the first one's rows are staged and stored); an out that is not
+/// 4-byte aligned (a valid BF16 pointer) is not the Hopper kernel's: automatic runs the simple
+/// kernel and says why, kernel hopper is refused. Whole requests, so that the decode kernel writes
+/// out, not the combine. At each offset every output lands in its place, bit for bit the aligned
+/// run's, and nothing around it is written.
 void output_alignment(cudaStream_t stream) {
   std::printf("== output alignment\n");
   // Two requests of b 2, h_q 128 (two row blocks each): 300 keys, and 64 keys.
@@ -794,6 +796,8 @@ void output_alignment(cudaStream_t stream) {
       ac::CudaDecodeOptions opt;
       opt.mode = mode;
       opt.kernel = g_simple_only ? ac::kernel_kind::simple : ac::kernel_kind::automatic;
+      opt.num_splits = 1;
+      opt.sm_parts = offset == 2 ? 1 : 0;
       const ac::DecodeLaunch launch = ac::decode(dev.in, {out.ptr + offset, lse.ptr}, opt, stream);
       sync_or_die(stream, 60.0, "output alignment");
       const std::vector<amla::bf16> all = out.download();

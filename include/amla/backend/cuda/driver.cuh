@@ -184,10 +184,10 @@ struct CudaDecodeOptions {
   bool skip_unmoved = false;
   /// A timing build's per-CTA record of the Hopper kernel's phases (bm_cuda_decode --phases):
   /// device memory of hopper::phase_slots words for each of the row blocks times
-  /// DecodeLaunch::pieces CTAs the grid may have (sm_parts may launch fewer), then combine::phase_words
-  /// words for the split-KV combine's span, zeroed before the launch, written only by a program
-  /// built with AMLA_CUDA_PHASE_TIMES=1 (detail/hopper_kernel.cuh, enum phase; detail/combine.cuh,
-  /// enum phase_word). nullptr: none.
+  /// DecodeLaunch::pieces CTAs the grid may have (sm_parts may launch fewer), then
+  /// combine::phase_words words for the split-KV combine's span, zeroed before the launch, written
+  /// only by a program built with AMLA_CUDA_PHASE_TIMES=1 (detail/hopper_kernel.cuh, enum phase;
+  /// detail/combine.cuh, enum phase_word). nullptr: none.
   std::uint64_t* phase_times = nullptr;
   /// A sized split-KV schedule made once by plan_decode() and reused (FlashMLA's metadata reused
   /// across layers): decode() then launches no plan kernel and sizes nothing, its CTAs read this
@@ -212,9 +212,9 @@ struct DecodePlan {
 /// What decode() launched.
 struct DecodeLaunch {
   kernel_kind kernel = kernel_kind::simple;
-  int num_splits = 1;  ///< the fixed split count, or 0 for the balanced schedule
-  int pieces = 1;      ///< the schedule's bound of pieces per row block
-  int parts = 1;       ///< CTAs per row block (the grid's y), each running pieces in turn
+  int num_splits = 1;           ///< the fixed split count, or 0 for the balanced schedule
+  int pieces = 1;               ///< the schedule's bound of pieces per row block
+  int parts = 1;                ///< CTAs per row block (the grid's y), each running pieces in turn
   std::string fallback_reason;  ///< why automatic chose the simple kernel (empty otherwise)
 };
 
@@ -686,8 +686,9 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
   // Persistent CTAs (CudaDecodeOptions::sm_parts), except where each sizes the schedule and
   // finds only its own piece.
   const int wave_parts = std::max(1, dev.sms / p.row_blocks);
-  const int parts =
-      size_here ? bounds.pieces : std::min(bounds.pieces, opt.sm_parts > 0 ? opt.sm_parts : wave_parts);
+  const int parts = size_here
+                        ? bounds.pieces
+                        : std::min(bounds.pieces, opt.sm_parts > 0 ? opt.sm_parts : wave_parts);
   launch_ex(kernel, dim3(static_cast<unsigned>(p.row_blocks), static_cast<unsigned>(parts)),
             hopper::threads, hopper::smem_bytes, opt.pdl, stream, tm_q, tm_kv, p);
   if (bounds.partials > 0) {

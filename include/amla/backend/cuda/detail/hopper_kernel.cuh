@@ -894,17 +894,28 @@ static_assert(2 * tile_bytes >= rows_per_cta * d_v * sizeof(float),
 /// thread), and a CTA took about 8 us to issue them (measured in bench/CUDA_RESULTS.md). The
 /// 16-byte unit u of row r sits at unit u ^ (r & 7), so that the 8 rows of a warp's staging
 /// store fall in different banks and a quarter warp's 16-byte reads in one row do too.
+///
+/// Padded: the layout bulk copies read instead (bulk_store_rows), row r from r * padded_pitch<T>
+/// bytes, unswizzled: d_v values and 8 more, so that every row starts 16-byte aligned and the 8
+/// rows of a warp's staging store still fall in different banks (FP32 pairs 8 banks from the row
+/// before, BF16 pairs 4).
 template <class T>
+inline constexpr int padded_pitch = (d_v + 8) * static_cast<int>(sizeof(T));
+static_assert(rows_per_cta * padded_pitch<float> <= 2 * tile_bytes,
+              "KV[0] and KV[1] hold the padded FP32 rows");
+
+template <class T, bool Padded = false>
 __device__ __forceinline__ std::uint8_t* staged_unit(std::uint8_t* stage, int row, int unit) {
+  if constexpr (Padded) return stage + row * padded_pitch<T> + (unit << 4);
   return stage + row * (d_v * static_cast<int>(sizeof(T))) + ((unit ^ (row & 7)) << 4);
 }
 
 /// Stages the normalised output values a, b of columns col, col + 1 of row `row` (as T).
-template <class T>
+template <class T, bool Padded = false>
 __device__ __forceinline__ void stage_pair(std::uint8_t* stage, int row, int col, float a,
                                            float b) {
   const int byte = col * static_cast<int>(sizeof(T));
-  std::uint8_t* at = staged_unit<T>(stage, row, byte >> 4) + (byte & 15);
+  std::uint8_t* at = staged_unit<T, Padded>(stage, row, byte >> 4) + (byte & 15);
   if constexpr (sizeof(T) == 2) {
     *reinterpret_cast<__nv_bfloat162*>(at) = __floats2bfloat162_rn(a, b);
   } else {
@@ -942,6 +953,23 @@ __device__ __forceinline__ void copy_staged_rows(std::uint8_t* stage, T* dst, in
       }
     }
   }
+}
+
+/// Issues the bulk copies (ptx::bulk_store) of the rows [0, 64) staged in the padded layout that
+/// are real (row_first + r < rows) to global memory, row r to dst + (row_first + r) * d_v, dst
+/// 16-byte aligned: one warp, lane l copying rows l and l + 32 as its own bulk group, then waiting
+/// until its copies are complete.
+template <class T>
+__device__ __forceinline__ void bulk_store_rows(std::uint8_t* stage, T* dst, int row_first,
+                                                int rows, int lane) {
+  for (int r = lane; r < rows_per_cta; r += 32) {
+    if (row_first + r < rows) {
+      ptx::bulk_store(dst + static_cast<std::int64_t>(row_first + r) * d_v,
+                      staged_unit<T, true>(stage, r, 0), d_v * static_cast<int>(sizeof(T)));
+    }
+  }
+  ptx::bulk_commit();
+  ptx::bulk_wait_all();
 }
 
 /// Writes 1 to *flag when the code running it was compiled for sm_90a (the Hopper kernel's real
@@ -1084,8 +1112,7 @@ __global__ void __launch_bounds__(threads, 1)
 
       if (wg == 0) {
         // ---- WG0: S_A, frame A, P_A (into KV[0] chunk 8, for both warpgroups) ----
-        qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 0, parity_a, p.stagger_qk != 0, tr,
-                                              tr0_chunk);
+        qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 0, parity_a, p.stagger_qk != 0, tr, tr0_chunk);
         trace(tr, tr0_s_done);
         if (cta_leader && first && j == 0) mark_phase(p, phase_first_s);
         if (hides_keys(pr, kb_a)) mask_scores(s, kb_a * block_keys, pr.vis0, pr.vis1, quad);
@@ -1313,15 +1340,25 @@ __global__ void __launch_bounds__(threads, 1)
                        [&](int rr) { return p.shape.out_offset(pr.request, rr / h_q, rr % h_q); });
     } else {
       float* part_out = p.out_part + static_cast<std::int64_t>(pr.slot) * p.rows * d_v;
+      // Where the CTA sized the schedule itself (small batches, every piece a partial) the rows
+      // leave by bulk copies from one warp, 2-3% faster at b 16 and b 1 (bench/CUDA_RESULTS.md);
+      // elsewhere by every thread's 16-byte stores.
+      constexpr bool bulk = SizeHere;
 #pragma unroll
       for (int jj = 0; jj < 32; ++jj) {
         const int col = col0 + 8 * jj;
-        stage_pair<float>(stage, r0, col, o[4 * jj + 0] * inv0, o[4 * jj + 1] * inv0);
-        stage_pair<float>(stage, r1, col, o[4 * jj + 2] * inv1, o[4 * jj + 3] * inv1);
+        stage_pair<float, bulk>(stage, r0, col, o[4 * jj + 0] * inv0, o[4 * jj + 1] * inv0);
+        stage_pair<float, bulk>(stage, r1, col, o[4 * jj + 2] * inv1, o[4 * jj + 3] * inv1);
       }
-      __syncthreads();
-      copy_staged_rows(stage, part_out, row_first, p.rows,
-                       [](int rr) { return static_cast<std::int64_t>(rr) * d_v; });
+      if constexpr (bulk) {
+        ptx::fence_proxy_async_smem();  // the staged rows visible to the copies
+        __syncthreads();
+        if (threadIdx.x / 32 == 4) bulk_store_rows(stage, part_out, row_first, p.rows, lane);
+      } else {
+        __syncthreads();
+        copy_staged_rows(stage, part_out, row_first, p.rows,
+                         [](int rr) { return static_cast<std::int64_t>(rr) * d_v; });
+      }
     }
     if (wg == 0 && quad == 0) {
       constexpr float ln2 = 0.693147180559945309f;

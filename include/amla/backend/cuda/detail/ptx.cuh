@@ -1,6 +1,6 @@
 // amla/backend/cuda/detail/ptx.cuh: thin wrappers over the Hopper PTX the fast kernel uses:
-// mbarriers, the bulk tensor copy (TMA), named barriers, proxy fences, and wgmma with shared
-// memory matrix descriptors. Nothing here knows about attention.
+// mbarriers, the bulk tensor copy (TMA) and bulk stores, named barriers, proxy fences, and wgmma
+// with shared memory matrix descriptors. Nothing here knows about attention.
 //
 // Architecture gating, as CuTe does it (CUTE_ARCH_MMA_SM90A_ENABLED): every wrapper is declared
 // and compiles for every architecture; only its Hopper body is under AMLA_CUDA_SM90A_ENABLED,
@@ -118,6 +118,34 @@ __device__ __forceinline__ void tma_load_2d_hint(void* dst, const CUtensorMap* m
       : "memory");
 #else
   AMLA_CUDA_ARCH_UNSUPPORTED("cp.async.bulk.tensor (TMA)");
+#endif
+}
+/// Copies `bytes` (a multiple of 16) from shared memory at `src` to global memory at `dst` (both
+/// 16-byte aligned) in the background, as part of this thread's current bulk group
+/// (bulk_commit); the thread goes on at once.
+__device__ __forceinline__ void bulk_store(void* dst, const void* src, std::uint32_t bytes) {
+#if defined(AMLA_CUDA_SM90A_ENABLED)
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst),
+               "r"(smem_u32(src)), "r"(bytes)
+               : "memory");
+#else
+  AMLA_CUDA_ARCH_UNSUPPORTED("cp.async.bulk (bulk store)");
+#endif
+}
+/// Closes this thread's bulk group of the bulk_store calls since the last commit.
+__device__ __forceinline__ void bulk_commit() {
+#if defined(AMLA_CUDA_SM90A_ENABLED)
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+#else
+  AMLA_CUDA_ARCH_UNSUPPORTED("cp.async.bulk.commit_group");
+#endif
+}
+/// Waits until this thread's committed bulk groups are complete, their writes done.
+__device__ __forceinline__ void bulk_wait_all() {
+#if defined(AMLA_CUDA_SM90A_ENABLED)
+  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+#else
+  AMLA_CUDA_ARCH_UNSUPPORTED("cp.async.bulk.wait_group");
 #endif
 }
 /// An L2 cache policy: 1 = evict first, 2 = evict last (anything else: evict normal).
