@@ -682,7 +682,7 @@ int main(int argc, char** argv) {
       /// each (CudaDecodeOptions::plan), as FlashMLA's metadata is across a step's layers.
       bool reuse_plan = false;
       /// Lengths drawn uniformly from [1, 2 s_k - 1] (mean s_k; the same for every variant of the
-      /// shape and pass) instead of s_k each: the tile schedule's balance on a mixed batch.
+      /// shape and pass) instead of s_k each: the balance of a mixed batch.
       bool varlen = false;
     };
     auto options = [](ac::kernel_kind kernel, ac::rescale_mode mode) {
@@ -722,22 +722,11 @@ int main(int argc, char** argv) {
         configs.push_back({128, s_q, s_k, o, 15, "/no-split"});
       }
     }
-    // One piece per CTA (each CTA starts anew for every piece, as the hardware launches them),
-    // against the default of one wave of persistent CTAs (CudaDecodeOptions::sm_parts).
-    for (int s_q : {1, 2}) {
-      for (int s_k : sks) {
-        ac::CudaDecodeOptions o = hopper_std;
-        o.sm_parts = 1 << 30;
-        configs.push_back({128, s_q, s_k, o, 15, "/per-piece"});
-      }
-    }
-    // A mixed batch of about eight pieces per CTA, persistent and one piece per CTA.
+    // Mixed lengths, about eight CTAs per SM: the balance of a launch of one CTA per piece.
     if (!quick) {
       for (int s_q : {1, 2}) {
-        ac::CudaDecodeOptions o = hopper_std;
-        configs.push_back({s_q == 1 ? 512 : 256, s_q, 4096, o, 15, "/varlen", false, true});
-        o.sm_parts = 1 << 30;
-        configs.push_back({s_q == 1 ? 512 : 256, s_q, 4096, o, 15, "/varlen/per-piece", false, true});
+        configs.push_back(
+            {s_q == 1 ? 512 : 256, s_q, 4096, hopper_std, 15, "/varlen", false, true});
       }
     }
     // Two pieces per request at s_k 1024, where each CTA's fixed costs (its Q and first KV loads,

@@ -166,13 +166,6 @@ struct CudaDecodeOptions {
   /// Hopper kernel: the second warpgroup issues its Q K^T only after the first has issued its
   /// own, so that the first one's softmax overlaps it (a tuning knob; results do not change).
   bool stagger_qk = true;
-  /// Hopper kernel: CTAs per row block (FlashMLA's num_sm_parts). Each runs every sm_parts-th piece
-  /// of the split-KV schedule in turn, loading the next piece's Q and first KV block while it
-  /// writes the last one's rows, where a new CTA would first have to start (a tuning knob; results
-  /// do not change). 0: as many as one wave holds (the SMs over the row blocks, at least 1);
-  /// k > 0: k. Never more than the schedule's pieces, and one piece per CTA where the CTAs size the
-  /// schedule themselves (a batch the sized schedule may cut).
-  int sm_parts = 0;
   /// The form of AMLA's integer-add rescale, as attention::AmlaOptions::rescale: hardware is the
   /// raw add, garbage where Lemma 3.1 fails (an O element that is 0 or tiny when a negative
   /// exponent add reaches it); safe keeps the intended value there (numeric/pow2.hpp). checked
@@ -183,11 +176,10 @@ struct CudaDecodeOptions {
   /// of a warp moved, as the standard mode skips its multiply. Ignored by the standard mode.
   bool skip_unmoved = false;
   /// A timing build's per-CTA record of the Hopper kernel's phases (bm_cuda_decode --phases):
-  /// device memory of hopper::phase_slots words for each of the row blocks times
-  /// DecodeLaunch::pieces CTAs the grid may have (sm_parts may launch fewer), then
-  /// combine::phase_words words for the split-KV combine's span, zeroed before the launch, written
-  /// only by a program built with AMLA_CUDA_PHASE_TIMES=1 (detail/hopper_kernel.cuh, enum phase;
-  /// detail/combine.cuh, enum phase_word). nullptr: none.
+  /// device memory of hopper::phase_slots words per CTA of the grid, then combine::phase_words
+  /// words for the split-KV combine's span, zeroed before the launch, written only by a program
+  /// built with AMLA_CUDA_PHASE_TIMES=1 (detail/hopper_kernel.cuh, enum phase; detail/combine.cuh,
+  /// enum phase_word). nullptr: none.
   std::uint64_t* phase_times = nullptr;
   /// A sized split-KV schedule made once by plan_decode() and reused (FlashMLA's metadata reused
   /// across layers): decode() then launches no plan kernel and sizes nothing, its CTAs read this
@@ -212,9 +204,8 @@ struct DecodePlan {
 /// What decode() launched.
 struct DecodeLaunch {
   kernel_kind kernel = kernel_kind::simple;
-  int num_splits = 1;           ///< the fixed split count, or 0 for the balanced schedule
-  int pieces = 1;               ///< the schedule's bound of pieces per row block
-  int parts = 1;                ///< CTAs per row block (the grid's y), each running pieces in turn
+  int num_splits = 1;  ///< the fixed split count, or 0 for the balanced schedule
+  int pieces = 1;      ///< CTAs per row block (the grid's y: the schedule's bound of pieces)
   std::string fallback_reason;  ///< why automatic chose the simple kernel (empty otherwise)
 };
 
@@ -340,8 +331,6 @@ inline float validate_host(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
           "must be automatic, none, evict_first or evict_last");
   require(opt.num_splits >= 0 && opt.num_splits <= max_splits, "options.num_splits", opt.num_splits,
           "must lie in [0, 64] (0 = sized from the batch and lengths)");
-  require(opt.sm_parts >= 0, "options.sm_parts", opt.sm_parts,
-          "must be >= 0 (0 = one wave of CTAs)");
   require(opt.rescale == pow2_mode::hardware || opt.rescale == pow2_mode::safe, "options.rescale",
           static_cast<int>(opt.rescale),
           "must be pow2_mode::hardware or safe (checked needs the CPU recurrence's report)");
@@ -683,13 +672,7 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
   }
   AMLA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(hopper::smem_bytes)));
-  // Persistent CTAs (CudaDecodeOptions::sm_parts), except where each sizes the schedule and
-  // finds only its own piece.
-  const int wave_parts = std::max(1, dev.sms / p.row_blocks);
-  const int parts = size_here
-                        ? bounds.pieces
-                        : std::min(bounds.pieces, opt.sm_parts > 0 ? opt.sm_parts : wave_parts);
-  launch_ex(kernel, dim3(static_cast<unsigned>(p.row_blocks), static_cast<unsigned>(parts)),
+  launch_ex(kernel, dim3(static_cast<unsigned>(p.row_blocks), static_cast<unsigned>(bounds.pieces)),
             hopper::threads, hopper::smem_bytes, opt.pdl, stream, tm_q, tm_kv, p);
   if (bounds.partials > 0) {
     combine::params c{};
@@ -725,7 +708,6 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
   launch.kernel = kernel_kind::hopper;
   launch.num_splits = opt.num_splits;
   launch.pieces = bounds.pieces;
-  launch.parts = parts;
   return launch;
 }
 

@@ -7,13 +7,10 @@
 //
 // ---- Work decomposition: a tile schedule ------------------------------------------------------
 // The s_q * h_q query rows of a request (r = t * h_q + h, token-major as amla's HeadGroup) are cut
-// into row blocks of 64 rows. The grid is (row_blocks, parts): CTA (m, i) runs row block m of
-// pieces i, i + parts, i + 2 parts, ... of the split-KV schedule (problem/split_schedule.hpp:
-// piece_at), each one request's contiguous range of 64-key KV blocks, in turn: a persistent CTA,
-// which loads the next piece's Q and first KV block while it writes the last one's rows, where a
-// new CTA would first have to start (CudaDecodeOptions::sm_parts; by default as
-// many parts as one wave holds). A piece that is a whole request writes out and lse; a piece of
-// a request cut into several writes its normalised FP32 partial and lse to its slot, and
+// into row blocks of 64 rows. The grid is (row_blocks, pieces): CTA (m, i) runs row block m of
+// piece i of the split-KV schedule (problem/split_schedule.hpp: piece_at), one request's
+// contiguous range of 64-key KV blocks. A piece that is a whole request writes out and lse; a
+// piece of a request cut into several writes its normalised FP32 partial and lse to its slot, and
 // combine.cuh merges the slots. CTAs past the schedule's last piece (the launch sizes the grid by
 // a bound, the GPU computes the plan) return at once. The sized schedule's plan comes from
 // split_plan.cuh's plan kernel, run before this one; for a batch the schedule may cut (fewer
@@ -27,8 +24,7 @@
 // ---- Shared memory (220 KB) --------------------------------------------------------------
 //   Q         64 x 576 BF16 as 9 column chunks of 64 x 64 (8 KB each, 128-byte swizzle)  72 KB
 //   KV[0..1]  two KV blocks of 64 keys x 576, the same 9-chunk layout                    144 KB
-//   (at a piece's end KV[1], or both KV buffers for FP32 partials, stage the output rows for
-//   coalesced stores, staged_unit, while the next piece's Q loads)
+//   (at the end, Q's tile and KV[0] stage the output rows for coalesced stores: staged_unit)
 //   messages  per-row frame steps (with AMLA's scalars) the warpgroups pass each other, the
 //             l exchange, mbarriers                                                       4 KB
 // Chunk c of a buffer holds columns [64c, 64c + 64). Chunks 0-3 are V's left half, 4-7 V's right
@@ -567,27 +563,20 @@ __device__ __forceinline__ void load_kv(shared_storage& sm, const CUtensorMap* m
   }
 }
 
-/// The loads that start a piece (one thread), as flags: piece_q its Q row block, piece_a its first
-/// KV block (into KV[0]), piece_b its second (into KV[1]). A piece with no block for this row
-/// block loads nothing.
-enum piece_loads : int { piece_q = 1, piece_a = 2, piece_b = 4, piece_all = 7 };
-
+/// The loads a piece starts with (one thread): its Q row block and its first two KV blocks. A
+/// piece with no block for this row block loads nothing.
 __device__ __forceinline__ void load_piece(shared_storage& sm, const CUtensorMap* tm_q,
                                            const CUtensorMap* tm_kv, const params& p,
                                            const piece_rows& pr, int row_first,
-                                           std::uint64_t policy, int which) {
+                                           std::uint64_t policy) {
   if (pr.kb_begin >= pr.kb_end) return;
-  if (which & piece_q) {
-    ptx::mbar_arrive_expect_tx(&sm.bar_q, tile_bytes);
-    const int q_row = pr.request * p.rows + row_first;
-    for (int c = 0; c < chunks; ++c) {
-      tma_load(sm.q + c * chunk_bytes, tm_q, c * 64, q_row, &sm.bar_q, policy);
-    }
+  ptx::mbar_arrive_expect_tx(&sm.bar_q, tile_bytes);
+  const int q_row = pr.request * p.rows + row_first;
+  for (int c = 0; c < chunks; ++c) {
+    tma_load(sm.q + c * chunk_bytes, tm_q, c * 64, q_row, &sm.bar_q, policy);
   }
-  if (which & piece_a) {
-    load_kv(sm, tm_kv, p, pr, policy, 0, pr.kb_begin, 0, chunks, block_row(p, pr, pr.kb_begin));
-  }
-  if ((which & piece_b) && pr.kb_begin + 1 < pr.kb_end) {
+  load_kv(sm, tm_kv, p, pr, policy, 0, pr.kb_begin, 0, chunks, block_row(p, pr, pr.kb_begin));
+  if (pr.kb_begin + 1 < pr.kb_end) {
     load_kv(sm, tm_kv, p, pr, policy, 1, pr.kb_begin + 1, 0, chunks,
             block_row(p, pr, pr.kb_begin + 1));
   }
@@ -881,14 +870,12 @@ __device__ __forceinline__ void pv_step(float (&o)[128], const frame_step& st0,
   pv_issue(o, buf, c0);
 }
 
-static_assert(tile_bytes >= rows_per_cta * d_v * sizeof(__nv_bfloat16),
-              "KV[1] holds the staged BF16 output rows");
 static_assert(2 * tile_bytes >= rows_per_cta * d_v * sizeof(float),
-              "KV[0] and KV[1] hold the staged FP32 partial rows");
+              "Q's tile and KV[0] hold the staged FP32 partial rows");
 
-/// The epilogue's staging of the CTA's 64 x 512 output rows in shared memory, row-major (64 KB of
-/// BF16 in KV[1], or 128 KB of FP32 partials from the start of KV[0] into KV[1]; free once every
-/// warpgroup is past its last wgmma and no TMA load into them is in flight), so that the global
+/// The epilogue's staging of the CTA's 64 x 512 output rows in shared memory, row-major from the
+/// start of Q's tile (64 KB of BF16, or 128 KB of FP32 partials running on into KV[0]; both free
+/// once every warpgroup is past its last wgmma and no TMA load is in flight), so that the global
 /// stores are whole 16-byte units, consecutive across a warp. Stored directly from the
 /// accumulators, a warp's store covers 8 rows with 16 bytes each (BF16: 64 such stores per
 /// thread), and a CTA took about 8 us to issue them (measured in bench/CUDA_RESULTS.md). The
@@ -902,7 +889,7 @@ static_assert(2 * tile_bytes >= rows_per_cta * d_v * sizeof(float),
 template <class T>
 inline constexpr int padded_pitch = (d_v + 8) * static_cast<int>(sizeof(T));
 static_assert(rows_per_cta * padded_pitch<float> <= 2 * tile_bytes,
-              "KV[0] and KV[1] hold the padded FP32 rows");
+              "Q's tile and KV[0] hold the padded FP32 rows");
 
 template <class T, bool Padded = false>
 __device__ __forceinline__ std::uint8_t* staged_unit(std::uint8_t* stage, int row, int unit) {
@@ -1059,11 +1046,11 @@ __global__ void __launch_bounds__(threads, 1)
     }
     if (!piece_of_cta(p, blockIdx.y, piece)) return;  // past the last piece
   }
-  piece_rows pr = rows_of(p, piece, row_first, r0, r1);
+  const piece_rows pr = rows_of(p, piece, row_first, r0, r1);
   const std::uint64_t policy = ptx::make_l2_policy(p.kv_l2_hint);
   const amla_step_options step = amla_kernel_step(p.skip_unmoved != 0);
   const std::int32_t unmoved_k = amla_unmoved_k(step);
-  if (threadIdx.x == 0) load_piece(sm, &tm_q, &tm_kv, p, pr, row_first, policy, piece_all);
+  if (threadIdx.x == 0) load_piece(sm, &tm_q, &tm_kv, p, pr, row_first, policy);
   if constexpr (phase_times_built) {
     if (cta_leader && p.phase_times != nullptr) {
       mark_phase(p, phase_loads_issued);
@@ -1073,30 +1060,15 @@ __global__ void __launch_bounds__(threads, 1)
       rec[phase_sm] = ptx::smid();
     }
   }
-  // The CTA runs pieces blockIdx.y, blockIdx.y + gridDim.y, ... of the schedule in turn (one
-  // where it sized the schedule itself). The mbarriers' phases carry from piece to piece: bit 0 of
-  // `phases` is the parity of Q's next fill, bit 1 KV[0]'s, bit 2 KV[1]'s. A timing build records
-  // the phases and the trace of the CTA's first piece.
-  int index = static_cast<int>(blockIdx.y);
-  std::uint32_t phases = 0;
-  for (bool first = true;; first = false) {
-    if constexpr (!SizeHere) {
-      // The next piece's length and block table row, fetched into L2 for its lookup at this
-      // piece's end.
-      const int after = index + static_cast<int>(gridDim.y);
-      if (p.whole_requests && threadIdx.x == 0 && after < p.schedule.batch) {
-        ptx::prefetch_l2(p.seqlens + after);
-        ptx::prefetch_l2(p.block_table + p.shape.table_offset(after, 0));
-      }
-    }
+  {
     float o[128];
 #pragma unroll
     for (int i = 0; i < 128; ++i) o[i] = 0.0f;
     row_frame f0, f1;            // frames of rows r0, r1 (after the last block seen by this WG)
     float l0 = 0.0f, l1 = 0.0f;  // this thread's partial row sums of its own blocks
 
-    if (pr.kb_begin < pr.kb_end) ptx::mbar_wait(&sm.bar_q, phases & 1u);
-    if (cta_leader && first) mark_phase(p, phase_q_landed);
+    if (pr.kb_begin < pr.kb_end) ptx::mbar_wait(&sm.bar_q, 0);
+    if (cta_leader) mark_phase(p, phase_q_landed);
 
     const int tr_first = trace_first((pr.kb_end - pr.kb_begin + 1) / 2);
     for (int j = 0;; ++j) {
@@ -1104,17 +1076,16 @@ __global__ void __launch_bounds__(threads, 1)
       if (kb_a >= pr.kb_end) break;
       const int kb_b = kb_a + 1;
       const bool has_b = kb_b < pr.kb_end;
-      const std::uint32_t parity_a = (static_cast<std::uint32_t>(j) ^ (phases >> 1)) & 1u;
-      const std::uint32_t parity_b = (static_cast<std::uint32_t>(j) ^ (phases >> 2)) & 1u;
+      const std::uint32_t parity = static_cast<std::uint32_t>(j & 1);
       float s[32];
-      std::uint32_t* const tr = trace_of(p, j, tr_first, wg, leader && first);
+      std::uint32_t* const tr = trace_of(p, j, tr_first, wg, leader);
       trace(tr, 0);
 
       if (wg == 0) {
         // ---- WG0: S_A, frame A, P_A (into KV[0] chunk 8, for both warpgroups) ----
-        qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 0, parity_a, p.stagger_qk != 0, tr, tr0_chunk);
+        qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 0, parity, p.stagger_qk != 0, tr, tr0_chunk);
         trace(tr, tr0_s_done);
-        if (cta_leader && first && j == 0) mark_phase(p, phase_first_s);
+        if (cta_leader && j == 0) mark_phase(p, phase_first_s);
         if (hides_keys(pr, kb_a)) mask_scores(s, kb_a * block_keys, pr.vis0, pr.vis1, quad);
         float mx0, mx1;
         row_max_and_scale(s, p.scale_log2, mx0, mx1);
@@ -1196,7 +1167,7 @@ __global__ void __launch_bounds__(threads, 1)
         if (p.stagger_qk) ptx::bar_sync(bar_qk, 256);
         trace_after_barrier(tr, tr1_stagger, &sm.l_part[0][0]);
         if (has_b) {
-          qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 1, parity_b, false, tr, tr1_chunk);
+          qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 1, parity, false, tr, tr1_chunk);
           trace(tr, tr1_s_done);
           if (hides_keys(pr, kb_b)) mask_scores(s, kb_b * block_keys, pr.vis0, pr.vis1, quad);
         } else {
@@ -1284,8 +1255,8 @@ __global__ void __launch_bounds__(threads, 1)
       }
     }
 
-    if (cta_leader && first) mark_phase(p, phase_loop_end_wg0);
-    if (threadIdx.x == 128 && first) mark_phase(p, phase_loop_end_wg1);
+    if (cta_leader) mark_phase(p, phase_loop_end_wg0);
+    if (threadIdx.x == 128) mark_phase(p, phase_loop_end_wg1);
 
     // ---- epilogue: l = l_L + l_R (same frame), normalise, write ----
     l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
@@ -1297,7 +1268,7 @@ __global__ void __launch_bounds__(threads, 1)
       sm.l_part[wg][r1] = l1;
     }
     __syncthreads();
-    if (cta_leader && first) mark_phase(p, phase_epilogue_sync);
+    if (cta_leader) mark_phase(p, phase_epilogue_sync);
     const float lt0 = sm.l_part[0][r0] + sm.l_part[1][r0];
     const float lt1 = sm.l_part[0][r1] + sm.l_part[1][r1];
     // A row with no visible key in this piece gets (0, -inf): its O is exactly 0 (P = 0 and every
@@ -1311,24 +1282,10 @@ __global__ void __launch_bounds__(threads, 1)
     const bool write0 = row_first + r0 < p.rows, write1 = row_first + r1 < p.rows;
     const int rr0 = row_first + r0, rr1 = row_first + r1;  // request rows r = t * h_q + h
     const int h_q = p.shape.h_q;
-    // Every warpgroup is past its last wgmma (the CTA barrier above), so Q's tile and both KV
-    // buffers are free. The rows are staged (staged_unit) in KV[1] (BF16) or from the start of
-    // KV[0] (FP32 partials, into KV[1]); meanwhile the CTA's next piece loads its Q and, when
-    // KV[0] is free, its first KV block, so that its first S_A need not wait for them.
-    const bool partial = pr.slot >= 0;
-    SplitPiece after_piece;
-    bool more = false;
-    if constexpr (!SizeHere) {
-      more = piece_of_cta(p, index + static_cast<int>(gridDim.y), after_piece);
-    }
-    const piece_rows next = more ? rows_of(p, after_piece, row_first, r0, r1) : pr;
-    if (more && threadIdx.x == 0) {
-      ptx::fence_proxy_async_smem();
-      load_piece(sm, &tm_q, &tm_kv, p, next, row_first, policy,
-                 partial ? piece_q : piece_q | piece_a);
-    }
-    std::uint8_t* stage = partial ? sm.kv[0] : sm.kv[1];
-    if (!partial) {
+    // Every warpgroup is past its last wgmma (the CTA barrier above): Q's tile and KV[0] take
+    // the staged rows (staged_unit).
+    std::uint8_t* stage = sm.q;
+    if (pr.slot < 0) {
 #pragma unroll
       for (int jj = 0; jj < 32; ++jj) {
         const int col = col0 + 8 * jj;
@@ -1375,29 +1332,11 @@ __global__ void __launch_bounds__(threads, 1)
       }
     }
     if constexpr (phase_times_built) {
-      if (first) {
-        if (cta_leader) mark_phase(p, phase_stores_issued);
-        __threadfence();
-        __syncthreads();
-        if (cta_leader) mark_phase(p, phase_stores_done);
-      }
+      if (cta_leader) mark_phase(p, phase_stores_issued);
+      __threadfence();
+      __syncthreads();
+      if (cta_leader) mark_phase(p, phase_stores_done);
     }
-    if (!more) break;
-    // Every staged row has been read: the rest of the next piece's first two KV blocks may land.
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      ptx::fence_proxy_async_smem();
-      load_piece(sm, &tm_q, &tm_kv, p, next, row_first, policy,
-                 partial ? piece_a | piece_b : piece_b);
-    }
-    // This piece filled Q once, KV[0] once a pair and KV[1] once a whole pair.
-    const int n = pr.kb_end - pr.kb_begin;
-    if (n > 0) {
-      phases ^= 1u | static_cast<std::uint32_t>((n + 1) / 2 & 1) << 1 |
-                static_cast<std::uint32_t>(n / 2 & 1) << 2;
-    }
-    pr = next;
-    index += static_cast<int>(gridDim.y);
   }
   // Only now may the combine start launching: its CTAs must never take an SM that a CTA of this
   // grid still waits for.
