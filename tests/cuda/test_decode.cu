@@ -485,20 +485,47 @@ std::vector<int> mixed_lengths(int batch, std::mt19937_64& rng, int long_len) {
   return lens;
 }
 
-/// The sized plan a Hopper run left in its workspace (written by the plan kernel, or by the decode
-/// kernel's CTA (0, 0) where it sized the schedule itself) against the CPU schedule of the same
-/// lengths: T, the piece and slot prefixes, the split requests the combine merges.
-void check_workspace_plan(const char* what, const DeviceBuffer<std::uint8_t>& workspace,
-                          const amla::DecodeShape& shape, const std::vector<int>& lens,
-                          cudaStream_t stream) {
+/// The SMs of the current device.
+int device_sms() {
   int sms = 0, dev = 0;
   AMLA_CUDA_CHECK(cudaGetDevice(&dev));
   AMLA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  return sms;
+}
+
+/// The plan region at the start of a sized Hopper run's workspace, filled with plan_poison before
+/// the run, so that check_workspace_plan sees what the run wrote there and what it left alone.
+constexpr unsigned char plan_poison = 0xA5;
+std::size_t plan_region_bytes(const amla::DecodeShape& shape, const ac::CudaDecodeOptions& opt) {
+  return ac::detail::workspace_layout_of(shape, opt, device_sms()).plan_bytes;
+}
+
+/// The sized plan a Hopper run left in its workspace (poisoned before the run) against the CPU
+/// schedule of the same lengths. A batch the schedule may cut (fewer requests than a wave's
+/// pieces): the plan the decode kernel's CTA (0, 0) wrote, T, the piece and slot prefixes, the
+/// split requests the combine merges. A batch that fills a wave is not cut, and the run made no
+/// plan: the region holds the poison still.
+void check_workspace_plan(const char* what, const DeviceBuffer<std::uint8_t>& workspace,
+                          const amla::DecodeShape& shape, const ac::CudaDecodeOptions& opt,
+                          const std::vector<int>& lens, cudaStream_t stream) {
   amla::SplitScheduleOptions o;
-  o.sms = sms;
+  o.sms = device_sms();
   o.block_keys = ac::detail::hopper::block_keys;
   const int row_blocks = (shape.rows_per_group() + ac::detail::hopper::rows_per_cta - 1) /
                          ac::detail::hopper::rows_per_cta;
+  if (shape.batch >= amla::split_schedule_bounds(shape.batch, row_blocks, o).slots) {
+    std::vector<unsigned char> region(plan_region_bytes(shape, opt));
+    AMLA_CUDA_CHECK(cudaMemcpyAsync(region.data(), workspace.ptr, region.size(),
+                                    cudaMemcpyDeviceToHost, stream));
+    AMLA_CUDA_CHECK(cudaStreamSynchronize(stream));
+    const auto written = static_cast<std::size_t>(std::count_if(
+        region.begin(), region.end(), [](unsigned char x) { return x != plan_poison; }));
+    EXPECT(written == 0,
+           "%s: a batch of %d requests fills a wave, yet %zu of the %zu bytes of the workspace's "
+           "plan region were written",
+           what, shape.batch, written, region.size());
+    return;
+  }
   const std::vector<std::int32_t> lens32(lens.begin(), lens.end());
   const amla::SplitSchedule cpu = amla::make_split_schedule(lens32, row_blocks, o);
   const ac::detail::plan_arrays a = ac::detail::plan_arrays_in(workspace.ptr, shape.batch);
@@ -602,6 +629,11 @@ void run_case(const Case& c, std::uint64_t seed, cudaStream_t stream) {
     opt.workspace_bytes = workspace.n;
     AMLA_CUDA_CHECK(cudaMemsetAsync(out.ptr, 0xFF, out.n * sizeof(amla::bf16), stream));  // NaN
     AMLA_CUDA_CHECK(cudaMemsetAsync(lse.ptr, 0xFF, lse.n * sizeof(float), stream));       // NaN
+    const bool sized_hopper = v.kernel == kernel_kind::hopper && opt.num_splits == 0;
+    if (sized_hopper) {
+      AMLA_CUDA_CHECK(
+          cudaMemsetAsync(workspace.ptr, plan_poison, plan_region_bytes(shape, opt), stream));
+    }
     ac::DecodeLaunch launch;
     try {
       launch = ac::decode(in, outs, opt, stream);
@@ -610,9 +642,9 @@ void run_case(const Case& c, std::uint64_t seed, cudaStream_t stream) {
       continue;
     }
     sync_or_die(stream, 60.0, std::string(c.name) + " " + v.name);
-    if (v.kernel == kernel_kind::hopper && opt.num_splits == 0) {
-      check_workspace_plan((std::string(c.name) + " " + v.name).c_str(), workspace, shape, c.lens,
-                           stream);
+    if (sized_hopper) {
+      check_workspace_plan((std::string(c.name) + " " + v.name).c_str(), workspace, shape, opt,
+                           c.lens, stream);
     }
     const std::vector<amla::bf16> o = out.download();
     const std::vector<float> l = lse.download();

@@ -33,7 +33,8 @@
 //           64 or 8/16/32; q and kv 16-byte aligned, out 4-byte aligned) on compute capability
 //           9.0: wgmma + TMA, two warpgroups, a split-KV
 //           tile schedule (problem/split_schedule.hpp, computed on the GPU by
-//           detail/split_plan.cuh in each call, or once by plan_decode and reused through
+//           detail/split_plan.cuh in each call of a batch smaller than a wave (a larger one is
+//           not cut and needs none), or once by plan_decode and reused through
 //           CudaDecodeOptions::plan) with an LSE combine, the three kernels chained by programmatic
 //           dependent launch (detail/hopper_kernel.cuh documents the schedule).
 //   automatic picks hopper when the problem, the device (compute capability 9.0) and the build
@@ -638,9 +639,13 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
       p.piece_prefix_out = a.piece_prefix;
       p.slot_prefix_out = a.slot_prefix;
       p.split_list_out = a.split_list;
-    } else {
+    } else if (bounds.partials > 0) {
       launch_plan_kernel(v, bounds.slots, a, stream);
     }
+    // A batch that fills a wave is not cut (whole_requests below): its CTAs read no plan and no
+    // combine runs, so none is made and the launch is one fixed split's, which ran 1.9% (H100)
+    // and 2.9% (H200) faster than the sized one behind its plan kernel at b 128, s_q 1, h_q 128,
+    // s_k 1024 (bench/CUDA_RESULTS.md, row 99).
   }
   // No request is cut: one fixed split, or a sized schedule of a batch that fills a wave.
   p.whole_requests = opt.num_splits == 1 || (sized && bounds.partials == 0) ? 1 : 0;
@@ -797,8 +802,9 @@ inline DecodeLaunch decode(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
 /// options.workspace (required: at least decode_workspace_bytes(), 256-byte aligned). Returns the
 /// handle to put in CudaDecodeOptions::plan for later decode() calls of this shape on this device
 /// (e.g. every layer of one decode step): they launch no plan kernel. The plan stays valid while
-/// the workspace's plan region is not overwritten (a decode() with this plan leaves it alone; one
-/// without a plan, or another plan_decode, rewrites it) and each request's length needs the same
+/// the workspace's plan region is not overwritten (a decode() with this plan leaves it alone, as
+/// does one without a plan of a batch that fills a wave; any other decode() without a plan, and
+/// another plan_decode, rewrite it) and each request's length needs the same
 /// number of pieces; a decode() whose lengths need others is refused on the host when it checks
 /// its tables (check_tables), and otherwise traps on the device (the stream then reports an
 /// illegal instruction and the context is lost). With options.check_tables the tables are

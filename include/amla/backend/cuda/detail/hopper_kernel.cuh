@@ -12,14 +12,15 @@
 // contiguous range of 64-key KV blocks. A piece that is a whole request writes out and lse; a
 // piece of a request cut into several writes its normalised FP32 partial and lse to its slot, and
 // combine.cuh merges the slots. CTAs past the schedule's last piece (the launch sizes the grid by
-// a bound, the GPU computes the plan) return at once. The sized schedule's plan comes from
-// split_plan.cuh's plan kernel, run before this one; for a batch the schedule may cut (fewer
-// requests than a wave's pieces) the CTAs size it themselves (the SizeHere instantiation, the
-// same device functions) and CTA (0, 0) writes the plan for the combine. A plan made once by
-// plan_decode and reused (params::plan_reused) is read as the plan kernel's, each CTA first
+// a bound, the GPU computes the plan) return at once. For a batch the sized schedule may cut
+// (fewer requests than a wave's pieces) the CTAs size it themselves (the SizeHere instantiation,
+// split_plan.cuh's device functions) and CTA (0, 0) writes the plan for the combine; split_plan's
+// plan kernel, run before this one, makes it instead for a batch of more than split_plan::threads
+// requests that is still smaller than a wave. A plan made once by plan_decode and reused
+// (params::plan_reused) is read as the plan kernel's, each CTA first
 // checking its request's piece count against the current length (plan_matches). When the plan cuts
 // no request, piece b is request b (piece_of_cta, no search); when the host's bounds already say so
-// (params::whole_requests), the plan is not read at all.
+// (params::whole_requests: a batch that fills a wave), no plan is made or read at all.
 //
 // ---- Shared memory (220 KB) --------------------------------------------------------------
 //   Q         64 x 576 BF16 as 9 column chunks of 64 x 64 (8 KB each, 128-byte swizzle)  72 KB
