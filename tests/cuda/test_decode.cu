@@ -503,17 +503,18 @@ std::size_t plan_region_bytes(const amla::DecodeShape& shape, const ac::CudaDeco
 /// The sized plan a Hopper run left in its workspace (poisoned before the run) against the CPU
 /// schedule of the same lengths. A batch the schedule may cut (fewer requests than a wave's
 /// pieces): the plan the decode kernel's CTA (0, 0) wrote, T, the piece and slot prefixes, the
-/// split requests the combine merges. A batch that fills a wave is not cut, and the run made no
-/// plan: the region holds the poison still.
+/// split requests the combine merges. A batch that fills a wave (the driver's own bounds say no
+/// request is cut) made no plan: the region holds the poison still.
 void check_workspace_plan(const char* what, const DeviceBuffer<std::uint8_t>& workspace,
                           const amla::DecodeShape& shape, const ac::CudaDecodeOptions& opt,
                           const std::vector<int>& lens, cudaStream_t stream) {
+  const int sms = device_sms();
   amla::SplitScheduleOptions o;
-  o.sms = device_sms();
+  o.sms = sms;
   o.block_keys = ac::detail::hopper::block_keys;
   const int row_blocks = (shape.rows_per_group() + ac::detail::hopper::rows_per_cta - 1) /
                          ac::detail::hopper::rows_per_cta;
-  if (shape.batch >= amla::split_schedule_bounds(shape.batch, row_blocks, o).slots) {
+  if (ac::detail::split_bounds(shape, opt, sms).partials == 0) {
     std::vector<unsigned char> region(plan_region_bytes(shape, opt));
     AMLA_CUDA_CHECK(cudaMemcpyAsync(region.data(), workspace.ptr, region.size(),
                                     cudaMemcpyDeviceToHost, stream));
