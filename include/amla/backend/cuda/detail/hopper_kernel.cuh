@@ -155,6 +155,7 @@ enum phase : int {
   phase_entry = 0,      ///< the kernel's first instruction (thread 0)
   phase_barriers,       ///< mbarriers initialised, tensor maps prefetched (after the CTA barrier)
   phase_griddep,        ///< griddep_wait returned: the kernel before this one is complete
+  phase_piece_found,    ///< the CTA has its piece (where the CTA sizes the schedule: sized)
   phase_loads_issued,   ///< piece found, its Q and first two KV blocks' TMA loads issued
   phase_q_landed,       ///< Q in shared memory
   phase_first_s,        ///< WG0's first S_A computed (its K block landed)
@@ -1047,6 +1048,7 @@ __global__ void __launch_bounds__(threads, 1)
     }
     if (!piece_of_cta(p, blockIdx.y, piece)) return;  // past the last piece
   }
+  if (cta_leader) mark_phase(p, phase_piece_found);
   const piece_rows pr = rows_of(p, piece, row_first, r0, r1);
   const std::uint64_t policy = ptx::make_l2_policy(p.kv_l2_hint);
   const amla_step_options step = amla_kernel_step(p.skip_unmoved != 0);
