@@ -545,11 +545,11 @@ void launch_ex(void (*kernel)(Params...), dim3 grid, int block, std::size_t smem
   AMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
 }
 
-/// Launches the plan kernel (one CTA) that writes v's sized schedule for one wave of `slots`
+/// Launches the plan kernel (one warp) that writes v's sized schedule for one wave of `slots`
 /// pieces into the plan arrays `a`.
 inline void launch_plan_kernel(const SplitScheduleView& v, int slots, const plan_arrays& a,
                                cudaStream_t stream) {
-  launch_ex(split_plan::plan_kernel<>, dim3(1), split_plan::threads, 0, false, stream, v, slots,
+  launch_ex(split_plan::plan_kernel<>, dim3(1), 32, 0, false, stream, v, slots,
             a.header, a.piece_prefix, a.slot_prefix, a.split_list);
 }
 
@@ -630,21 +630,19 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
     v.slot_prefix = a.slot_prefix;
     if (reused) {
       p.plan_reused = 1;
-    } else if (s.batch < bounds.slots && s.batch <= split_plan::threads) {
-      // A batch the schedule may cut: the decode kernel's CTAs size the schedule themselves
-      // rather than wait for a plan kernel (one scan of the batch each), and CTA (0, 0) writes
-      // the plan the combine reads.
+    } else if (bounds.partials > 0) {
+      // A batch the schedule may cut (smaller than a wave): the decode kernel's CTAs size the
+      // schedule themselves rather than wait for a plan kernel (every warp one search and one
+      // scan of the batch), and CTA (0, 0) writes the plan the combine reads.
       p.fused_plan_slots = bounds.slots;
       p.plan_out = a.header;
       p.piece_prefix_out = a.piece_prefix;
       p.slot_prefix_out = a.slot_prefix;
       p.split_list_out = a.split_list;
-    } else if (bounds.partials > 0) {
-      launch_plan_kernel(v, bounds.slots, a, stream);
     }
     // A batch that fills a wave is not cut (whole_requests below): its CTAs read no plan and no
     // combine runs, so none is made and the launch is one fixed split's, which ran 1.9% (H100)
-    // and 2.9% (H200) faster than the sized one behind its plan kernel at b 128, s_q 1, h_q 128,
+    // and 2.9% (H200) faster than the sized one behind a plan kernel at b 128, s_q 1, h_q 128,
     // s_k 1024 (bench/CUDA_RESULTS.md, row 99).
   }
   // No request is cut: one fixed split, or a sized schedule of a batch that fills a wave.

@@ -13,12 +13,11 @@
 // piece of a request cut into several writes its normalised FP32 partial and lse to its slot, and
 // combine.cuh merges the slots. CTAs past the schedule's last piece (the launch sizes the grid by
 // a bound, the GPU computes the plan) return at once. For a batch the sized schedule may cut
-// (fewer requests than a wave's pieces) the CTAs size it themselves (the SizeHere instantiation,
-// split_plan.cuh's device functions) and CTA (0, 0) writes the plan for the combine; split_plan's
-// plan kernel, run before this one, makes it instead for a batch of more than split_plan::threads
-// requests that is still smaller than a wave. A plan made once by plan_decode and reused
-// (params::plan_reused) is read as the plan kernel's, each CTA first
-// checking its request's piece count against the current length (plan_matches). When the plan cuts
+// (fewer requests than a wave's pieces) the CTAs size it themselves (the SizeHere instantiation:
+// every warp runs split_plan.cuh's warp functions) and CTA (0, 0) writes the plan for the
+// combine. A plan made once by plan_decode (split_plan's plan kernel) and reused
+// (params::plan_reused) is read instead, each CTA first checking its request's piece count
+// against the current length (plan_matches). When the plan cuts
 // no request, piece b is request b (piece_of_cta, no search); when the host's bounds already say so
 // (params::whole_requests: a batch that fills a wave), no plan is made or read at all.
 //
@@ -140,8 +139,6 @@ inline constexpr int chunks = 9;
 inline constexpr int chunk_bytes = 64 * 128;
 inline constexpr int tile_bytes = chunks * chunk_bytes;
 inline constexpr int threads = 256;
-static_assert(threads == split_plan::threads,
-              "the kernel's CTAs run split_plan's CTA-wide functions when they size the schedule");
 
 /// Whether this build records phase times (AMLA_CUDA_PHASE_TIMES).
 inline constexpr bool phase_times_built = AMLA_CUDA_PHASE_TIMES != 0;
@@ -248,7 +245,7 @@ struct shared_storage {
   std::uint8_t kv[2][tile_bytes];
   frame_message msg_a[rows_per_cta];
   frame_message msg_b[rows_per_cta];
-  float l_part[2][rows_per_cta];  ///< the epilogue's l exchange; at the start, the plan's scratch
+  float l_part[2][rows_per_cta];  ///< the epilogue's l exchange
   std::uint64_t bar_q;
   std::uint64_t bar_kv[2][chunks];
 };
@@ -314,9 +311,6 @@ __device__ __forceinline__ void step_rows(const row_frame& f0, const row_frame& 
   }
 }
 
-static_assert(sizeof(shared_storage::l_part) >= split_plan::scratch_ints * sizeof(int),
-              "l_part holds split_plan's scratch while a CTA sizes the schedule");
-
 /// Dynamic shared memory to request. Its start is 1024-byte aligned (the 128-byte swizzle repeats
 /// every 1024 bytes and the descriptors assume aligned tiles; the kernel checks it).
 inline constexpr std::size_t smem_bytes = sizeof(shared_storage);
@@ -345,9 +339,9 @@ struct params {
   /// CTA checks its request's piece count against the current length (plan_matches).
   int plan_reused;
   /// The kernel that sizes the schedule itself (decode_kernel's SizeHere; a sized schedule of a
-  /// small batch that no plan kernel computed): every CTA sizes it for this many slots
-  /// (split_plan::search_piece_blocks, scan_plan) and CTA (0, 0) writes the plan for the combine
-  /// to plan_out and the three arrays below.
+  /// small batch): every warp of every CTA sizes it for this many slots
+  /// (split_plan::search_piece_blocks, scan_plan) and the first warp of CTA (0, 0) writes the plan
+  /// for the combine to plan_out and the three arrays below.
   int fused_plan_slots;
   split_plan::header* plan_out;
   std::int32_t* piece_prefix_out;
@@ -1030,12 +1024,12 @@ __global__ void __launch_bounds__(threads, 1)
   SplitPiece piece;
   if constexpr (SizeHere) {
     // The schedule sized here rather than by a plan kernel before this one, whose run the CTAs
-    // would wait for: each CTA finds its own piece; CTA (0, 0) also writes the plan.
-    int* scratch = reinterpret_cast<int*>(&sm.l_part[0][0]);
+    // would wait for: every warp finds its CTA's piece on its own (split_plan's functions are a
+    // warp's); the first warp of CTA (0, 0) also writes the plan.
     const SplitScheduleView v = p.schedule;
-    const int t = split_plan::search_piece_blocks(v, p.fused_plan_slots, scratch);
-    const bool writer = blockIdx.x == 0 && blockIdx.y == 0;
-    if (!split_plan::scan_plan(v, t, scratch, writer ? p.plan_out : nullptr, p.piece_prefix_out,
+    const int t = split_plan::search_piece_blocks(v, p.fused_plan_slots);
+    const bool writer = blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x < 32;
+    if (!split_plan::scan_plan(v, t, writer ? p.plan_out : nullptr, p.piece_prefix_out,
                                p.slot_prefix_out, p.split_list_out, static_cast<int>(blockIdx.y),
                                piece)) {
       return;  // past the last piece

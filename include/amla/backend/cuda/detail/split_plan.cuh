@@ -1,11 +1,12 @@
 // amla/backend/cuda/detail/split_plan.cuh: the sized split-KV schedule (problem/split_schedule.hpp)
 // computed on the GPU from the device's seqlens, so that decode() never copies them to the host:
-// one CTA finds the longest request, searches the piece length T (each thread a few candidates),
-// then sums the requests' pieces and slots and lists the requests the combine merges. Every
-// quantity is split_schedule's host-device arithmetic; only the reductions and prefix sums are
-// the GPU's. The search and the sums are device functions of one CTA (search_piece_blocks,
-// scan_plan) that plan_kernel runs, and so does each CTA of the Hopper decode kernel when it sizes
-// a small batch itself (no plan kernel before it to wait for).
+// one warp finds the longest request, searches the piece length T (a binary search over the
+// candidates), then sums the requests' pieces and slots and lists the requests the combine
+// merges. Every quantity is split_schedule's host-device arithmetic; only the reductions and
+// prefix sums are the GPU's. The search and the sums are device functions of one warp
+// (search_piece_blocks, scan_plan) that plan_kernel runs, and so does every warp of the Hopper
+// decode kernel's CTAs when they size a small batch themselves (no plan kernel before them to
+// wait for, no barrier between a warp's first read of the lengths and its piece).
 #pragma once
 
 #include "amla/backend/cuda/detail/check.cuh"
@@ -18,153 +19,127 @@
 
 namespace amla::cuda::detail::split_plan {
 
-inline constexpr int threads = 256;
-
 /// The scalars of a sized schedule, written by plan_kernel.
 struct header {
   int piece_blocks;        ///< T
   int num_split_requests;  ///< entries of split_list
 };
 
-/// Inclusive prefix sum of v over the CTA (`threads` threads); `total` gets the CTA's sum.
-/// scratch: threads / 32 elements of shared memory.
-__device__ __forceinline__ int block_inclusive_scan(int v, int* scratch, int& total) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  constexpr int warps = threads / 32;
+/// Every function below is one warp's: the 32 lanes of the calling warp call it together and get
+/// the same result, with no shared memory and no CTA barrier, so that each warp of a decode CTA
+/// sizes the schedule on its own. Lane i handles requests i, i + 32, ...
+inline constexpr unsigned full_warp = 0xffffffffu;
+
+/// Inclusive prefix sum of v over the warp's lanes.
+__device__ __forceinline__ int warp_inclusive_scan(int v, int lane) {
 #pragma unroll
   for (int o = 1; o < 32; o <<= 1) {
-    const int t = __shfl_up_sync(0xffffffffu, v, o);
+    const int t = __shfl_up_sync(full_warp, v, o);
     if (lane >= o) v += t;
   }
-  if (lane == 31) scratch[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    int w = lane < warps ? scratch[lane] : 0;
-#pragma unroll
-    for (int o = 1; o < warps; o <<= 1) {
-      const int t = __shfl_up_sync(0xffffffffu, w, o);
-      if (lane >= o) w += t;
-    }
-    if (lane < warps) scratch[lane] = w;
-  }
-  __syncthreads();
-  const int offset = warp > 0 ? scratch[warp - 1] : 0;
-  total = scratch[warps - 1];
-  __syncthreads();  // scratch is reused by the next scan
-  return v + offset;
-}
-
-/// min (max = false) or max of v over the CTA.
-__device__ __forceinline__ int block_extreme(int v, int* scratch, bool max) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const int t = __shfl_xor_sync(0xffffffffu, v, o);
-    v = max ? (t > v ? t : v) : (t < v ? t : v);
-  }
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  v = scratch[0];
-  for (int w = 1; w < threads / 32; ++w)
-    v = max ? (scratch[w] > v ? scratch[w] : v) : (scratch[w] < v ? scratch[w] : v);
-  __syncthreads();
   return v;
 }
 
-/// Shared memory the plan's device functions take: the reductions' scratch, then the piece found.
-inline constexpr int scratch_ints = threads / 32 + 4;
-
 /// T, the sized schedule's piece length for v's lengths and one wave of `slots` pieces
-/// (split_schedule.hpp): every thread of a CTA of `threads` threads calls it and gets T.
-__device__ __forceinline__ int search_piece_blocks(const SplitScheduleView& v, int slots,
-                                                   int* scratch) {
-  const int tid = threadIdx.x;
+/// (split_schedule.hpp, sized_piece_blocks). The host tries the candidates k = 1, 2, ... until
+/// their pieces overflow the wave; since a candidate's piece length never grows with k and a
+/// request's piece count never shrinks as its pieces get shorter, the candidates that fit are
+/// k = 1..K, and a binary search finds K.
+__device__ __forceinline__ int search_piece_blocks(const SplitScheduleView& v, int slots) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
   const auto blocks = [&](int b) { return split_schedule::blocks_of(v.seqlens[b], v.block_keys); };
-  int n_max = 0;
-  for (int b = tid; b < v.batch; b += threads) n_max = max(n_max, blocks(b));
-  n_max = block_extreme(n_max, scratch, true);
-  // T: the shortest candidate whose pieces fit the wave (k = 1 always does when batch < slots).
-  int t = max(1, n_max);
-  if (v.batch < slots) {
-    int best = split_schedule::candidate_blocks(n_max, 1);
-    for (int k = 1 + tid; k <= slots; k += threads) {
-      const int tk = split_schedule::candidate_blocks(n_max, k);
-      int pieces = 0;
-      for (int b = 0; b < v.batch && pieces <= slots; ++b) {
-        pieces += split_schedule::pieces_for(blocks(b), tk);
-      }
-      if (pieces <= slots) best = min(best, tk);
+  // The lane's first request's count, kept: at most 32 requests it is the only one.
+  const int n_first = lane < v.batch ? blocks(lane) : 0;
+  int n_max = n_first;
+  for (int b = lane + 32; b < v.batch; b += 32) n_max = max(n_max, blocks(b));
+  n_max = __reduce_max_sync(full_warp, n_max);
+  if (v.batch >= slots) return max(1, n_max);
+  // k = 1 fits (one piece per request, batch < slots); k = slots + 1 stands for "none beyond".
+  int lo = 1, hi = slots + 1;
+  while (hi - lo > 1) {
+    const int mid = lo + (hi - lo) / 2;
+    const int t = split_schedule::candidate_blocks(n_max, mid);
+    // Each lane's count stops at slots + 1 (any more overflows the wave too), so that the sum
+    // cannot overflow.
+    int pieces = lane < v.batch ? split_schedule::pieces_for(n_first, t) : 0;
+    for (int b = lane + 32; b < v.batch && pieces <= slots; b += 32) {
+      pieces += split_schedule::pieces_for(blocks(b), t);
     }
-    t = block_extreme(best, scratch, false);
+    pieces = static_cast<int>(
+        __reduce_add_sync(full_warp, static_cast<unsigned>(min(pieces, slots + 1))));
+    if (pieces <= slots) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
   }
-  return t;
+  return split_schedule::candidate_blocks(n_max, lo);
 }
 
-/// The prefix sums of the schedule with piece length t (every thread of the CTA calls it). With
-/// `out` (the plan's arrays, written by this CTA alone): piece_prefix[batch + 1],
-/// slot_prefix[batch + 1], the requests with slots in split_list and the header. With index >= 0:
-/// piece `index` of the schedule, as split_schedule::piece_at reads it from those arrays, into
-/// `piece`; returns false past the last piece.
-__device__ __forceinline__ bool scan_plan(const SplitScheduleView& v, int t, int* scratch,
-                                          header* out, std::int32_t* piece_prefix,
-                                          std::int32_t* slot_prefix, std::int32_t* split_list,
-                                          int index, SplitPiece& piece) {
-  const int tid = threadIdx.x;
-  int* found = scratch + threads / 32;  // request, piece within it, its pieces, its first slot
-  if (tid == 0) found[0] = -1;
-  int piece_carry = 0, slot_carry = 0, list_carry = 0;
-  if (out != nullptr && tid == 0) {
+/// The prefix sums of the schedule with piece length t. With `out` (the plan's arrays, written by
+/// this warp alone): piece_prefix[batch + 1], slot_prefix[batch + 1], the requests with slots in
+/// split_list and the header. With index >= 0: piece `index` of the schedule, as
+/// split_schedule::piece_at reads it from those arrays, into `piece`; returns false past the last
+/// piece.
+__device__ __forceinline__ bool scan_plan(const SplitScheduleView& v, int t, header* out,
+                                          std::int32_t* piece_prefix, std::int32_t* slot_prefix,
+                                          std::int32_t* split_list, int index, SplitPiece& piece) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  if (out != nullptr && lane == 0) {
     piece_prefix[0] = 0;
     slot_prefix[0] = 0;
   }
-  for (int base = 0; base < v.batch; base += threads) {
-    const int b = base + tid;
-    const int n = b < v.batch ? split_schedule::blocks_of(v.seqlens[b], v.block_keys) : 0;
-    const int k = b < v.batch ? split_schedule::pieces_for(n, t) : 0;
-    int piece_total, slot_total, list_total;
-    const int piece_incl = block_inclusive_scan(k, scratch, piece_total);
-    const int slot_incl = block_inclusive_scan(split_schedule::slots_for(k), scratch, slot_total);
-    const int list_incl = block_inclusive_scan(k > 1 ? 1 : 0, scratch, list_total);
-    if (b < v.batch) {
-      const int first_piece = piece_carry + piece_incl - k;
-      if (index >= first_piece && index < first_piece + k) {
-        found[0] = b;
-        found[1] = index - first_piece;
-        found[2] = k;
-        found[3] = slot_carry + slot_incl - split_schedule::slots_for(k);
-      }
-      if (out != nullptr) {
-        piece_prefix[b + 1] = piece_carry + piece_incl;
-        slot_prefix[b + 1] = slot_carry + slot_incl;
-        if (k > 1) split_list[list_carry + list_incl - 1] = b;
-      }
+  int piece_carry = 0, list_carry = 0;
+  bool found = false;
+  for (int base = 0; base < v.batch; base += 32) {
+    const int b = base + lane;
+    const bool in = b < v.batch;
+    const int n = in ? split_schedule::blocks_of(v.seqlens[b], v.block_keys) : 0;
+    const int k = in ? split_schedule::pieces_for(n, t) : 0;
+    const int cut = k > 1 ? 1 : 0;
+    const int piece_incl = piece_carry + warp_inclusive_scan(k, lane);
+    const int list_incl = list_carry + warp_inclusive_scan(cut, lane);
+    // Every request has a piece or more and only the cut ones have slots (one per piece), so the
+    // slots so far are the pieces so far less one per uncut request.
+    const int slot_incl = piece_incl - ((b + 1) - list_incl);
+    if (out != nullptr && in) {
+      piece_prefix[b + 1] = piece_incl;
+      slot_prefix[b + 1] = slot_incl;
+      if (cut) split_list[list_incl - 1] = b;
     }
-    piece_carry += piece_total;
-    slot_carry += slot_total;
-    list_carry += list_total;
+    const int first_piece = piece_incl - k;
+    const unsigned hit =
+        __ballot_sync(full_warp, in && index >= first_piece && index < piece_incl);
+    if (hit != 0) {
+      const int src = __ffs(hit) - 1;
+      const int hb = __shfl_sync(full_warp, b, src);
+      const int hn = __shfl_sync(full_warp, n, src);
+      const int hk = __shfl_sync(full_warp, k, src);
+      const int hfirst = __shfl_sync(full_warp, first_piece, src);
+      const int hslot = __shfl_sync(full_warp, slot_incl - split_schedule::slots_for(k), src);
+      piece = split_schedule::piece_of(hb, hn, hk, index - hfirst, hslot);
+      found = true;
+    }
+    piece_carry = __shfl_sync(full_warp, piece_incl, 31);
+    list_carry = __shfl_sync(full_warp, list_incl, 31);
+    if (found && out == nullptr) break;  // warp-uniform: the ballot is
   }
-  if (out != nullptr && tid == 0) *out = header{t, list_carry};
-  __syncthreads();
-  const int b = found[0];
-  if (b < 0) return false;
-  piece = split_schedule::piece_of(b, split_schedule::blocks_of(v.seqlens[b], v.block_keys),
-                                   found[2], found[1], found[3]);
-  return true;
+  if (out != nullptr && lane == 0) *out = header{t, list_carry};
+  return found;
 }
 
-/// One CTA of `threads` threads. v: a sized schedule's batch, block keys and device seqlens;
-/// slots: the pieces of one wave (split_schedule_bounds). Writes piece_prefix[batch + 1],
-/// slot_prefix[batch + 1], the requests with slots in split_list, and the header.
+/// One warp. v: a sized schedule's batch, block keys and device seqlens; slots: the pieces of one
+/// wave (split_schedule_bounds). Writes piece_prefix[batch + 1], slot_prefix[batch + 1], the
+/// requests with slots in split_list, and the header.
 /// A template (its argument unused), as hopper::sm90a_probe says why.
 template <int Unused = 0>
-__global__ void __launch_bounds__(threads)
+__global__ void __launch_bounds__(32)
     plan_kernel(SplitScheduleView v, int slots, header* out, std::int32_t* piece_prefix,
                 std::int32_t* slot_prefix, std::int32_t* split_list) {
-  __shared__ int scratch[scratch_ints];
   ptx::griddep_wait();
-  const int t = search_piece_blocks(v, slots, scratch);
+  const int t = search_piece_blocks(v, slots);
   SplitPiece unused;
-  scan_plan(v, t, scratch, out, piece_prefix, slot_prefix, split_list, -1, unused);
+  scan_plan(v, t, out, piece_prefix, slot_prefix, split_list, -1, unused);
 }
 
 /// The sized schedule of `batch` device seqlens as plan_kernel computes it, copied back into a
@@ -187,7 +162,7 @@ inline SplitSchedule plan_to_host(const std::int32_t* seqlens, int batch, int ro
   v.batch = batch;
   v.block_keys = o.block_keys;
   v.seqlens = seqlens;
-  plan_kernel<><<<1, threads, 0, stream>>>(v, bounds.slots, h, pieces, slots, list);
+  plan_kernel<><<<1, 32, 0, stream>>>(v, bounds.slots, h, pieces, slots, list);
   AMLA_CUDA_CHECK_LAUNCH("amla::cuda::detail::split_plan::plan_kernel");
   SplitSchedule s;
   header hh{};
