@@ -40,38 +40,51 @@ __device__ __forceinline__ int warp_inclusive_scan(int v, int lane) {
   return v;
 }
 
+/// The KV blocks of request b: split_schedule::blocks_of in 32-bit unsigned arithmetic, the same
+/// for every valid length (0 <= seqlen < 2^31) and a short division instead of a 64-bit one.
+__device__ __forceinline__ int blocks_at(const SplitScheduleView& v, int b) {
+  const unsigned len = static_cast<unsigned>(v.seqlens[b]);
+  const unsigned bk = static_cast<unsigned>(v.block_keys);
+  const unsigned q = len / bk;
+  return static_cast<int>(q + (len - q * bk != 0u ? 1u : 0u));
+}
+
 /// T, the sized schedule's piece length for v's lengths and one wave of `slots` pieces
 /// (split_schedule.hpp, sized_piece_blocks). The host tries the candidates k = 1, 2, ... until
 /// their pieces overflow the wave; since a candidate's piece length never grows with k and a
 /// request's piece count never shrinks as its pieces get shorter, the candidates that fit are
-/// k = 1..K, and a binary search finds K.
+/// k = 1..K. The warp finds K by trying 32 candidates at once, one a lane, spread over the range
+/// left (one round for a wave of up to 33 pieces, two up to 1057).
 __device__ __forceinline__ int search_piece_blocks(const SplitScheduleView& v, int slots) {
   const int lane = static_cast<int>(threadIdx.x % 32);
-  const auto blocks = [&](int b) { return split_schedule::blocks_of(v.seqlens[b], v.block_keys); };
-  // The lane's first request's count, kept: at most 32 requests it is the only one.
-  const int n_first = lane < v.batch ? blocks(lane) : 0;
-  int n_max = n_first;
-  for (int b = lane + 32; b < v.batch; b += 32) n_max = max(n_max, blocks(b));
+  // Lane i keeps request i's count: the candidates read the first 32 requests' by shuffles.
+  const int n_own = lane < v.batch ? blocks_at(v, lane) : 0;
+  int n_max = n_own;
+  for (int b = lane + 32; b < v.batch; b += 32) n_max = max(n_max, blocks_at(v, b));
   n_max = __reduce_max_sync(full_warp, n_max);
   if (v.batch >= slots) return max(1, n_max);
+  const int first = min(v.batch, 32);
   // k = 1 fits (one piece per request, batch < slots); k = slots + 1 stands for "none beyond".
   int lo = 1, hi = slots + 1;
   while (hi - lo > 1) {
-    const int mid = lo + (hi - lo) / 2;
-    const int t = split_schedule::candidate_blocks(n_max, mid);
-    // Each lane's count stops at slots + 1 (any more overflows the wave too), so that the sum
-    // cannot overflow.
-    int pieces = lane < v.batch ? split_schedule::pieces_for(n_first, t) : 0;
-    for (int b = lane + 32; b < v.batch && pieces <= slots; b += 32) {
-      pieces += split_schedule::pieces_for(blocks(b), t);
+    const int step = (hi - lo - 1 + 31) / 32;  // lane i tries lo + 1 + i * step, if below hi
+    const int k = lo + 1 + lane * step;
+    // Every lane runs the shuffles, so a lane past hi counts a candidate it then ignores.
+    const int t = split_schedule::candidate_blocks(n_max, min(k, hi - 1));
+    int pieces = 0;
+    for (int b = 0; b < first; ++b) {
+      pieces += split_schedule::pieces_for(__shfl_sync(full_warp, n_own, b), t);
     }
-    pieces = static_cast<int>(
-        __reduce_add_sync(full_warp, static_cast<unsigned>(min(pieces, slots + 1))));
-    if (pieces <= slots) {
-      lo = mid;
-    } else {
-      hi = mid;
+    // Past 32 requests the count stops once it overflows the wave (an int holds 32 counts of at
+    // most 2^25 pieces each, and the wave's slots more).
+    for (int b = 32; b < v.batch && pieces <= slots; ++b) {
+      pieces += split_schedule::pieces_for(blocks_at(v, b), t);
     }
+    // The lanes that fit are a prefix: lanes 0..j-1.
+    const int j = __popc(__ballot_sync(full_warp, k < hi && pieces <= slots));
+    const int base = lo;
+    if (j > 0) lo = base + 1 + (j - 1) * step;
+    hi = min(hi, base + 1 + j * step);
   }
   return split_schedule::candidate_blocks(n_max, lo);
 }
@@ -94,7 +107,7 @@ __device__ __forceinline__ bool scan_plan(const SplitScheduleView& v, int t, hea
   for (int base = 0; base < v.batch; base += 32) {
     const int b = base + lane;
     const bool in = b < v.batch;
-    const int n = in ? split_schedule::blocks_of(v.seqlens[b], v.block_keys) : 0;
+    const int n = in ? blocks_at(v, b) : 0;
     const int k = in ? split_schedule::pieces_for(n, t) : 0;
     const int cut = k > 1 ? 1 : 0;
     const int piece_incl = piece_carry + warp_inclusive_scan(k, lane);
