@@ -72,9 +72,6 @@ __device__ __forceinline__ int search_piece_blocks(const SplitScheduleView& v, i
     // Every lane runs the shuffles, so a lane past hi counts a candidate it then ignores.
     const int t = split_schedule::candidate_blocks(n_max, min(k, hi - 1));
     int pieces = 0;
-    // Unrolled, so that the requests' shuffles and divisions overlap instead of running one
-    // after another (a timing build put 16 requests at about 2 us rolled).
-#pragma unroll 8
     for (int b = 0; b < first; ++b) {
       pieces += split_schedule::pieces_for(__shfl_sync(full_warp, n_own, b), t);
     }
