@@ -287,10 +287,10 @@ void phase_report(const ac::CudaDecodeOptions& base, int batch, int s_q, int s_k
   AMLA_CUDA_CHECK(cudaMalloc(&rec, words * sizeof(std::uint64_t)));
   opt.phase_times = rec;
   std::vector<std::uint64_t> host(words);
-  const char* names[hk::phase_count] = {
-      "entry",        "barriers init", "griddep_wait",  "piece found",   "loads issued",
-      "Q landed",     "first S_A",     "loop end WG0",  "loop end WG1",  "epilogue sync",
-      "stores issued", "stores done"};
+  const char* names[hk::phase_count] = {"entry",         "barriers init", "griddep_wait",
+                                        "piece found",   "loads issued",  "Q landed",
+                                        "first S_A",     "loop end WG0",  "loop end WG1",
+                                        "epilogue sync", "stores issued", "stores done"};
   Figures fig;
   // The block loop's trace (hopper_kernel.cuh, trace_wg0 and trace_wg1): every traced pair's
   // events in cycles after that pair's WG0 loop top; the pair's period; and for each chunk of

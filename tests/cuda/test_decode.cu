@@ -1506,7 +1506,7 @@ void schedule_checks(std::mt19937_64& rng, cudaStream_t stream) {
   std::printf(
       "  60 random batches (up to 3000 requests, a third of them on up to 8192 SMs): %d plans "
       "differ from the CPU's\n",
-              mismatches);
+      mismatches);
   EXPECT(mismatches == 0, "%d GPU plans differ from the CPU schedule", mismatches);
   // The balance of the benchmark's shapes on this GPU (row blocks: s_q * 128 / 64).
   struct Shape {

@@ -549,8 +549,8 @@ void launch_ex(void (*kernel)(Params...), dim3 grid, int block, std::size_t smem
 /// pieces into the plan arrays `a`.
 inline void launch_plan_kernel(const SplitScheduleView& v, int slots, const plan_arrays& a,
                                cudaStream_t stream) {
-  launch_ex(split_plan::plan_kernel<>, dim3(1), 32, 0, false, stream, v, slots,
-            a.header, a.piece_prefix, a.slot_prefix, a.split_list);
+  launch_ex(split_plan::plan_kernel<>, dim3(1), 32, 0, false, stream, v, slots, a.header,
+            a.piece_prefix, a.slot_prefix, a.split_list);
 }
 
 template <rescale_mode Mode>

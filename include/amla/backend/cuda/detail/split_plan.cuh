@@ -121,8 +121,7 @@ __device__ __forceinline__ bool scan_plan(const SplitScheduleView& v, int t, hea
       if (cut) split_list[list_incl - 1] = b;
     }
     const int first_piece = piece_incl - k;
-    const unsigned hit =
-        __ballot_sync(full_warp, in && index >= first_piece && index < piece_incl);
+    const unsigned hit = __ballot_sync(full_warp, in && index >= first_piece && index < piece_incl);
     if (hit != 0) {
       const int src = __ffs(hit) - 1;
       const int hb = __shfl_sync(full_warp, b, src);
