@@ -273,20 +273,6 @@ __device__ __forceinline__ frame_step select_step(bool c, const frame_step& a,
   return r;
 }
 
-/// AMLA's step of a row whose max did not move (m == f.m, so neither is NaN), as step_frame makes
-/// it bit for bit: a row that has seen a key keeps its frame and scalars (P scaled by its S16)
-/// and adds unmoved_k; one that has seen none stays empty (no add, no scale).
-__device__ __forceinline__ frame_step unmoved_step(const row_frame& f, float m, float s16,
-                                                   std::int32_t unmoved_k) {
-  frame_step st;
-  st.next.m = m;
-  const bool started = f.m != neg_inf_f;
-  st.l_scale = started ? fast_exp2(f.m - m) : 1.0f;
-  st.o_add = started ? unmoved_k : 0;
-  st.p_scale = started ? s16 : 1.0f;
-  return st;
-}
-
 /// The frame steps of this thread's two rows r0 (st0) and r1 (st1) to the running maxima m0, m1
 /// (>= the old ones). The four threads of a quad hold the same two rows, so in AMLA mode each row's
 /// scalars and k (the moved step's exp2, BF16 rounding and two divisions) are computed by half of
@@ -296,14 +282,13 @@ __device__ __forceinline__ frame_step unmoved_step(const row_frame& f, float m, 
 /// block, not once per row, with the same values bit for bit. prev_own: the own row's previous
 /// scalars; own receives its new ones. `mine` is the own row's step (st1 if upper, else st0). The
 /// standard mode steps both rows (an exp2 each). unmoved_k: amla_unmoved_k(step), computed once
-/// by the kernel. s16_0, s16_1: the S16 of rows r0 and r1's previous frames (read where f0.m,
-/// f1.m are finite: anything elsewhere), for AMLA's unmoved step.
+/// by the kernel.
 template <rescale_mode Mode>
 __device__ __forceinline__ void step_rows(const row_frame& f0, const row_frame& f1, float m0,
                                           float m1, bool upper, const amla_scalars& prev_own,
                                           amla_scalars& own, const amla_step_options& step,
-                                          std::int32_t unmoved_k, float s16_0, float s16_1,
-                                          frame_step& st0, frame_step& st1, frame_step& mine) {
+                                          std::int32_t unmoved_k, frame_step& st0, frame_step& st1,
+                                          frame_step& mine) {
   if constexpr (Mode == rescale_mode::standard) {
     amla_scalars none;
     st0 = step_frame<Mode>(f0, amla_scalars{}, m0, none, step);
@@ -311,15 +296,6 @@ __device__ __forceinline__ void step_rows(const row_frame& f0, const row_frame& 
     own = amla_scalars{};
     mine = select_step(upper, st1, st0);
   } else {
-    // Where no row of the warp moved (most blocks once the rows have seen a few), the step keeps
-    // each row's scalars: no AMLA arithmetic and no exchange with the partner lane.
-    if (__all_sync(0xffffffffu, m0 == f0.m && m1 == f1.m)) {
-      st0 = unmoved_step(f0, m0, s16_0, unmoved_k);
-      st1 = unmoved_step(f1, m1, s16_1, unmoved_k);
-      own = prev_own;
-      mine = select_step(upper, st1, st0);
-      return;
-    }
     mine = step_frame<Mode>(row_frame{upper ? f1.m : f0.m}, prev_own, upper ? m1 : m0, own, step,
                             unmoved_k);
     // The other row: its frame and l scale as the standard step has them (no AMLA scalars), its
@@ -1116,8 +1092,7 @@ __global__ void __launch_bounds__(threads, 1)
         frame_step sa0, sa1, sa_own;
         step_rows<Mode>(f0, f1, max_nan(f0.m, mx0), max_nan(f1.m, mx1), upper,
                         scalars_of<Mode>(row_frame{upper ? f1.m : f0.m}, sm.msg_b[r_own]), fa, step,
-                        unmoved_k, sm.msg_b[r0].scalars.s16, sm.msg_b[r1].scalars.s16, sa0, sa1,
-                        sa_own);
+                        unmoved_k, sa0, sa1, sa_own);
         if ((quad & 1) == 0) {
           sm.msg_a[r_own] = frame_message{sa_own.next, sa_own.o_scale, sa_own.o_add, fa};
         }
@@ -1210,8 +1185,8 @@ __global__ void __launch_bounds__(threads, 1)
             sb_own{row_frame{upper ? ma1.frame.m : ma0.frame.m}};
         if (has_b) {
           step_rows<Mode>(ma0.frame, ma1.frame, max_nan(ma0.frame.m, mx0),
-                          max_nan(ma1.frame.m, mx1), upper, fa_own, fb, step, unmoved_k,
-                          ma0.scalars.s16, ma1.scalars.s16, sb0, sb1, sb_own);
+                          max_nan(ma1.frame.m, mx1), upper, fa_own, fb, step, unmoved_k, sb0, sb1,
+                          sb_own);
         }
         if ((quad & 1) == 0) {
           sm.msg_b[r_own] = frame_message{sb_own.next, sb_own.o_scale, sb_own.o_add, fb};
