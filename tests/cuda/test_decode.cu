@@ -1376,6 +1376,60 @@ void safe_add_patterns(cudaStream_t stream) {
   }
 }
 
+/// numeric/amla_step.hpp's div_rn_unit against div.rn (__fdiv_rn) on every operand its callers
+/// pass: (0) S16 / S32 and (1) S32 / S16 for every FP32 S32 in [0.5, 2), S16 its BF16 rounding;
+/// (2) a / b for every pair of FP32 values within 2^-8 of 1 (the c of two frames), and a NaN
+/// operand on either side (NaN). counts[c]:
+/// quotients whose bits differ; first[c]: the operands' patterns of one.
+__global__ void div_rn_unit_kernel(unsigned long long* counts, std::uint32_t* first) {
+  namespace ad = amla::detail;
+  const auto check = [&](float x, float y, int c) {
+    if (__float_as_uint(ad::div_rn_unit(x, y)) != __float_as_uint(__fdiv_rn(x, y))) {
+      atomicAdd(&counts[c], 1ull);
+      first[2 * c] = __float_as_uint(x);
+      first[2 * c + 1] = __float_as_uint(y);
+    }
+  };
+  if (blockIdx.x == 0 && threadIdx.x == 0) {  // a NaN operand gives NaN
+    const float nan = __uint_as_float(0x7FC00000u);
+    if (!isnan(ad::div_rn_unit(nan, 1.0f)) || !isnan(ad::div_rn_unit(1.0f, nan))) {
+      atomicAdd(&counts[2], 1ull);
+    }
+  }
+  const std::uint32_t half = __float_as_uint(0.5f), unit = 1u << 24;  // [0.5, 2): two binades
+  for (std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < unit;
+       i += gridDim.x * blockDim.x) {
+    const float s32 = __uint_as_float(half + i), s16 = amla::round_bf16_finite(s32);
+    check(s16, s32, 0);
+    check(s32, s16, 1);
+  }
+  const std::uint32_t lo = __float_as_uint(1.0f - 0x1p-8f), hi = __float_as_uint(1.0f + 0x1p-8f);
+  for (std::uint32_t a = lo + blockIdx.x; a <= hi; a += gridDim.x) {
+    for (std::uint32_t b = lo + threadIdx.x; b <= hi; b += blockDim.x) {
+      check(__uint_as_float(a), __uint_as_float(b), 2);
+    }
+  }
+}
+
+/// div_rn_unit on every operand of the AMLA scalars' divisions, bit for bit against div.rn.
+void div_rn_unit_operands(cudaStream_t stream) {
+  std::printf("== AMLA's compensation division against div.rn\n");
+  const char* what[3] = {"S16 / S32", "S32 / S16", "c / c'"};
+  DeviceBuffer<unsigned long long> counts(3);
+  DeviceBuffer<std::uint32_t> first(6);
+  AMLA_CUDA_CHECK(cudaMemsetAsync(counts.ptr, 0, 3 * sizeof(unsigned long long), stream));
+  div_rn_unit_kernel<<<4096, 256, 0, stream>>>(counts.ptr, first.ptr);
+  AMLA_CUDA_CHECK_LAUNCH("div_rn_unit_kernel");
+  sync_or_die(stream, 120, "div_rn_unit_kernel");
+  const std::vector<unsigned long long> n = counts.download();
+  const std::vector<std::uint32_t> f = first.download();
+  for (int c = 0; c < 3; ++c) {
+    const auto cu = static_cast<std::size_t>(c);
+    EXPECT(n[cu] == 0, "div_rn_unit: %llu quotients %s differ from div.rn (e.g. 0x%08x / 0x%08x)",
+           n[cu], what[c], f[2 * cu], f[2 * cu + 1]);
+  }
+}
+
 /// The Hopper kernel's safe rescale of a warp's accumulators (hopper::rescale_rows, safe form):
 /// a warp whose every element lies at or above its row's window low end takes the raw add, any
 /// other warp the three-instruction form. Against amla_add_flush on each element, bit for bit:
@@ -1662,6 +1716,7 @@ int run_gpu(bool quick) {
   std::mt19937_64 rng(seed0);
   schedule_checks(rng, stream);
   safe_add_patterns(stream);
+  div_rn_unit_operands(stream);
   safe_rescale_rows(stream);
   hostile_checks(stream);
   golden_checks(quick, rng, stream);
