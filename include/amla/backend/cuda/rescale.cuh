@@ -97,6 +97,12 @@ __host__ __device__ constexpr amla_step_options amla_kernel_step(bool skip_unmov
   return o;
 }
 
+/// amla_scalars_log2 of a max that has seen a key (m != -inf; for -inf the scalars are NaN).
+__device__ __forceinline__ amla_scalars amla_scalars_log2_seen(float m) {
+  const float n = rintf(-m);
+  return amla_scalars_of(n, exp2f(__fadd_rn(n, m)), amla_kernel_step(false));
+}
+
 }  // namespace detail
 
 /// AMLA's scalars of a base-2 running max m: n = rint(-m) (nearest even), S32 = exp2(n + m) (the
@@ -105,8 +111,7 @@ __host__ __device__ constexpr amla_step_options amla_kernel_step(bool skip_unmov
 /// n = 0, S16 = S32 = c = 1.
 __device__ __forceinline__ amla_scalars amla_scalars_log2(float m) {
   if (m == detail::neg_inf_f) return amla_scalars{};
-  const float n = rintf(-m);
-  return amla_scalars_of(n, exp2f(__fadd_rn(n, m)), detail::amla_kernel_step(false));
+  return detail::amla_scalars_log2_seen(m);
 }
 
 namespace detail {
@@ -128,9 +133,11 @@ __device__ __forceinline__ std::int32_t amla_unmoved_k(const amla_step_options& 
 /// `old_scalars` are amla_scalars_log2(old.m) (the defaults for a frame that has seen no key), as
 /// the step that made `old` returned them in `scalars`, which receives those of the new frame. When
 /// the max does not move they are the old ones and k is `unmoved_k`, amla_unmoved_k(step), the
-/// same values bit for bit: a kernel computes it once, outside its block loop (the compiler does
-/// not hoist the division in it out of the branch that needs it). `step` is
-/// amla_kernel_step(skip_unmoved). The standard mode ignores the AMLA arguments.
+/// same values bit for bit, which a kernel computes once, outside its block loop. `step` is
+/// amla_kernel_step(skip_unmoved). The standard mode ignores the AMLA arguments. Both modes run
+/// without a branch: the Hopper kernel's block loop loses more to a branch here (which confines the
+/// scheduling of the code around it) than to the moved step's arithmetic done on every block and
+/// discarded where the max did not move (bench/CUDA_RESULTS.md).
 template <rescale_mode Mode>
 __device__ __forceinline__ frame_step step_frame(const row_frame& old,
                                                  const amla_scalars& old_scalars, float m_new,
@@ -151,18 +158,23 @@ __device__ __forceinline__ frame_step step_frame(const row_frame& old,
     st.next.m = seen ? m_new : old.m;
     return st;
   } else {
-    if (m_new == detail::neg_inf_f) {  // still no visible key: nothing changes, O and l are 0
-      st.next = old;
-      return st;
-    }
-    st.l_scale = started ? detail::fast_exp2(old.m - m_new) : 0.0f;
-    st.next.m = m_new;
-    const bool moved = m_new != old.m;
-    if (moved) scalars = amla_scalars_log2(m_new);
-    st.p_scale = scalars.s16;
-    if (started) {
-      st.o_add = moved ? amla_step_between(old_scalars, scalars, step).k : unmoved_k;
-    }
+    // A row with still no visible key (m_new = -inf) keeps its frame, scalars and factors 1 and
+    // gets no add (O and l are 0), as does one that has seen none before this step; a moved max
+    // (NaN included) takes the new scalars and their k, an unmoved one keeps the old with
+    // unmoved_k. The moved step's values are computed in every case and selected.
+    const bool seen = m_new != detail::neg_inf_f;
+    const bool moved = seen && m_new != old.m;
+    const amla_scalars fresh = detail::amla_scalars_log2_seen(m_new);
+    const std::int32_t k = amla_step_between(old_scalars, fresh, step).k;
+    scalars.n = moved ? fresh.n : old_scalars.n;
+    scalars.s32 = moved ? fresh.s32 : old_scalars.s32;
+    scalars.s16 = moved ? fresh.s16 : old_scalars.s16;
+    scalars.c = moved ? fresh.c : old_scalars.c;
+    const float f = started ? detail::fast_exp2(old.m - m_new) : 0.0f;
+    st.l_scale = seen ? f : 1.0f;
+    st.next.m = seen ? m_new : old.m;
+    st.p_scale = seen ? scalars.s16 : 1.0f;
+    st.o_add = (seen && started) ? (moved ? k : unmoved_k) : 0;
   }
   return st;
 }
