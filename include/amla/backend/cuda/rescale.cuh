@@ -126,18 +126,6 @@ __device__ __forceinline__ std::int32_t amla_unmoved_k(const amla_step_options& 
 
 }  // namespace detail
 
-/// AMLA's add for a row's step from frame (m_old, s_old) to (m_new, s_new), the scalars of those
-/// frames, as step_frame gives it: none for a row that has seen no key before or after the step,
-/// unmoved_k where the max did not move, else amla_step_between's k.
-__device__ __forceinline__ std::int32_t amla_add_between(float m_old, const amla_scalars& s_old,
-                                                         float m_new, const amla_scalars& s_new,
-                                                         const amla_step_options& step,
-                                                         std::int32_t unmoved_k) {
-  const bool seen = m_new != detail::neg_inf_f, started = m_old != detail::neg_inf_f;
-  const std::int32_t k = amla_step_between(s_old, s_new, step).k;
-  return (seen && started) ? (m_new != m_old ? k : unmoved_k) : 0;
-}
-
 /// The step from frame `old` to running max `m_new` (>= old.m) in the given mode. Mirrors, per
 /// row, attention/online_softmax.hpp (standard) and attention/amla.hpp (AMLA: amla_scalars_log2
 /// for both frames, then numeric/amla_step.hpp's amla_step_between for k; a row that has seen no
@@ -177,6 +165,7 @@ __device__ __forceinline__ frame_step step_frame(const row_frame& old,
     const bool seen = m_new != detail::neg_inf_f;
     const bool moved = seen && m_new != old.m;
     const amla_scalars fresh = detail::amla_scalars_log2_seen(m_new);
+    const std::int32_t k = amla_step_between(old_scalars, fresh, step).k;
     scalars.n = moved ? fresh.n : old_scalars.n;
     scalars.s32 = moved ? fresh.s32 : old_scalars.s32;
     scalars.s16 = moved ? fresh.s16 : old_scalars.s16;
@@ -185,7 +174,7 @@ __device__ __forceinline__ frame_step step_frame(const row_frame& old,
     st.l_scale = seen ? f : 1.0f;
     st.next.m = seen ? m_new : old.m;
     st.p_scale = seen ? scalars.s16 : 1.0f;
-    st.o_add = amla_add_between(old.m, old_scalars, m_new, fresh, step, unmoved_k);
+    st.o_add = (seen && started) ? (moved ? k : unmoved_k) : 0;
   }
   return st;
 }

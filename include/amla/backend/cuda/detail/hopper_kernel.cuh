@@ -282,9 +282,8 @@ __device__ __forceinline__ frame_step select_step(bool c, const frame_step& a,
 /// block, not once per row, with the same values bit for bit. prev_own: the own row's previous
 /// scalars; own receives its new ones. `mine` is the own row's step (st1 if upper, else st0). The
 /// standard mode steps both rows (an exp2 each). unmoved_k: amla_unmoved_k(step), computed once
-/// by the kernel. Without WithAdd the adds of st0 and st1 are left unset (AMLA mode: the caller
-/// computes them later, add_of_step_b).
-template <rescale_mode Mode, bool WithAdd = true>
+/// by the kernel.
+template <rescale_mode Mode>
 __device__ __forceinline__ void step_rows(const row_frame& f0, const row_frame& f1, float m0,
                                           float m1, bool upper, const amla_scalars& prev_own,
                                           amla_scalars& own, const amla_step_options& step,
@@ -305,25 +304,11 @@ __device__ __forceinline__ void step_rows(const row_frame& f0, const row_frame& 
     frame_step other = step_frame<rescale_mode::standard>(
         row_frame{upper ? f0.m : f1.m}, amla_scalars{}, upper ? m0 : m1, none, step);
     other.o_scale = 1.0f;
-    if constexpr (WithAdd) other.o_add = __shfl_xor_sync(0xffffffffu, mine.o_add, 2);
+    other.o_add = __shfl_xor_sync(0xffffffffu, mine.o_add, 2);
     other.p_scale = __shfl_xor_sync(0xffffffffu, mine.p_scale, 2);
     st0 = select_step(upper, other, mine);
     st1 = select_step(upper, mine, other);
   }
-}
-
-/// Frame B's adds of this thread's rows r0 (st0) and r1 (st1) in AMLA mode: the own row's (r1 if
-/// upper, else r0) from its frames A (m_a, s_a) and B (m_b, s_b), the other row's from lane ^ 2,
-/// which holds the same rows and computed that one; the values step_rows gives.
-__device__ __forceinline__ void add_of_step_b(frame_step& st0, frame_step& st1, float m_a,
-                                              const amla_scalars& s_a, float m_b,
-                                              const amla_scalars& s_b, bool upper,
-                                              const amla_step_options& step,
-                                              std::int32_t unmoved_k) {
-  const std::int32_t own = amla_add_between(m_a, s_a, m_b, s_b, step, unmoved_k);
-  const std::int32_t other = __shfl_xor_sync(0xffffffffu, own, 2);
-  st0.o_add = upper ? other : own;
-  st1.o_add = upper ? own : other;
 }
 
 /// Dynamic shared memory to request. Its start is 1024-byte aligned (the 128-byte swizzle repeats
@@ -1145,14 +1130,8 @@ __global__ void __launch_bounds__(threads, 1)
         // moved to frame B while WG1 computes P_B ----
         ptx::bar_sync(bar_frame_b, 256);
         const frame_message mb0 = sm.msg_b[r0], mb1 = sm.msg_b[r1];
-        frame_step sb0{mb0.frame, mb0.o_scale, mb0.o_add, 1.0f, 1.0f};
-        frame_step sb1{mb1.frame, mb1.o_scale, mb1.o_add, 1.0f, 1.0f};
-        if constexpr (Mode == rescale_mode::amla) {
-          if (has_b) {
-            add_of_step_b(sb0, sb1, sa_own.next.m, fa, upper ? mb1.frame.m : mb0.frame.m,
-                          sm.msg_b[r_own].scalars, upper, step, unmoved_k);
-          }
-        }
+        const frame_step sb0{mb0.frame, mb0.o_scale, mb0.o_add, 1.0f, 1.0f};
+        const frame_step sb1{mb1.frame, mb1.o_scale, mb1.o_add, 1.0f, 1.0f};
         if (has_b) rescale_rows<Mode, SafeAdd>(o, sb0, sb1);
         trace(tr, tr0_pv_b_rescaled);
         ptx::bar_sync(bar_p_b, 256);
@@ -1205,14 +1184,12 @@ __global__ void __launch_bounds__(threads, 1)
         frame_step sb0{ma0.frame}, sb1{ma1.frame},
             sb_own{row_frame{upper ? ma1.frame.m : ma0.frame.m}};
         if (has_b) {
-          step_rows<Mode, false>(ma0.frame, ma1.frame, max_nan(ma0.frame.m, mx0),
-                                 max_nan(ma1.frame.m, mx1), upper, fa_own, fb, step, unmoved_k, sb0,
-                                 sb1, sb_own);
+          step_rows<Mode>(ma0.frame, ma1.frame, max_nan(ma0.frame.m, mx0),
+                          max_nan(ma1.frame.m, mx1), upper, fa_own, fb, step, unmoved_k, sb0, sb1,
+                          sb_own);
         }
         if ((quad & 1) == 0) {
-          // No k: each warpgroup computes frame B's add of its own rows where it needs it, off
-          // WG1's path from S_B to P_B (amla_add_between; 0 in the standard mode).
-          sm.msg_b[r_own] = frame_message{sb_own.next, sb_own.o_scale, 0, fb};
+          sm.msg_b[r_own] = frame_message{sb_own.next, sb_own.o_scale, sb_own.o_add, fb};
         }
         ptx::bar_arrive(bar_frame_b, 256);  // WG0 may move O_L to frame B
         float sum0 = 0.0f, sum1 = 0.0f;
@@ -1258,10 +1235,6 @@ __global__ void __launch_bounds__(threads, 1)
         // ---- WG1: O_R = step_B(O_R) + P_B V_B[:, R] (P_B from shared memory; the barrier
         // above ordered all four warps' rows of it) ----
         if (has_b) {
-          if constexpr (Mode == rescale_mode::amla) {
-            add_of_step_b(sb0, sb1, upper ? ma1.frame.m : ma0.frame.m, fa_own, sb_own.next.m, fb,
-                          upper, step, unmoved_k);
-          }
           pv_step<Mode, SafeAdd>(o, sb0, sb1, sm.kv[1], 4, kb_b, pr, bar_wg1, tid_wg, false, tr,
                                  tr1_pv_b_rescaled);
           trace(tr, tr1_pv_b_issued);
