@@ -164,7 +164,8 @@ AMLA_HOST_DEVICE constexpr float amla_big_n(float dn, float eps,
 
 /// S16 and c from n and S32, whatever unit produced them (the file comment). S16 is S32 rounded
 /// to BF16 with numeric/bf16.hpp's nearest-even add (round_bf16_finite); c follows the
-/// compensation reading.
+/// compensation reading. On the device s32 must lie in [0.5, 2], as amla_scalars_ln and the CUDA
+/// backend's amla_scalars_log2 give it (div_rn_unit's operands).
 /// Example: S32 = 1.35914087f (e / 2) gives S16 = 1.359375f (pattern 0x3FAE0000) and, with
 /// appendix_a, c = S16 / S32 = 1.00017226f (pattern 0x3F8005A5).
 AMLA_HOST_DEVICE constexpr amla_scalars amla_scalars_of(float n, float s32,
