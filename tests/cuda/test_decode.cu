@@ -1379,8 +1379,8 @@ void safe_add_patterns(cudaStream_t stream) {
 /// numeric/amla_step.hpp's div_rn_unit against div.rn (__fdiv_rn) on every operand its callers
 /// pass: (0) S16 / S32 and (1) S32 / S16 for every FP32 S32 in [0.5, 2), S16 its BF16 rounding;
 /// (2) a / b for every pair of FP32 values within 2^-8 of 1 (the c of two frames), and a NaN
-/// operand on either side (NaN). counts[c]:
-/// quotients whose bits differ; first[c]: the operands' patterns of one.
+/// operand on either side (NaN). counts[c]: quotients whose bits differ; first[2c], first[2c + 1]:
+/// the operands' patterns of one.
 __global__ void div_rn_unit_kernel(unsigned long long* counts, std::uint32_t* first) {
   namespace ad = amla::detail;
   const auto check = [&](float x, float y, int c) {

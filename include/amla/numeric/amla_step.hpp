@@ -135,12 +135,11 @@ AMLA_HOST_DEVICE constexpr float div_rn(float a, float b) noexcept {
 }
 
 /// a / b rounded to nearest for the compensation's operands: S16 over S32 of one frame or the
-/// reverse (both in [0.5, 2]), and one frame's c over another's (both within 2^-8 of 1); a NaN
+/// reverse (both in [0.5, 2)), and one frame's c over another's (both within 2^-8 of 1); a NaN
 /// operand gives NaN. On the device without div.rn's slow path, whose subroutine call in a
 /// kernel's block loop costs the code around it more than the division: the reciprocal refined by
-/// one Newton step, then two corrections by the exact remainder (FMA), the sequence of div.rn's
-/// fast path, which rounds correctly for operands of these magnitudes (cuda_decode's gpu test
-/// compares it with div.rn on every such operand).
+/// one Newton step, then two corrections by the exact remainder (FMA). That equals div.rn on every
+/// such operand (cuda_decode's gpu test compares all of them); outside these ranges it may not.
 AMLA_HOST_DEVICE constexpr float div_rn_unit(float a, float b) noexcept {
 #if defined(__CUDA_ARCH__)
   float r;
@@ -164,7 +163,7 @@ AMLA_HOST_DEVICE constexpr float amla_big_n(float dn, float eps,
 
 /// S16 and c from n and S32, whatever unit produced them (the file comment). S16 is S32 rounded
 /// to BF16 with numeric/bf16.hpp's nearest-even add (round_bf16_finite); c follows the
-/// compensation reading. On the device s32 must lie in [0.5, 2], as amla_scalars_ln and the CUDA
+/// compensation reading. On the device s32 must lie in [0.5, 2), as amla_scalars_ln and the CUDA
 /// backend's amla_scalars_log2 give it (div_rn_unit's operands).
 /// Example: S32 = 1.35914087f (e / 2) gives S16 = 1.359375f (pattern 0x3FAE0000) and, with
 /// appendix_a, c = S16 / S32 = 1.00017226f (pattern 0x3F8005A5).
