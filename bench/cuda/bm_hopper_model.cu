@@ -162,7 +162,7 @@ __device__ __forceinline__ void softmax_stage(const float (&s0)[32], float scale
 #pragma unroll
   for (int i = 0; i < 32; ++i) s[i] = s0[i];
   float mx0, mx1;
-  hk::row_max_and_scale(s, scale, mx0, mx1);
+  hk::row_max(s, scale, mx0, mx1);
   // The old frame's scalars from a message, as the kernel reads them (their values do not match
   // the shifted frames here; the cost is the kernel's, a moved max every block).
   amla::amla_scalars c0, c1;
@@ -177,7 +177,7 @@ __device__ __forceinline__ void softmax_stage(const float (&s0)[32], float scale
     sm.msg[wg][r1] = hk::frame_message{a1.next, a1.o_scale, a1.o_add, c1};
   }
   float sum0, sum1;
-  hk::exponentiate(s, a0.next.m, a1.next.m, sum0, sum1);
+  hk::exponentiate(s, scale, a0.next.m, a1.next.m, sum0, sum1);
   l0 = l0 * a0.l_scale + sum0;
   l1 = l1 * a1.l_scale + sum1;
   std::uint32_t pa[4][4];

@@ -1075,6 +1075,21 @@ void hostile_checks(cudaStream_t stream) {
       [](int b, int, int h, int) { return b == 0 && h == 2 ? Want::nan : Want::reference; }};
   all_neg.clean_reference = false;
   cases.push_back(all_neg);
+  // Base-2 row maxima either side of the Hopper kernel's fused-exponent limit (2^12): keys 3 and 4
+  // of batch 0 score 3999 and 3998.9 in query row h 1 (one rounding of s scale - m) and 4207 and
+  // 4206.9 in row h 2 (the product rounded first), so each row mixes two values of V.
+  Hostile near_limit{"row maxima about 2^12 in base 2", spec(1, 16, {70, 64}), false,
+                     [](ct::Problem& p) {
+                       for (int d = 0; d < 576; ++d) {
+                         for (int key : {3, 4})
+                           p.set(T::k, 0, key, 0, d, key == 4 && d < 4 ? 1.9921875f : 2.0f);
+                         p.set(T::q, 0, 0, 1, d, 57.75f);
+                         p.set(T::q, 0, 0, 2, d, 60.75f);
+                       }
+                     },
+                     [](int, int, int, int) { return Want::reference; }};
+  near_limit.clean_reference = false;
+  cases.push_back(near_limit);
   // A long request the schedules cut into pieces, causal: the last key (NaN) reaches token 1's
   // rows through one piece and the combine, never token 0's.
   cases.push_back({"split-KV, causal: NaN in the key only token 1 sees", spec(2, 128, {4133}), true,
@@ -1430,6 +1445,42 @@ void div_rn_unit_operands(cudaStream_t stream) {
   }
 }
 
+/// The AMLA scalars' exp2 (rescale.cuh's fast_exp2, ex2.approx.ftz) against exp2f on every argument
+/// amla_scalars_log2 passes it: every FP32 x with |x| <= 0.5, and a NaN. counts[0]: results whose
+/// bits differ (a NaN must stay NaN); first[0]: the argument's pattern of one.
+__global__ void s32_exp2_kernel(unsigned long long* counts, std::uint32_t* first) {
+  namespace acd = amla::cuda::detail;
+  if (blockIdx.x == 0 && threadIdx.x == 0 && !isnan(acd::fast_exp2(__uint_as_float(0x7FC00000u)))) {
+    atomicAdd(&counts[0], 1ull);
+    first[0] = 0x7FC00000u;
+  }
+  const std::uint32_t top = __float_as_uint(0.5f);  // patterns 0 ..= top, each with either sign
+  for (std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i <= top;
+       i += gridDim.x * blockDim.x) {
+    for (const std::uint32_t u : {i, i | 0x80000000u}) {
+      const float x = __uint_as_float(u);
+      if (__float_as_uint(acd::fast_exp2(x)) != __float_as_uint(exp2f(x))) {
+        atomicAdd(&counts[0], 1ull);
+        first[0] = u;
+      }
+    }
+  }
+}
+
+/// The exp2 of AMLA's S32 on every argument it takes, bit for bit against exp2f.
+void s32_exp2_operands(cudaStream_t stream) {
+  std::printf("== the exp2 of AMLA's S32 against exp2f\n");
+  DeviceBuffer<unsigned long long> counts(1);
+  DeviceBuffer<std::uint32_t> first(1);
+  AMLA_CUDA_CHECK(cudaMemsetAsync(counts.ptr, 0, sizeof(unsigned long long), stream));
+  s32_exp2_kernel<<<4096, 256, 0, stream>>>(counts.ptr, first.ptr);
+  AMLA_CUDA_CHECK_LAUNCH("s32_exp2_kernel");
+  sync_or_die(stream, 120, "s32_exp2_kernel");
+  const unsigned long long n = counts.download()[0];
+  EXPECT(n == 0, "fast_exp2: %llu results differ from exp2f over |x| <= 0.5 (e.g. x = 0x%08x)", n,
+         first.download()[0]);
+}
+
 /// The Hopper kernel's safe rescale of a warp's accumulators (hopper::rescale_rows, safe form):
 /// a warp whose every element lies at or above its row's window low end takes the raw add, any
 /// other warp the three-instruction form. Against amla_add_flush on each element, bit for bit:
@@ -1717,6 +1768,7 @@ int run_gpu(bool quick) {
   schedule_checks(rng, stream);
   safe_add_patterns(stream);
   div_rn_unit_operands(stream);
+  s32_exp2_operands(stream);
   safe_rescale_rows(stream);
   hostile_checks(stream);
   golden_checks(quick, rng, stream);

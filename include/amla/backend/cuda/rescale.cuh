@@ -97,18 +97,21 @@ __host__ __device__ constexpr amla_step_options amla_kernel_step(bool skip_unmov
   return o;
 }
 
-/// amla_scalars_log2 of a max that has seen a key (m != -inf; for -inf the scalars are NaN).
+/// amla_scalars_log2 of a max that has seen a key (m != -inf; for -inf the scalars are NaN). The
+/// exponent n + m lies in [-0.5, 0.5] (or is NaN), where ex2.approx.ftz is exp2f bit for bit
+/// (exp2f adds a scaling of arguments below -126 around the same instruction; cuda_decode's gpu
+/// test compares the two on every such argument).
 __device__ __forceinline__ amla_scalars amla_scalars_log2_seen(float m) {
   const float n = rintf(-m);
-  return amla_scalars_of(n, exp2f(__fadd_rn(n, m)), amla_kernel_step(false));
+  return amla_scalars_of(n, fast_exp2(__fadd_rn(n, m)), amla_kernel_step(false));
 }
 
 }  // namespace detail
 
 /// AMLA's scalars of a base-2 running max m: n = rint(-m) (nearest even), S32 = exp2(n + m) (the
-/// device's exp2f; its last bit may differ from the CPU's std::exp), then numeric/amla_step.hpp's
-/// amla_scalars_of for S16 and c. A row that has seen no key (m = -inf) has the default scalars
-/// n = 0, S16 = S32 = c = 1.
+/// device's exp2f, as ex2.approx; its last bit may differ from the CPU's std::exp), then
+/// numeric/amla_step.hpp's amla_scalars_of for S16 and c. A row that has seen no key (m = -inf) has
+/// the default scalars n = 0, S16 = S32 = c = 1.
 __device__ __forceinline__ amla_scalars amla_scalars_log2(float m) {
   if (m == detail::neg_inf_f) return amla_scalars{};
   return detail::amla_scalars_log2_seen(m);

@@ -661,18 +661,15 @@ __device__ __forceinline__ float tree_max_row(const float (&s)[32]) {
 }
 
 /// Row maxima of rows r0 (mx0) and r1 (mx1) over the block in base 2, NaN-propagating
-/// (rescale.cuh), and the scores scaled in place: s <- s scale_log2 (each product rounded on its
-/// own, as the CPU recurrence scales its scores). The maxima are taken on the raw scores and
-/// multiplied once, which is the maximum of the scaled scores bit for bit (rounding a product by a
-/// positive constant is monotonic); each thread's 16 scores of a row are reduced as a tree (the
-/// maximum does not depend on the order), and the 32 products, which need no maximum, are issued
-/// while the quad's shuffles are in flight.
-__device__ __forceinline__ void row_max_and_scale(float (&s)[32], float scale_log2, float& mx0,
-                                                  float& mx1) {
+/// (rescale.cuh): the maxima of the scaled scores s scale_log2 (each product rounded on its own, as
+/// the CPU recurrence scales its scores), taken on the raw scores and multiplied once, which is the
+/// same bit for bit (rounding a product by a positive constant is monotonic). Each thread's 16
+/// scores of a row are reduced as a tree (the maximum does not depend on the order). The scores
+/// themselves stay raw: exponentiate scales them inside its exponent.
+__device__ __forceinline__ void row_max(const float (&s)[32], float scale_log2, float& mx0,
+                                        float& mx1) {
   mx0 = tree_max_row<0>(s);
   mx1 = tree_max_row<1>(s);
-#pragma unroll
-  for (int i = 0; i < 32; ++i) s[i] = __fmul_rn(s[i], scale_log2);
 #pragma unroll
   for (int o = 1; o <= 2; o <<= 1) {
     mx0 = max_nan(mx0, __shfl_xor_sync(0xffffffffu, mx0, o));
@@ -682,17 +679,34 @@ __device__ __forceinline__ void row_max_and_scale(float (&s)[32], float scale_lo
   mx1 = __fmul_rn(mx1, scale_log2);
 }
 
-/// s <- exp2(s - m) per row for scores already scaled (row_max_and_scale); returns this thread's
-/// partial row sums (the quad reduction waits until the end, since l only ever gets per-row
-/// scales).
-__device__ __forceinline__ void exponentiate(float (&s)[32], float m0, float m1, float& sum0,
-                                             float& sum1) {
+/// The magnitude of a row's max below which exponentiate rounds s scale_log2 - m once.
+inline constexpr float fused_exponent_limit = 4096.0f;
+
+/// s <- exp2(s scale_log2 - m) per row for raw scores s; returns this thread's partial row sums
+/// (the quad reduction waits until the end, since l only ever gets per-row scales). Where |m| is
+/// below fused_exponent_limit (2^12), the product and the difference are rounded once (one FMA an
+/// element, as FlashMLA's softmax computes it): the exponent then differs from the CPU
+/// recurrence's (the scaled score rounded first) by at most half an ulp of m, 2^-13, the size of
+/// that rounding itself. Elsewhere (a max of 2^12 or more, infinite or NaN) the products are
+/// rounded first, as the CPU recurrence rounds them, so that the row's largest scores give exp2(0)
+/// = 1 exactly: the fused exponent of a score whose product is 2^40 is off by up to 2^16, which
+/// makes P 0 or inf.
+__device__ __forceinline__ void exponentiate(float (&s)[32], float scale_log2, float m0, float m1,
+                                             float& sum0, float& sum1) {
+  const bool fused0 = fabsf(m0) < fused_exponent_limit, fused1 = fabsf(m1) < fused_exponent_limit;
+  if (!(fused0 && fused1)) {
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      if (!((i & 2) ? fused1 : fused0)) s[i] = __fmul_rn(s[i], scale_log2);
+    }
+  }
+  const float c0 = fused0 ? scale_log2 : 1.0f, c1 = fused1 ? scale_log2 : 1.0f;
   const float u0 = usable_max(m0), u1 = usable_max(m1);
   sum0 = 0.0f;
   sum1 = 0.0f;
 #pragma unroll
   for (int i = 0; i < 32; ++i) {
-    const float e = fast_exp2(s[i] - ((i & 2) ? u1 : u0));
+    const float e = fast_exp2(__fmaf_rn(s[i], (i & 2) ? c1 : c0, -((i & 2) ? u1 : u0)));
     s[i] = e;
     if (i & 2) {
       sum1 += e;
@@ -1085,7 +1099,7 @@ __global__ void __launch_bounds__(threads, 1)
         if (cta_leader && j == 0) mark_phase(p, phase_first_s);
         if (hides_keys(pr, kb_a)) mask_scores(s, kb_a * block_keys, pr.vis0, pr.vis1, quad);
         float mx0, mx1;
-        row_max_and_scale(s, p.scale_log2, mx0, mx1);
+        row_max(s, p.scale_log2, mx0, mx1);
         // The previous frame's AMLA scalars: frame B of the last pair, published in msg_b (which
         // WG1 rewrites only after this pair's frame A).
         amla_scalars fa;
@@ -1099,7 +1113,7 @@ __global__ void __launch_bounds__(threads, 1)
         ptx::bar_arrive(bar_frame_a, 256);  // WG1's softmax of block B may start
         trace(tr, tr0_frame);
         float sum0, sum1;
-        exponentiate(s, sa0.next.m, sa1.next.m, sum0, sum1);
+        exponentiate(s, p.scale_log2, sa0.next.m, sa1.next.m, sum0, sum1);
         l0 = l0 * sa0.l_scale + sum0;
         l1 = l1 * sa1.l_scale + sum1;
         {
@@ -1174,7 +1188,7 @@ __global__ void __launch_bounds__(threads, 1)
 
         // ---- WG1: frame B and the exponentials of S_B, while WG0 finishes block A's softmax ----
         float mx0, mx1;
-        row_max_and_scale(s, p.scale_log2, mx0, mx1);
+        row_max(s, p.scale_log2, mx0, mx1);
         ptx::bar_sync(bar_frame_a, 256);
         trace_after_barrier(tr, tr1_frame_a, &sm.l_part[0][0]);
         const frame_message ma0 = sm.msg_a[r0], ma1 = sm.msg_a[r1];
@@ -1193,7 +1207,7 @@ __global__ void __launch_bounds__(threads, 1)
         }
         ptx::bar_arrive(bar_frame_b, 256);  // WG0 may move O_L to frame B
         float sum0 = 0.0f, sum1 = 0.0f;
-        if (has_b) exponentiate(s, sb0.next.m, sb1.next.m, sum0, sum1);
+        if (has_b) exponentiate(s, p.scale_log2, sb0.next.m, sb1.next.m, sum0, sum1);
         trace(tr, tr1_exps);
 
         // ---- WG1: O_R = step_A(O_R) + P_A V_A[:, R] (P_A from WG0 through KV[0] chunk 8) ----
