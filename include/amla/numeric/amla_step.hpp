@@ -172,8 +172,10 @@ AMLA_HOST_DEVICE constexpr amla_scalars amla_scalars_of(float n, float s32,
   amla_scalars a;
   a.n = n;
   a.s32 = s32;
-  // S32 is finite for a finite max (and a NaN from an infinite score is the default NaN, which the
-  // finite-only add keeps a NaN), so the NaN select of round_bf16 is not needed.
+  // S32 is finite for a finite max, so the NaN select of round_bf16 is not needed. For a NaN or
+  // +inf max S32 is NaN and S16 not always: the finite-only add keeps x86's default NaN
+  // (0xFFC00000) a NaN but turns the device's (0x7FFFFFFF) into -0. Either way the row is NaN
+  // through its exponentials (problem/conventions.hpp), whatever S16 scales them by.
   a.s16 = o.round_s16 ? round_bf16_finite(s32) : s32;
   if (o.compensation == amla_compensation::appendix_a) a.c = detail::div_rn_unit(a.s16, a.s32);
   if (o.compensation == amla_compensation::as_printed) a.c = detail::div_rn_unit(a.s32, a.s16);
