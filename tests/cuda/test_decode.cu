@@ -1076,8 +1076,8 @@ void hostile_checks(cudaStream_t stream) {
   all_neg.clean_reference = false;
   cases.push_back(all_neg);
   // Base-2 row maxima either side of the Hopper kernel's fused-exponent limit (2^12): keys 3 and 4
-  // of batch 0 score 3999 and 3998.9 in query row h 1 (one rounding of s scale - m) and 4207 and
-  // 4206.9 in row h 2 (the product rounded first), so each row mixes two values of V.
+  // of batch 0 score 3999.15 and 3999.04 in query row h 1 (one rounding of s scale - m) and
+  // 4206.90 and 4206.78 in row h 2 (the product rounded first), so each row mixes two values of V.
   Hostile near_limit{"row maxima about 2^12 in base 2", spec(1, 16, {70, 64}), false,
                      [](ct::Problem& p) {
                        for (int d = 0; d < 576; ++d) {
