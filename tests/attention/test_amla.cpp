@@ -14,6 +14,7 @@
 #include "amla/attention/online_softmax.hpp"
 #include "amla/attention/problem_builder.hpp"
 #include "amla/numeric/bits.hpp"
+#include "common/reduced.hpp"
 
 namespace {
 
@@ -24,11 +25,7 @@ using namespace amla::attention;
 constexpr float ln2f = 0.693147180559945309f;
 constexpr float inf = std::numeric_limits<float>::infinity();
 
-#ifdef AMLA_TEST_REDUCED
-constexpr bool reduced = true;
-#else
-constexpr bool reduced = false;
-#endif
+using amla_test::reduced;
 
 /// The float64 truth of one head group.
 amla::attention::GoldenResult reference_f64(const HeadGroup& g) {

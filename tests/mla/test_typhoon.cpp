@@ -8,6 +8,7 @@
 #include "amla/mla/absorb.hpp"
 #include "amla/mla/naive.hpp"
 #include "amla/mla/typhoon.hpp"
+#include "common/reduced.hpp"
 #include "mla/mla_test_util.hpp"
 
 namespace mla = amla::mla;
@@ -17,11 +18,7 @@ namespace {
 using mla_test::small;
 
 // The presets carry 17 million weights each; sanitizer builds run fewer preset cases.
-#ifdef AMLA_TEST_REDUCED
-constexpr bool reduced = true;
-#else
-constexpr bool reduced = false;
-#endif
+using amla_test::reduced;
 
 mla::TyphoonOptions forced(mla::typhoon_plan plan) {
   mla::TyphoonOptions t;

@@ -12,13 +12,10 @@
 
 #include "amla/sim/calibration.hpp"
 #include "amla/sim/chip.hpp"
+#include "common/reduced.hpp"
 
 namespace {
-#ifdef AMLA_TEST_REDUCED
-constexpr bool reduced = true;
-#else
-constexpr bool reduced = false;
-#endif
+using amla_test::reduced;
 }  // namespace
 
 TEST_CASE("the reference data is Table 5's Ascend 910 row", "[sim][calibration]") {
@@ -57,9 +54,7 @@ TEST_CASE("the peak claim is the paper's 86.8% over the S_q = 2 row", "[sim][cal
 TEST_CASE("Table 5, S_q = 1: every prediction within 5 points of the measured FU",
           "[sim][calibration]") {
   auto ms = amla::sim::amla_table5_ascend910();
-#ifdef AMLA_TEST_REDUCED
-  ms.pop_back();  // S_k = 16384 is the slowest simulation; the Release build checks it
-#endif
+  if (reduced) ms.pop_back();  // S_k = 16384 is the slowest simulation; the Release build checks it
   const auto preds = amla::sim::predict(amla::sim::ascend910(), ms);
   REQUIRE(preds.size() == ms.size());
   for (const auto& p : preds) {
@@ -77,11 +72,9 @@ TEST_CASE("Table 5, S_q = 1: every prediction within 5 points of the measured FU
 TEST_CASE("S_q = 2: the model's best FU is within 2 points of the paper's 86.8%",
           "[sim][calibration]") {
   auto claim = amla::sim::amla_peak_fu_ascend910();
-#ifdef AMLA_TEST_REDUCED
   // Under the sanitizers only the two longest contexts (the maximum is at the longest: FU rises
   // with S_k, checked in the Release build below).
-  claim.workloads.erase(claim.workloads.begin(), claim.workloads.end() - 2);
-#endif
+  if (reduced) claim.workloads.erase(claim.workloads.begin(), claim.workloads.end() - 2);
   const auto p = amla::sim::predict_peak(amla::sim::ascend910(), claim);
   REQUIRE(p.predicted_fu_percent.size() == claim.workloads.size());
   std::ostringstream row;
