@@ -9,6 +9,8 @@
 #                                 program, whole-program and with relocatable device code (-rdc)
 #   cuda_self_contained_headers   every public .cuh compiled on its own by nvcc (objects only)
 #   bm_cuda_decode                bench/cuda: a plain timing program (CUDA events, cuBLAS ratio)
+#   amla_cuda_decode_kernels      tests/cuda/decode_kernels.cu: decode()'s kernels compiled once
+#                                 for cuda_decode, bm_cuda_decode and bm_hopper_model
 #
 # Architectures: amla's own CUDA targets are built for AMLA_CUDA_ARCHITECTURES (default 90a: the
 # Hopper kernel needs wgmma and TMA, which only the arch-specific sm_90a target has; CMake turns
@@ -66,12 +68,26 @@ target_link_libraries(amla_cuda_dev_options INTERFACE amla_cuda_warnings)
 target_compile_options(amla_cuda_dev_options INTERFACE
   $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${AMLA_CUDA_VERBOSE}>>:-Xptxas=-v>)
 
+# decode()'s kernels (detail::dispatch of both modes: the Hopper kernel's instantiations, the
+# combine, the fallback kernel) in one object for the three programs below that launch them, each
+# of which declares them extern (tests/cuda/decode_kernels.cuh): compiled and put through ptxas
+# once instead of three times.
+if(AMLA_BUILD_CUDA_TESTS OR AMLA_BUILD_CUDA_BENCH)
+  add_library(amla_cuda_decode_kernels OBJECT tests/cuda/decode_kernels.cu)
+  target_link_libraries(amla_cuda_decode_kernels PUBLIC amla::cuda PRIVATE amla_cuda_dev_options)
+  target_include_directories(amla_cuda_decode_kernels PUBLIC
+                             ${CMAKE_CURRENT_SOURCE_DIR}/tests/cuda)
+  set_target_properties(amla_cuda_decode_kernels PROPERTIES
+                        CUDA_ARCHITECTURES "${AMLA_CUDA_ARCHITECTURES}")
+endif()
+
 if(AMLA_BUILD_CUDA_TESTS)
   enable_testing()
   # The CPU references (float64 golden, amla's Base and AMLA recurrences) are plain C++ translation
   # units: Eigen stays away from nvcc.
   add_executable(cuda_decode tests/cuda/test_decode.cu tests/cuda/cpu_reference.cpp)
-  target_link_libraries(cuda_decode PRIVATE amla::cuda amla_dev_options amla_cuda_dev_options)
+  target_link_libraries(cuda_decode PRIVATE amla::cuda amla_cuda_decode_kernels amla_dev_options
+                                            amla_cuda_dev_options)
   target_include_directories(cuda_decode PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/tests/cuda)
   set_target_properties(cuda_decode PROPERTIES CUDA_ARCHITECTURES "${AMLA_CUDA_ARCHITECTURES}")
   add_test(NAME cuda/validate COMMAND cuda_decode validate)
@@ -81,19 +97,24 @@ if(AMLA_BUILD_CUDA_TESTS)
   # The backend in two translation units of one program (tests/cuda/two_units_a.cu), linked as
   # whole-program code and with relocatable device code: building them is the check that every
   # kernel and function the headers define may be defined by several units. Unoptimised PTX, as
-  # cuda_self_contained_headers below; the -rdc device link compiles it without AMLA_CUDA_VERBOSE's
-  # report, which is for the real programs.
+  # cuda_self_contained_headers below. The -rdc program is machine code for sm_80 instead: its
+  # device link needs machine code, which from sm_90a PTX cost the link about 30 s of ptxas, and for
+  # sm_80 the Hopper kernel's body is a trap (detail/ptx.cuh) that ptxas compiles at once. What
+  # could fail to link (a kernel of each unit, and any header function defined without inline,
+  # which every unit defines whether or not it is called) is defined there too.
   foreach(_amla_rdc IN ITEMS OFF ON)
     set(_amla_two_units cuda_two_units)
+    set(_amla_two_units_archs "${AMLA_CUDA_VIRTUAL_ARCHITECTURES}")
     if(_amla_rdc)
       set(_amla_two_units cuda_two_units_rdc)
+      set(_amla_two_units_archs 80-real)
     endif()
     add_executable(${_amla_two_units} tests/cuda/two_units_a.cu tests/cuda/two_units_b.cu)
     target_link_libraries(${_amla_two_units} PRIVATE amla::cuda amla_cuda_warnings)
     target_include_directories(${_amla_two_units} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/tests/cuda)
     target_compile_options(${_amla_two_units} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xcicc=-O0>)
     set_target_properties(${_amla_two_units} PROPERTIES CUDA_SEPARABLE_COMPILATION ${_amla_rdc}
-                          CUDA_ARCHITECTURES "${AMLA_CUDA_VIRTUAL_ARCHITECTURES}")
+                          CUDA_ARCHITECTURES "${_amla_two_units_archs}")
     add_test(NAME cuda/${_amla_two_units} COMMAND ${_amla_two_units})
   endforeach()
 
@@ -120,13 +141,15 @@ endif()
 
 if(AMLA_BUILD_CUDA_BENCH)
   add_executable(bm_cuda_decode bench/cuda/bm_cuda_decode.cu)
-  target_link_libraries(bm_cuda_decode PRIVATE amla::cuda amla_cuda_dev_options CUDA::cublas)
+  target_link_libraries(bm_cuda_decode PRIVATE amla::cuda amla_cuda_decode_kernels
+                                               amla_cuda_dev_options CUDA::cublas)
   # tests/cuda/device_random.cuh: the random inputs the tests draw on the GPU.
   target_include_directories(bm_cuda_decode PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/tests/cuda)
   set_target_properties(bm_cuda_decode PROPERTIES CUDA_ARCHITECTURES "${AMLA_CUDA_ARCHITECTURES}")
   # The inputs of the simulator's Hopper model and the kernel times it predicts
   # (scripts/hopper-model.sh runs it).
   add_executable(bm_hopper_model bench/cuda/bm_hopper_model.cu)
-  target_link_libraries(bm_hopper_model PRIVATE amla::cuda amla_cuda_dev_options CUDA::cuda_driver)
+  target_link_libraries(bm_hopper_model PRIVATE amla::cuda amla_cuda_decode_kernels
+                                                amla_cuda_dev_options CUDA::cuda_driver)
   set_target_properties(bm_hopper_model PROPERTIES CUDA_ARCHITECTURES "${AMLA_CUDA_ARCHITECTURES}")
 endif()

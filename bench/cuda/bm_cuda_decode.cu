@@ -34,6 +34,7 @@
 #include "amla/sim/timeline.hpp"
 #include "amla/sim/trace.hpp"
 #include "bench_cuda.cuh"
+#include "decode_kernels.cuh"
 
 #include <cublas_v2.h>
 

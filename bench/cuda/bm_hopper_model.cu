@@ -30,6 +30,7 @@
 #include "amla/backend/cuda/cuda.cuh"
 #include "amla/backend/cuda/detail/hopper_kernel.cuh"
 #include "bench_cuda.cuh"
+#include "decode_kernels.cuh"
 
 #include <algorithm>
 #include <chrono>

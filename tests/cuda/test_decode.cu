@@ -25,6 +25,7 @@
 // side (cpu_reference.cpp) is compiled by the host compiler, so Eigen stays away from nvcc.
 #include "amla/backend/cuda/cuda.cuh"
 #include "cpu_reference.hpp"
+#include "decode_kernels.cuh"
 #include "device_random.cuh"
 
 #include <cerrno>
