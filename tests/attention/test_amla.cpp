@@ -122,7 +122,8 @@ TEST_CASE("bf16 mode agrees with float64 at the BF16 level, as closely as Base d
   std::mt19937 gen(13);
   const int heads = 16;
   double amla_sum = 0.0, base_sum = 0.0;
-  for (const int s_q : {1, 2, 4}) {
+  // Sanitizer builds: s_q 1 and 4 (each with and without the causal mask).
+  for (const int s_q : reduced ? std::vector<int>{1, 4} : std::vector<int>{1, 2, 4}) {
     for (const bool causal : {false, true}) {
       const int n_keys = 1100;
       const MatrixF q = random_bf16(heads * s_q, 576, gen);
@@ -153,12 +154,13 @@ TEST_CASE("bf16 mode agrees with float64 at the BF16 level, as closely as Base d
 }
 
 TEST_CASE(
-    "Appendix A's reading of c_i cancels the BF16 rounding of S16; line 11 as printed does not",
+    "Appendix A's reading of c_i cancels the BF16 rounding of S16, line 11 as printed does not",
     "[amla]") {
   // DeepSeek shape: 128 heads, s_q 1, d_qk 576, d_v 512 (values = first 512 key columns), KV block
-  // 512, N(0,1) inputs rounded to BF16. Mean error over seeds against float64, per reading.
+  // 512, N(0,1) inputs rounded to BF16. Mean error over seeds against float64, per reading
+  // (sanitizer builds: one seed of 2048 keys).
   const int n_keys = reduced ? 2048 : 4096;
-  const int seeds = reduced ? 2 : 3;
+  const int seeds = reduced ? 1 : 3;
   double err[3] = {0, 0, 0};
   const amla_compensation readings[3] = {amla_compensation::appendix_a,
                                          amla_compensation::as_printed, amla_compensation::none};
@@ -567,7 +569,7 @@ TEST_CASE("NaN and Inf in O keep their value through the add in every mode, loca
   }
 }
 
-TEST_CASE("Masked rows and empty inputs: out 0, lse -inf; unread keys may hold NaN", "[amla]") {
+TEST_CASE("Masked rows and empty inputs: out 0, lse -inf, unread keys may hold NaN", "[amla]") {
   std::mt19937 gen(14);
   const MatrixF q = random_bf16(6, 32, gen);
   MatrixF k = random_bf16(40, 32, gen);

@@ -31,6 +31,7 @@
 #include "amla/attention/transposed.hpp"
 #include "attention/variant_test_util.hpp"
 #include "common/error_message.hpp"
+#include "common/reduced.hpp"
 
 namespace at = amla::attention;
 namespace vt = amla_test::variants;
@@ -349,7 +350,7 @@ double output_error(MatrixF out, const amla::MatrixD& ref, bool cast) {
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("paged: every recurrence matches golden over the sweep; poisoned pages unread",
+TEMPLATE_TEST_CASE("paged: every recurrence matches golden over the sweep, poisoned pages unread",
                    "[recurrences][decode]", AMLA_KERNEL_RECURRENCES) {
   sweep_two_modes<TestType>(
       precision::float32, precision::bf16, [](const auto& want, const auto& f32, const auto& b16) {
@@ -364,9 +365,11 @@ TEMPLATE_TEST_CASE("paged: every recurrence matches golden over the sweep; poiso
 
 TEMPLATE_TEST_CASE("paged: the DeepSeek shape, float and bf16 caches of the same values",
                    "[recurrences][decode]", AMLA_ALL_RECURRENCES) {
-  // h_q 128, d_qk 576, d_v 512 (V = the first 512 columns of K), 1000 keys over 64-key pages.
-  check_cache_storage<TestType, amla::bf16>(at::ProblemBuilder::deepseek_mla(1, 1000).seed(9),
-                                            precision::bf16, 5e-3);
+  // h_q 128, d_qk 576, d_v 512 (V = the first 512 columns of K), 1000 keys over 64-key pages
+  // (sanitizer builds: 300, five pages).
+  check_cache_storage<TestType, amla::bf16>(
+      at::ProblemBuilder::deepseek_mla(1, amla_test::reduced ? 300 : 1000).seed(9), precision::bf16,
+      5e-3);
 }
 
 /// The kernel recurrences that have precision::fp16 (all but AMLA, which stays BF16).
@@ -386,9 +389,11 @@ TEMPLATE_TEST_CASE("paged fp16: every recurrence matches golden at the FP16 leve
 
 TEMPLATE_TEST_CASE("paged fp16: fp16 and float caches of the same values give the same result",
                    "[recurrences][decode][fp16]", AMLA_FP16_RECURRENCES) {
-  // The DeepSeek shape with FP16 values, stored as FP16 and as float; the FP16 output cast.
+  // The DeepSeek shape with FP16 values, stored as FP16 and as float; the FP16 output cast. 700
+  // keys (sanitizer builds: 300).
   check_cache_storage<TestType, amla::fp16>(
-      at::ProblemBuilder::deepseek_mla(1, 700).seed(19).round_to_fp16(), precision::fp16, 1e-3);
+      at::ProblemBuilder::deepseek_mla(1, amla_test::reduced ? 300 : 700).seed(19).round_to_fp16(),
+      precision::fp16, 1e-3);
 }
 
 TEMPLATE_TEST_CASE("dense fp16: the mode rounds operands that are not FP16 values",
@@ -461,9 +466,13 @@ TEMPLATE_TEST_CASE("paged: results do not depend on the thread count", "[recurre
       CHECK(same_bits(many.lse, one.lse));
     }
   }
-  // The DeepSeek shape with two sequences of different lengths and the default options.
+  // The DeepSeek shape with two sequences of different lengths and the default options
+  // (sanitizer builds: half as long).
   const auto p =
-      at::ProblemBuilder::deepseek_mla(2, 0).seqlens({1300, 600}).seed(9).build<amla::bf16>();
+      at::ProblemBuilder::deepseek_mla(2, 0)
+          .seqlens(amla_test::reduced ? std::vector<int>{650, 300} : std::vector<int>{1300, 600})
+          .seed(9)
+          .build<amla::bf16>();
   at::DecodeOptions one, two;
   one.threads = 1;
   two.threads = 2;
@@ -584,7 +593,7 @@ TEMPLATE_TEST_CASE("dense entry points reject a bad group or output, naming the 
   check(in.group(too_many), 4, 6, 4, "'group.visible' = visible[2] = 11");
 }
 
-TEMPLATE_TEST_CASE("decode entry points validate their outputs; lse is optional",
+TEMPLATE_TEST_CASE("decode entry points validate their outputs, lse is optional",
                    "[recurrences][errors]", AMLA_ALL_RECURRENCES) {
   using Scalar = typename TestType::Scalar;
   const auto p = vt::builder({.heads = {4, 2}, .dims = {16, 8}, .page_size = 4, .seqlens = {10, 5}})
@@ -1200,7 +1209,7 @@ TEMPLATE_TEST_CASE("sparse: a token whose every entry is invalid is an empty row
   }
 }
 
-TEMPLATE_TEST_CASE("sparse: a duplicate index counts twice; topk past the sequence",
+TEMPLATE_TEST_CASE("sparse: a duplicate index counts twice, topk past the sequence",
                    "[recurrences][sparse]", AMLA_CONTRACT_RECURRENCES) {
   const auto p = vt::builder({.heads = {2, 1}, .dims = {16, 8}, .page_size = 2, .seqlens = {3}})
                      .seed(4)
@@ -1277,7 +1286,7 @@ TEMPLATE_TEST_CASE("sparse: results do not depend on the thread count", "[recurr
   CHECK(same_bits(many.lse, one.lse));
 }
 
-TEMPLATE_TEST_CASE("sinks join the denominator; lse is the keys' alone", "[recurrences][sink]",
+TEMPLATE_TEST_CASE("sinks join the denominator, lse is the keys' alone", "[recurrences][sink]",
                    AMLA_CONTRACT_RECURRENCES) {
   // Sinks below, near and far above the rows' lse (about 4 here).
   const std::vector<float> sink = {-3.0f, 4.0f, 1.5f, 30.0f};

@@ -114,7 +114,7 @@ TEST_CASE("combine: extreme lse gaps, empty and all-empty rows", "[split_kv]") {
   CHECK_THROWS_WITH(combine_splits<float>({}, out, lse), Catch::Contains("'parts'"));
 }
 
-TEST_CASE("one split is Base bit for bit; empty splits change nothing", "[split_kv]") {
+TEST_CASE("one split is Base bit for bit, empty splits change nothing", "[split_kv]") {
   const auto p =
       vt::builder(
           {.heads = {16, 2}, .s_q = 2, .dims = {64, 32}, .page_size = 16, .seqlens = {300, 45, 0}})

@@ -129,7 +129,7 @@ TEST_CASE("one long request is cut into a wave of equal pieces", "[problem][spli
   check_cover(s);
 }
 
-TEST_CASE("a batch that fills a wave is not cut; a smaller one is cut to one wave",
+TEST_CASE("a batch that fills a wave is not cut, a smaller one is cut to one wave",
           "[problem][split_schedule]") {
   // b 128, s_q 1, h_q 128 (2 row blocks), s_k 4096: 66 slots, so no split at all.
   const std::vector<std::int32_t> full(128, 4096);
