@@ -192,6 +192,9 @@ inline HopperFit fit_hopper_constants() {
     f.cuda_factor = (lo + hi) / 2;
     const double gap = shrt->stream_us - predict_us(*shrt, base, f.cuda_factor);
     base.kernel_overhead = Seconds{base.kernel_overhead.count + gap * 1e-6};
+    // A round that leaves the overhead as it was would be repeated exactly by every later one
+    // (on the committed measurements the sixth round's gap is 0).
+    if (gap == 0) break;
   }
   f.kernel_overhead_us = base.kernel_overhead.us();
   f.long_run_us = predict_us(*lng, base, f.cuda_factor);
