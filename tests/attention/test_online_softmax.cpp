@@ -12,6 +12,7 @@
 #include "amla/attention/online_softmax.hpp"
 #include "amla/attention/problem_builder.hpp"
 #include "attention/variant_test_util.hpp"
+#include "common/reduced.hpp"
 #include "error_norms.hpp"
 
 using amla::bf16;
@@ -89,11 +90,8 @@ TEST_CASE("Base on DeepSeek shapes: float32 tight, bf16 at the BF16 level and wo
   // h_q 128, s_q 1, d_qk 576, d_v 512 (V = first 512 columns of K), 1500 keys: not a multiple of
   // the 512-key block nor of the 64-key page.
   const auto p = ProblemBuilder::deepseek_mla(1, 1500).seed(17).build<bf16>();
-#ifdef AMLA_TEST_REDUCED
-  const std::vector<int> blocks = {512};
-#else
-  const std::vector<int> blocks = {512, 64};
-#endif
+  const std::vector<int> blocks =
+      amla_test::reduced ? std::vector<int>{512} : std::vector<int>{512, 64};
   for (const int block : blocks) {
     CAPTURE(block);
     const Errors e = base_errors(p, {}, block);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "amla/numeric/bf16.hpp"
+#include "common/reduced.hpp"
 #include "minifloat_reference.hpp"
 
 namespace {
@@ -100,11 +101,8 @@ TEST_CASE("widening is exact for all 65536 BF16 patterns", "[bf16]") {
 }
 
 TEST_CASE("both conversions match the reference on every FP32 pattern", "[bf16][exhaustive]") {
-#ifdef AMLA_TEST_REDUCED
-  const std::uint64_t stride = 4099;  // a prime stride under sanitizers: ~1M patterns
-#else
-  const std::uint64_t stride = 1;  // all 2^32
-#endif
+  // All 2^32 (sanitizer builds: a prime stride, ~1M patterns).
+  const std::uint64_t stride = amla_test::reduced ? 4099 : 1;
   const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
   std::atomic<std::uint64_t> rne_bad{0}, rtz_bad{0}, checked{0};
   std::atomic<std::uint64_t> first_bad{~std::uint64_t{0}};

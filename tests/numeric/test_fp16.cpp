@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "amla/numeric/fp16.hpp"
+#include "common/reduced.hpp"
 #include "minifloat_reference.hpp"
 
 namespace {
@@ -67,11 +68,9 @@ TEST_CASE("fp16 widening is exact for all 65536 codes", "[fp16]") {
 }
 
 TEST_CASE("fp16 narrowing matches the reference on every FP32 pattern", "[fp16][exhaustive]") {
-#ifdef AMLA_TEST_REDUCED
-  const std::uint64_t stride = 4099;  // a prime stride under sanitizers: ~0.5M magnitudes
-#else
-  const std::uint64_t stride = 1;  // all 2^31 magnitudes, each with both signs: all 2^32 patterns
-#endif
+  // All 2^31 magnitudes, each with both signs: all 2^32 patterns (sanitizer builds: a prime
+  // stride, ~0.5M magnitudes).
+  const std::uint64_t stride = amla_test::reduced ? 4099 : 1;
   const auto pieces =
       minifloat_test::nearest_even_pieces(minifloat_test::code_values(10, 15, 0x7BFF));
   std::atomic<std::uint64_t> visited{0};

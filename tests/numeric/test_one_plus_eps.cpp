@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "amla/numeric/one_plus_eps.hpp"
+#include "common/reduced.hpp"
 
 namespace {
 struct SweepStats {
@@ -59,13 +60,10 @@ TEST_CASE("the increment is round(1.5 * 2^23 * eps) in the stated rounding", "[o
 }
 
 TEST_CASE("the worst-case relative error stays within the derived bound", "[one_plus_eps]") {
-#ifdef AMLA_TEST_REDUCED
-  const std::uint32_t step = 4093;
-  const int eps_steps = 32;
-#else
-  const std::uint32_t step = 257;  // ~32k mantissas, including values next to m = 0 and m -> 1
-  const int eps_steps = 128;       // 257 values of eps in [-2^-8, 2^-8]
-#endif
+  // ~32k mantissas, including values next to m = 0 and m -> 1, and 257 values of eps in
+  // [-2^-8, 2^-8] (sanitizer builds: fewer of both).
+  const std::uint32_t step = amla_test::reduced ? 4093 : 257;
+  const int eps_steps = amla_test::reduced ? 32 : 128;
   for (auto mode : {amla::eps_rounding::nearest_even, amla::eps_rounding::toward_zero}) {
     const SweepStats s = sweep(mode, step, eps_steps);
     INFO("points " << s.points << ", max err / bound = " << s.max_ratio);

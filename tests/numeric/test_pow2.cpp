@@ -9,6 +9,7 @@
 #include <random>
 
 #include "amla/numeric/pow2.hpp"
+#include "common/reduced.hpp"
 
 namespace {
 float make(std::uint32_t sign, std::uint32_t e, std::uint32_t m) {
@@ -189,11 +190,7 @@ TEST_CASE(
   std::uniform_int_distribution<std::uint32_t> pattern(0u, 0xFFFFFFFFu);
   std::uniform_int_distribution<int> shift(-40, 5);
   std::uniform_int_distribution<int> small(-60000, 60000);
-#ifdef AMLA_TEST_REDUCED
-  const int trials = 20000;
-#else
-  const int trials = 200000;
-#endif
+  const int trials = amla_test::reduced ? 20000 : 200000;
   for (int i = 0; i < trials; ++i) {
     float f = amla::as_fp32(pattern(gen));
     if (std::isnan(f)) continue;

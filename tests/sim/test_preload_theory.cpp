@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "amla/sim/preload_theory.hpp"
+#include "common/reduced.hpp"
 
 namespace {
 
@@ -19,11 +20,8 @@ using amla::sim::Cycles;
 using amla::sim::Phase;
 namespace pl = amla::sim::preload;
 
-#ifdef AMLA_TEST_REDUCED
-constexpr int kScale = 8;  // sanitizer builds: an eighth of the random cases
-#else
-constexpr int kScale = 1;
-#endif
+constexpr int kScale =
+    amla_test::reduced ? 8 : 1;  // sanitizer builds: an eighth of the random cases
 
 pl::CvDurations make(std::vector<std::int64_t> c, std::vector<std::int64_t> v) {
   pl::CvDurations d;
