@@ -1,6 +1,13 @@
 // amla/config.hpp: version, error macros, host/device qualifiers, feature macros.
 //
 // Every amla header includes this one first. It has no dependencies beyond the standard library.
+//
+// Compiled where called. A header function that is not a template is compiled in every unit that
+// includes its header, with every Eigen product its body writes, used or not (each costs a second
+// or so of the compiler's time). The functions that run a recurrence (its core, the public
+// xxx_attention, and the descriptor's core behind xxx_decode) are therefore templates with one
+// unused parameter, `template <class = void>`: called as before, compiled only in the units that
+// call them.
 #pragma once
 
 #include <charconv>

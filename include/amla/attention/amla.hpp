@@ -325,8 +325,9 @@ inline void amla_rescale_row(float* orow, Eigen::Index dv, const amla_scalars& p
 }
 
 /// The recurrence itself; arguments already validated. Appends to `report`.
-inline void amla_core(const HeadGroup& caller, Eigen::Ref<MatrixF> o, std::span<float> lse,
-                      const AmlaOptions& opt, AmlaReport& report) {
+template <class = void>
+void amla_core(const HeadGroup& caller, Eigen::Ref<MatrixF> o, std::span<float> lse,
+               const AmlaOptions& opt, AmlaReport& report) {
   const UnseenValueShield<float> shield(caller);
   const HeadGroup& g = shield.group();
   const Eigen::Index rows = g.rows();
@@ -412,13 +413,14 @@ namespace detail {
 
 /// AMLA as the decode entry point sees it (detail/recurrence.hpp): located violations carry their
 /// batch, KV head and group row, and are sorted once every chunk is done.
-struct AmlaRecurrence : Recurrence<AmlaOptions, nullptr, float, AmlaReport> {
+struct AmlaRecurrence : Recurrence<AmlaOptions, float, AmlaReport> {
   static constexpr const char* decode_name = "amla_decode";
   static constexpr const char* options_name = "amla";
   static void validate(const char* fn, std::string_view prefix, const AmlaOptions& o) {
     validate_recurrence_options(fn, prefix, o);
     amla_validate_options(fn, std::string(prefix).c_str(), o);
   }
+  template <class = void>
   static void core(const HeadGroup& g, const AmlaOptions& o, Eigen::Ref<MatrixF> out,
                    std::span<float> lse, AmlaReport& report) {
     amla_core(g, out, lse, o, report);
@@ -463,8 +465,9 @@ struct AmlaRecurrence : Recurrence<AmlaOptions, nullptr, float, AmlaReport> {
 /// [rows, d_v], lse [rows] (natural log). Returns the rescale report. In bf16 mode the operands
 /// are rounded to BF16 first. Throws amla::invalid_argument on bad options, inconsistent shapes, a
 /// bad visible count or scale.
-inline AmlaReport amla_attention(const HeadGroup& g, const AmlaOptions& options,
-                                 Eigen::Ref<MatrixF> out, std::span<float> lse) {
+template <class = void>
+AmlaReport amla_attention(const HeadGroup& g, const AmlaOptions& options, Eigen::Ref<MatrixF> out,
+                          std::span<float> lse) {
   return detail::run_dense<detail::AmlaRecurrence>(
       "amla_attention", g, options, out.rows(), out.cols(), lse.size(),
       [&](const HeadGroup& operands) {
@@ -475,7 +478,8 @@ inline AmlaReport amla_attention(const HeadGroup& g, const AmlaOptions& options,
 }
 
 /// AMLA attention of one head group, into owned outputs.
-inline AmlaResult amla_attention(const HeadGroup& g, const AmlaOptions& options = {}) {
+template <class = void>
+AmlaResult amla_attention(const HeadGroup& g, const AmlaOptions& options = {}) {
   return detail::owned_result<float, AmlaReport>(
       g, [&](Eigen::Ref<MatrixF> out, std::span<float> lse) {
         return amla_attention(g, options, out, lse);

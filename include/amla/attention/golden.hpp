@@ -120,11 +120,12 @@ struct GoldenOptions {};
 namespace detail {
 
 /// Golden as the decode entry point sees it (detail/recurrence.hpp).
-struct GoldenRecurrence : Recurrence<GoldenOptions, nullptr, double> {
+struct GoldenRecurrence : Recurrence<GoldenOptions, double> {
   static constexpr const char* decode_name = "golden_decode";
   static constexpr const char* options_name = "golden";
   static void validate(const char*, std::string_view, const GoldenOptions&) {}
   static operand_gather gather(const GoldenOptions&) { return operand_gather::as_stored; }
+  template <class = void>
   static void core(const HeadGroup& g, const GoldenOptions&, Eigen::Ref<MatrixD> out,
                    std::span<double> lse) {
     golden_attention(g, out, lse);

@@ -69,8 +69,9 @@ inline Eigen::Index base_panel_keys(Eigen::Index block) noexcept {
 
 /// The Base recurrence on validated arguments whose operands are as the matrix unit sees them
 /// (detail/recurrence.hpp).
-inline void base_core(const HeadGroup& caller, const BaseOptions& options, Eigen::Ref<MatrixF> out,
-                      std::span<float> lse) {
+template <class = void>
+void base_core(const HeadGroup& caller, const BaseOptions& options, Eigen::Ref<MatrixF> out,
+               std::span<float> lse) {
   using Eigen::Index;
   const UnseenValueShield<float> shield(caller);
   const HeadGroup& g = shield.group();
@@ -135,7 +136,12 @@ inline void base_core(const HeadGroup& caller, const BaseOptions& options, Eigen
 }
 
 /// Base as the decode entry point sees it (detail/recurrence.hpp).
-struct BaseRecurrence : Recurrence<BaseOptions, base_core> {
+struct BaseRecurrence : Recurrence<BaseOptions> {
+  template <class = void>
+  static void core(const HeadGroup& g, const BaseOptions& o, Eigen::Ref<MatrixF> out,
+                   std::span<float> lse) {
+    base_core(g, o, out, lse);
+  }
   static constexpr const char* decode_name = "base_decode";
   static constexpr const char* options_name = "base";
 };
@@ -145,8 +151,9 @@ struct BaseRecurrence : Recurrence<BaseOptions, base_core> {
 /// Base attention of one head group into caller buffers: out [rows, d_v], lse [rows]. In bf16
 /// (fp16) mode the operands are rounded to BF16 (FP16) first. Throws amla::invalid_argument on
 /// inconsistent shapes, a bad visible count or scale, an unknown mode, or block_size < 1.
-inline void base_attention(const HeadGroup& g, const BaseOptions& options, Eigen::Ref<MatrixF> out,
-                           std::span<float> lse) {
+template <class = void>
+void base_attention(const HeadGroup& g, const BaseOptions& options, Eigen::Ref<MatrixF> out,
+                    std::span<float> lse) {
   detail::run_dense<detail::BaseRecurrence>(
       "base_attention", g, options, out.rows(), out.cols(), lse.size(),
       [&](const HeadGroup& operands) { detail::base_core(operands, options, out, lse); });
@@ -157,8 +164,9 @@ namespace detail {
 /// base_attention for amla's own callers whose operands already are BF16 values (the MLA
 /// formulations round them when they build them): validates, then runs Base without rounded
 /// copies. Operands that are not BF16 values would silently skip the casts in bf16 mode.
-inline void base_attention_prerounded(const HeadGroup& g, const BaseOptions& options,
-                                      Eigen::Ref<MatrixF> out, std::span<float> lse) {
+template <class = void>
+void base_attention_prerounded(const HeadGroup& g, const BaseOptions& options,
+                               Eigen::Ref<MatrixF> out, std::span<float> lse) {
   constexpr const char* fn = "base_attention";
   validate_head_group(fn, g, out.rows(), out.cols(), lse.size());
   validate_recurrence_options(fn, "options", options);
@@ -171,7 +179,8 @@ inline void base_attention_prerounded(const HeadGroup& g, const BaseOptions& opt
 using BaseResult = AttentionResult<float>;
 
 /// Base attention of one head group, into owned outputs.
-inline BaseResult base_attention(const HeadGroup& g, const BaseOptions& options = {}) {
+template <class = void>
+BaseResult base_attention(const HeadGroup& g, const BaseOptions& options = {}) {
   return detail::owned_result<float>(g, [&](Eigen::Ref<MatrixF> out, std::span<float> lse) {
     base_attention(g, options, out, lse);
   });

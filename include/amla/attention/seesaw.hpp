@@ -160,9 +160,9 @@ namespace detail {
 
 /// The seesaw schedule on validated arguments whose operands are as the matrix unit sees them
 /// (detail/recurrence.hpp); calls `observe` when set.
-inline void seesaw_core(const HeadGroup& caller, const SeesawOptions& options,
-                        Eigen::Ref<MatrixF> out, std::span<float> lse,
-                        const SeesawObserver& observe) {
+template <class = void>
+void seesaw_core(const HeadGroup& caller, const SeesawOptions& options, Eigen::Ref<MatrixF> out,
+                 std::span<float> lse, const SeesawObserver& observe) {
   const UnseenValueShield<float> shield(caller);
   const HeadGroup& g = shield.group();
   const Eigen::Index rows = g.rows();
@@ -309,13 +309,19 @@ inline void seesaw_core(const HeadGroup& caller, const SeesawOptions& options,
 }
 
 /// The seesaw schedule without an observer (the decode entry point's core).
-inline void seesaw_unobserved(const HeadGroup& g, const SeesawOptions& options,
-                              Eigen::Ref<MatrixF> out, std::span<float> lse) {
+template <class = void>
+void seesaw_unobserved(const HeadGroup& g, const SeesawOptions& options, Eigen::Ref<MatrixF> out,
+                       std::span<float> lse) {
   seesaw_core(g, options, out, lse, {});
 }
 
 /// The seesaw schedule as the decode entry point sees it (detail/recurrence.hpp).
-struct SeesawRecurrence : Recurrence<SeesawOptions, seesaw_unobserved> {
+struct SeesawRecurrence : Recurrence<SeesawOptions> {
+  template <class = void>
+  static void core(const HeadGroup& g, const SeesawOptions& o, Eigen::Ref<MatrixF> out,
+                   std::span<float> lse) {
+    seesaw_unobserved(g, o, out, lse);
+  }
   static constexpr const char* decode_name = "seesaw_decode";
   static constexpr const char* options_name = "seesaw";
 };
@@ -327,9 +333,9 @@ struct SeesawRecurrence : Recurrence<SeesawOptions, seesaw_unobserved> {
 /// after step 0 and after each of steps 1-11 of every pair of blocks. Throws
 /// amla::invalid_argument on inconsistent shapes, a bad visible count or scale, an unknown mode,
 /// or block_size < 1.
-inline void seesaw_attention(const HeadGroup& g, const SeesawOptions& options,
-                             Eigen::Ref<MatrixF> out, std::span<float> lse,
-                             const SeesawObserver& observe = {}) {
+template <class = void>
+void seesaw_attention(const HeadGroup& g, const SeesawOptions& options, Eigen::Ref<MatrixF> out,
+                      std::span<float> lse, const SeesawObserver& observe = {}) {
   detail::run_dense<detail::SeesawRecurrence>(
       "seesaw_attention", g, options, out.rows(), out.cols(), lse.size(),
       [&](const HeadGroup& operands) {
@@ -341,8 +347,9 @@ inline void seesaw_attention(const HeadGroup& g, const SeesawOptions& options,
 using SeesawResult = AttentionResult<float>;
 
 /// The seesaw schedule over one head group, into owned outputs.
-inline SeesawResult seesaw_attention(const HeadGroup& g, const SeesawOptions& options = {},
-                                     const SeesawObserver& observe = {}) {
+template <class = void>
+SeesawResult seesaw_attention(const HeadGroup& g, const SeesawOptions& options = {},
+                              const SeesawObserver& observe = {}) {
   return detail::owned_result<float>(g, [&](Eigen::Ref<MatrixF> out, std::span<float> lse) {
     seesaw_attention(g, options, out, lse, observe);
   });

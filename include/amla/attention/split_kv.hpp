@@ -190,11 +190,11 @@ enum class split_set : std::uint8_t {
 /// them (detail/recurrence.hpp). Memory is a partial of rows * d_v floats per split kept, so with
 /// split_set::seen at most one per KV block whatever num_splits is; a count the system cannot
 /// provide is an amla::invalid_argument naming `<prefix>.num_splits`.
-inline std::vector<SplitPartial<float>> split_kv_partials_core(const char* fn,
-                                                               const char* splits_arg,
-                                                               const HeadGroup& g,
-                                                               const SplitKvOptions& options,
-                                                               split_set which) {
+template <class = void>
+std::vector<SplitPartial<float>> split_kv_partials_core(const char* fn, const char* splits_arg,
+                                                        const HeadGroup& g,
+                                                        const SplitKvOptions& options,
+                                                        split_set which) {
   const Eigen::Index n = g.n_keys();
   const int bs = options.split.block_size;
   const Eigen::Index count =
@@ -237,9 +237,10 @@ inline std::vector<SplitPartial<float>> split_kv_partials_core(const char* fn,
 /// named `fn` in errors. Splits no row sees (past the keys, or past every row's window) are not
 /// computed: their partials would have lse -inf, which the combine skips. A group in which no row
 /// sees a key gets out = 0 and lse = -inf.
-inline void split_kv_core_named(const char* fn, const char* splits_arg, const HeadGroup& g,
-                                const SplitKvOptions& options, Eigen::Ref<MatrixF> out,
-                                std::span<float> lse) {
+template <class = void>
+void split_kv_core_named(const char* fn, const char* splits_arg, const HeadGroup& g,
+                         const SplitKvOptions& options, Eigen::Ref<MatrixF> out,
+                         std::span<float> lse) {
   const auto parts = split_kv_partials_core(fn, splits_arg, g, options, split_set::seen);
   if (parts.empty()) {
     out.setZero();
@@ -250,13 +251,19 @@ inline void split_kv_core_named(const char* fn, const char* splits_arg, const He
 }
 
 /// split_kv_core_named as the decode entry point calls it.
-inline void split_kv_core(const HeadGroup& g, const SplitKvOptions& options,
-                          Eigen::Ref<MatrixF> out, std::span<float> lse) {
+template <class = void>
+void split_kv_core(const HeadGroup& g, const SplitKvOptions& options, Eigen::Ref<MatrixF> out,
+                   std::span<float> lse) {
   split_kv_core_named("split_kv_decode", "split.num_splits", g, options, out, lse);
 }
 
 /// Split-KV as the decode entry point sees it (detail/recurrence.hpp).
-struct SplitKvRecurrence : Recurrence<SplitKvOptions, split_kv_core> {
+struct SplitKvRecurrence : Recurrence<SplitKvOptions> {
+  template <class = void>
+  static void core(const HeadGroup& g, const SplitKvOptions& o, Eigen::Ref<MatrixF> out,
+                   std::span<float> lse) {
+    split_kv_core(g, o, out, lse);
+  }
   static constexpr const char* decode_name = "split_kv_decode";
   static constexpr const char* options_name = "split";
   static void validate(const char* fn, std::string_view prefix, const SplitKvOptions& o) {
@@ -269,8 +276,9 @@ struct SplitKvRecurrence : Recurrence<SplitKvOptions, split_kv_core> {
 
 /// Every split's partial result for one head group (Base inside each split; in bf16 mode the
 /// operands are rounded to BF16 first).
-inline std::vector<SplitPartial<float>> split_kv_partials(const HeadGroup& g,
-                                                          const SplitKvOptions& options) {
+template <class = void>
+std::vector<SplitPartial<float>> split_kv_partials(const HeadGroup& g,
+                                                   const SplitKvOptions& options) {
   return detail::run_dense<detail::SplitKvRecurrence>(
       "split_kv_partials", g, options, g.rows(), g.d_v(), static_cast<std::size_t>(g.rows()),
       [&](const HeadGroup& operands) {
@@ -280,8 +288,9 @@ inline std::vector<SplitPartial<float>> split_kv_partials(const HeadGroup& g,
 }
 
 /// Split-KV attention of one head group into out [rows, d_v] and lse [rows].
-inline void split_kv_attention(const HeadGroup& g, const SplitKvOptions& options,
-                               Eigen::Ref<MatrixF> out, std::span<float> lse) {
+template <class = void>
+void split_kv_attention(const HeadGroup& g, const SplitKvOptions& options, Eigen::Ref<MatrixF> out,
+                        std::span<float> lse) {
   detail::run_dense<detail::SplitKvRecurrence>(
       "split_kv_attention", g, options, out.rows(), out.cols(), lse.size(),
       [&](const HeadGroup& operands) {
@@ -291,7 +300,8 @@ inline void split_kv_attention(const HeadGroup& g, const SplitKvOptions& options
 }
 
 /// Split-KV attention of one head group, into owned outputs.
-inline BaseResult split_kv_attention(const HeadGroup& g, const SplitKvOptions& options = {}) {
+template <class = void>
+BaseResult split_kv_attention(const HeadGroup& g, const SplitKvOptions& options = {}) {
   return detail::owned_result<float>(g, [&](Eigen::Ref<MatrixF> out, std::span<float> lse) {
     split_kv_attention(g, options, out, lse);
   });

@@ -86,8 +86,9 @@ inline void validate_transposed_options(const char* fn, std::string_view prefix,
 
 /// The transposed recurrence on validated arguments whose operands are as the matrix unit sees
 /// them (detail/recurrence.hpp).
-inline void transposed_core(const HeadGroup& caller, const TransposedOptions& options,
-                            Eigen::Ref<MatrixF> out, std::span<float> lse) {
+template <class = void>
+void transposed_core(const HeadGroup& caller, const TransposedOptions& options,
+                     Eigen::Ref<MatrixF> out, std::span<float> lse) {
   const UnseenValueShield<float> shield(caller);
   const HeadGroup& g = shield.group();
   const Eigen::Index rows = g.rows();
@@ -148,7 +149,12 @@ inline void transposed_core(const HeadGroup& caller, const TransposedOptions& op
 }
 
 /// The transposed recurrence as the decode entry point sees it (detail/recurrence.hpp).
-struct TransposedRecurrence : Recurrence<TransposedOptions, transposed_core> {
+struct TransposedRecurrence : Recurrence<TransposedOptions> {
+  template <class = void>
+  static void core(const HeadGroup& g, const TransposedOptions& o, Eigen::Ref<MatrixF> out,
+                   std::span<float> lse) {
+    transposed_core(g, o, out, lse);
+  }
   static constexpr const char* decode_name = "transposed_decode";
   static constexpr const char* options_name = "transposed";
   static void validate(const char* fn, std::string_view prefix, const TransposedOptions& o) {
@@ -162,8 +168,9 @@ struct TransposedRecurrence : Recurrence<TransposedOptions, transposed_core> {
 /// lse [rows] (natural log). In bf16 mode the operands are rounded to BF16 first. Throws
 /// amla::invalid_argument on inconsistent shapes, a bad visible count or scale, an unknown mode
 /// or block order, or block_size < 1.
-inline void transposed_attention(const HeadGroup& g, const TransposedOptions& options,
-                                 Eigen::Ref<MatrixF> out, std::span<float> lse) {
+template <class = void>
+void transposed_attention(const HeadGroup& g, const TransposedOptions& options,
+                          Eigen::Ref<MatrixF> out, std::span<float> lse) {
   detail::run_dense<detail::TransposedRecurrence>(
       "transposed_attention", g, options, out.rows(), out.cols(), lse.size(),
       [&](const HeadGroup& operands) { detail::transposed_core(operands, options, out, lse); });
@@ -173,8 +180,8 @@ inline void transposed_attention(const HeadGroup& g, const TransposedOptions& op
 using TransposedResult = AttentionResult<float>;
 
 /// The transposed recurrence over one head group, into owned outputs.
-inline TransposedResult transposed_attention(const HeadGroup& g,
-                                             const TransposedOptions& options = {}) {
+template <class = void>
+TransposedResult transposed_attention(const HeadGroup& g, const TransposedOptions& options = {}) {
   return detail::owned_result<float>(g, [&](Eigen::Ref<MatrixF> out, std::span<float> lse) {
     transposed_attention(g, options, out, lse);
   });

@@ -213,9 +213,10 @@ AttentionResult<Scalar, Report> owned_result(const HeadGroup& g, Fill&& fill) {
 }
 
 /// The descriptor of a recurrence (see the file comment) with its options, output scalar and
-/// report; `Core(group, options, out, lse)` is the recurrence on prepared operands. The defaults
-/// fit options that are a RecurrenceOptions; a descriptor hides what differs and adds its names.
-template <class OptionsT, auto Core = nullptr, class ScalarT = float, class ReportT = NoReport>
+/// report. The defaults fit options that are a RecurrenceOptions; a descriptor hides what differs,
+/// adds its names and its `core`, a template (config.hpp, "Compiled where called") so that only a
+/// unit that runs the recurrence compiles it.
+template <class OptionsT, class ScalarT = float, class ReportT = NoReport>
 struct Recurrence {
   using Options = OptionsT;
   using Scalar = ScalarT;
@@ -224,12 +225,6 @@ struct Recurrence {
     validate_recurrence_options(fn, prefix, o);
   }
   static operand_gather gather(const Options& o) { return gather_for(o.mode); }
-  static void core(
-      const HeadGroup& g, const Options& o,
-      Eigen::Ref<Eigen::Matrix<Scalar, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> out,
-      std::span<Scalar> lse) {
-    Core(g, o, out, lse);
-  }
 };
 
 /// The paged decode entry point of recurrence R (see the file comment), as one callable object:

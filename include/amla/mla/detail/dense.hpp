@@ -33,9 +33,10 @@ struct DenseResult {
 /// The Base recurrence in its bf16 mode (BF16 operands, FP32 accumulation and online softmax,
 /// P cast to BF16), KV blocks of `kv_block` keys. The formulations hand it operands that are
 /// already BF16 values (rounded when gathered or stored), so Base uses them without copies.
-inline DenseResult<float> base_f32(const MatrixF& q, Eigen::Ref<const MatrixF> k,
-                                   Eigen::Ref<const MatrixF> v, std::span<const int> visible,
-                                   float scale, int kv_block) {
+template <class = void>
+DenseResult<float> base_f32(const MatrixF& q, Eigen::Ref<const MatrixF> k,
+                            Eigen::Ref<const MatrixF> v, std::span<const int> visible, float scale,
+                            int kv_block) {
   const attention::HeadGroup g{q, k, v, visible, scale};
   attention::BaseOptions options;
   options.mode = attention::precision::bf16;
