@@ -3,11 +3,12 @@
 // Every amla header includes this one first. It has no dependencies beyond the standard library.
 //
 // Compiled where called. A header function that is not a template is compiled in every unit that
-// includes its header, with every Eigen product its body writes, used or not (each costs a second
-// or so of the compiler's time). The functions that run a recurrence (its core, the public
-// xxx_attention, and the descriptor's core behind xxx_decode) are therefore templates with one
-// unused parameter, `template <class = void>`: called as before, compiled only in the units that
-// call them.
+// includes its header, with every template its body uses, called or not: each Eigen product of a
+// recurrence costs 0.4-0.7 s of the compiler's time, golden_attention<float> 2 s. The functions
+// that run a recurrence (its core, the public xxx_attention, and the descriptor's core behind
+// xxx_decode) are therefore templates with one unused parameter, `template <class = void>`:
+// called as before, compiled only in the units that call them (amla.hpp alone: 10 s of g++ instead
+// of 21).
 #pragma once
 
 #include <charconv>
