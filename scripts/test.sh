@@ -7,7 +7,8 @@
 #             nvcc is found of the CUDA programs (every public .cuh also compiled alone, to PTX,
 #             and the backend linked from two units, with and without relocatable device code);
 #             ctest runs every Catch2 test case at full size, the examples' --demo runs, the
-#             standalone-header check (every public .hpp compiled alone) and the packaging check
+#             standalone-header check (every public .hpp compiled alone, and amla.hpp in a unit that
+#             calls nothing compiling no matrix product) and the packaging check
 #   sanitize  the tests built again with AddressSanitizer + UBSan (clang when it is installed, the
 #             default compiler otherwise), warnings as errors, assertions on, at -O0 with the
 #             exhaustive sweeps shrunk (AMLA_TEST_REDUCED); ctest runs them
