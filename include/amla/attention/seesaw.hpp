@@ -308,19 +308,13 @@ void seesaw_core(const HeadGroup& caller, const SeesawOptions& options, Eigen::R
   shield.restore(out);
 }
 
-/// The seesaw schedule without an observer (the decode entry point's core).
-template <class = void>
-void seesaw_unobserved(const HeadGroup& g, const SeesawOptions& options, Eigen::Ref<MatrixF> out,
-                       std::span<float> lse) {
-  seesaw_core(g, options, out, lse, {});
-}
-
-/// The seesaw schedule as the decode entry point sees it (detail/recurrence.hpp).
+/// The seesaw schedule as the decode entry point sees it (detail/recurrence.hpp), without an
+/// observer.
 struct SeesawRecurrence : Recurrence<SeesawOptions> {
   template <class = void>
   static void core(const HeadGroup& g, const SeesawOptions& o, Eigen::Ref<MatrixF> out,
                    std::span<float> lse) {
-    seesaw_unobserved(g, o, out, lse);
+    seesaw_core(g, o, out, lse, {});
   }
   static constexpr const char* decode_name = "seesaw_decode";
   static constexpr const char* options_name = "seesaw";

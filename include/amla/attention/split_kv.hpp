@@ -250,19 +250,12 @@ void split_kv_core_named(const char* fn, const char* splits_arg, const HeadGroup
   combine_splits<float>(parts, out, lse);
 }
 
-/// split_kv_core_named as the decode entry point calls it.
-template <class = void>
-void split_kv_core(const HeadGroup& g, const SplitKvOptions& options, Eigen::Ref<MatrixF> out,
-                   std::span<float> lse) {
-  split_kv_core_named("split_kv_decode", "split.num_splits", g, options, out, lse);
-}
-
 /// Split-KV as the decode entry point sees it (detail/recurrence.hpp).
 struct SplitKvRecurrence : Recurrence<SplitKvOptions> {
   template <class = void>
   static void core(const HeadGroup& g, const SplitKvOptions& o, Eigen::Ref<MatrixF> out,
                    std::span<float> lse) {
-    split_kv_core(g, o, out, lse);
+    split_kv_core_named("split_kv_decode", "split.num_splits", g, o, out, lse);
   }
   static constexpr const char* decode_name = "split_kv_decode";
   static constexpr const char* options_name = "split";
