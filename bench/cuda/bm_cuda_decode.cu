@@ -17,6 +17,11 @@
 //   bm_cuda_decode --quick    s_k 4096 only
 //   bm_cuda_decode --filter TEXT[,TEXT...]   the configurations whose name holds one of the TEXTs;
 //                             a TEXT ending in '$' must be the whole name ("hopper/standard$")
+//   bm_cuda_decode --waves [B,B...]   hopper/standard at each batch B (default 128,132,133),
+//                             s_q {1, 2}, s_k {4096, 16384}: how the time follows the batch across
+//                             whole waves of CTAs (one CTA per row block and request at these
+//                             batches: 128 fills 256 and 512 of 264 and 528 slots, 132 all of
+//                             them, 133 starts one more wave)
 //   bm_cuda_decode --profile [b s_q s_k [splits]]   one configuration, three launches, for ncu
 //   bm_cuda_decode --phases [b s_q s_k [splits [mode [picture]]]]
 //                             where a Hopper CTA's time goes: medians of its phases
@@ -565,6 +570,28 @@ int main(int argc, char** argv) {
   // --profile [b s_q s_k [splits [mode]]]: one configuration (default b 128, s_q 2, s_k 4096;
   // hopper/standard, the balanced schedule; mode standard, amla or amla-skip), three launches,
   // for a profiler (the third launch is the one to look at).
+  // --waves [B,B...]: hopper/standard at the batches B only (the file comment).
+  const bool waves = arg == "--waves";
+  std::vector<int> wave_batches;
+  if (waves) {
+    const std::string list = argc > 2 ? argv[2] : "128,132,133";
+    for (std::size_t at = 0; at <= list.size();) {
+      std::size_t end = list.find(',', at);
+      if (end == std::string::npos) end = list.size();
+      const std::string text = list.substr(at, end - at);
+      char* stop = nullptr;
+      const long b = std::strtol(text.c_str(), &stop, 10);
+      if (text.empty() || *stop != '\0' || b < 1 || b > 4096) {
+        std::fprintf(stderr,
+                     "bm_cuda_decode: --waves '%s': each batch must be an integer in [1, 4096], "
+                     "got '%s'\n",
+                     list.c_str(), text.c_str());
+        return 2;
+      }
+      wave_batches.push_back(static_cast<int>(b));
+      at = end + 1;
+    }
+  }
   const bool profile = arg == "--profile";
   const one_config prof = one_config_of(argc, argv, profile, {128, 2, 4096});
   if (!prof.mode_known()) {
@@ -780,6 +807,14 @@ int main(int argc, char** argv) {
         {128, 1, 1024, options(ac::kernel_kind::simple, ac::rescale_mode::standard), 3, ""});
 
     if (profile) configs.resize(1);
+    if (waves) {
+      configs.clear();
+      for (const int b : wave_batches) {
+        for (int s_q : {1, 2}) {
+          for (int s_k : {4096, 16384}) configs.push_back({b, s_q, s_k, hopper_std, 15, "/waves"});
+        }
+      }
+    }
     if (!filter.empty()) {
       std::erase_if(configs, [&](const Config& c) {
         const std::string name = std::string(ac::to_string(c.opt.kernel)) + "/" +

@@ -44,7 +44,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--passes", type=int, default=2, help="passes over the shapes (default 2)")
     ap.add_argument("--filter", default="",
-                    help='shapes as b,s_q,s_k triples separated by semicolons, e.g. "128,2,4096"')
+                    help='shapes as b,s_q,s_k triples separated by semicolons, e.g. '
+                         '"128,2,4096;132,2,4096" (the grid\'s or any other)')
     ap.add_argument("--amla-log", help="bm_cuda_decode's output to compare against")
     ap.add_argument("--profile", nargs=3, type=int, metavar=("B", "S_Q", "S_K"),
                     help="launch one shape five times, untimed (for ncu)")
@@ -72,9 +73,11 @@ def main() -> int:
         except ValueError:
             raise ValueError(f"--filter {args.filter!r}: must be b,s_q,s_k triples of integers "
                              "separated by semicolons") from None
-        shapes = [s for s in SHAPES if s in wanted]
-        if not shapes:
-            raise ValueError(f"--filter {args.filter!r}: names none of the shapes {SHAPES}")
+        if any(len(t) != 3 or min(t) < 1 for t in wanted):
+            raise ValueError(f"--filter {args.filter!r}: each shape must be three positive "
+                             "integers b,s_q,s_k")
+        # The grid's shapes in its order, then any other shape named.
+        shapes = [s for s in SHAPES if s in wanted] + sorted(wanted - set(SHAPES))
     settle_text = os.environ.get("AMLA_CUDA_SETTLE_MS", "300")
     if not settle_text.isdigit() or int(settle_text) > 60000:
         raise ValueError(f"AMLA_CUDA_SETTLE_MS = {settle_text!r}: must be a whole number of "
