@@ -1392,15 +1392,17 @@ void safe_add_patterns(cudaStream_t stream) {
   }
 }
 
-/// numeric/amla_step.hpp's div_rn_unit against div.rn (__fdiv_rn) on every operand its callers
-/// pass: (0) S16 / S32 and (1) S32 / S16 for every FP32 S32 in [0.5, 2), S16 its BF16 rounding;
-/// (2) a / b for every pair of FP32 values within 2^-8 of 1 (the c of two frames), and a NaN
-/// operand on either side (NaN). counts[c]: quotients whose bits differ; first[2c], first[2c + 1]:
-/// the operands' patterns of one.
+/// numeric/amla_step.hpp's device divisions and BF16 rounding of the AMLA scalars against div.rn
+/// (__fdiv_rn) and round_bf16_finite on every operand their callers pass: div_rn_rounding on
+/// (0) S16 / S32, (1) S32 / S16 and (2) S32 / S32 (float32 mode) for every FP32 S32 in [0.5, 2),
+/// S16 its BF16 rounding; div_rn_unit on (3) a / b for every pair of FP32 values within 2^-8 of 1
+/// (the c of two frames); a NaN operand on either side of both (NaN); (4) s16_of against
+/// round_bf16_finite on every FP32 pattern (a NaN must stay NaN). counts[c]: results whose bits
+/// differ; first[2c], first[2c + 1]: the operands' patterns of one.
 __global__ void div_rn_unit_kernel(unsigned long long* counts, std::uint32_t* first) {
   namespace ad = amla::detail;
-  const auto check = [&](float x, float y, int c) {
-    if (__float_as_uint(ad::div_rn_unit(x, y)) != __float_as_uint(__fdiv_rn(x, y))) {
+  const auto differ = [&](float got, float want, float x, float y, int c) {
+    if (__float_as_uint(got) != __float_as_uint(want)) {
       atomicAdd(&counts[c], 1ull);
       first[2 * c] = __float_as_uint(x);
       first[2 * c + 1] = __float_as_uint(y);
@@ -1408,41 +1410,57 @@ __global__ void div_rn_unit_kernel(unsigned long long* counts, std::uint32_t* fi
   };
   if (blockIdx.x == 0 && threadIdx.x == 0) {  // a NaN operand gives NaN
     const float nan = __uint_as_float(0x7FC00000u);
+    if (!isnan(ad::div_rn_rounding(nan, 1.0f)) || !isnan(ad::div_rn_rounding(1.0f, nan))) {
+      atomicAdd(&counts[0], 1ull);
+    }
     if (!isnan(ad::div_rn_unit(nan, 1.0f)) || !isnan(ad::div_rn_unit(1.0f, nan))) {
-      atomicAdd(&counts[2], 1ull);
+      atomicAdd(&counts[3], 1ull);
     }
   }
   const std::uint32_t half = __float_as_uint(0.5f), unit = 1u << 24;  // [0.5, 2): two binades
-  for (std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < unit;
-       i += gridDim.x * blockDim.x) {
+  const std::uint32_t stride = gridDim.x * blockDim.x;
+  for (std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < unit; i += stride) {
     const float s32 = __uint_as_float(half + i), s16 = amla::round_bf16_finite(s32);
-    check(s16, s32, 0);
-    check(s32, s16, 1);
+    differ(ad::div_rn_rounding(s16, s32), __fdiv_rn(s16, s32), s16, s32, 0);
+    differ(ad::div_rn_rounding(s32, s16), __fdiv_rn(s32, s16), s32, s16, 1);
+    differ(ad::div_rn_rounding(s32, s32), 1.0f, s32, s32, 2);
   }
   const std::uint32_t lo = __float_as_uint(1.0f - 0x1p-8f), hi = __float_as_uint(1.0f + 0x1p-8f);
   for (std::uint32_t a = lo + blockIdx.x; a <= hi; a += gridDim.x) {
     for (std::uint32_t b = lo + threadIdx.x; b <= hi; b += blockDim.x) {
-      check(__uint_as_float(a), __uint_as_float(b), 2);
+      const float x = __uint_as_float(a), y = __uint_as_float(b);
+      differ(ad::div_rn_unit(x, y), __fdiv_rn(x, y), x, y, 3);
+    }
+  }
+  for (std::uint64_t u = blockIdx.x * blockDim.x + threadIdx.x; u < (1ull << 32); u += stride) {
+    const float x = __uint_as_float(static_cast<std::uint32_t>(u));
+    const float got = ad::s16_of(x), want = amla::round_bf16_finite(x);
+    if (isnan(x) ? !isnan(got) : __float_as_uint(got) != __float_as_uint(want)) {
+      differ(0.0f, 1.0f, x, x, 4);
     }
   }
 }
 
-/// div_rn_unit on every operand of the AMLA scalars' divisions, bit for bit against div.rn.
+/// The AMLA scalars' divisions and BF16 rounding on every operand they take, bit for bit against
+/// div.rn and round_bf16_finite.
 void div_rn_unit_operands(cudaStream_t stream) {
-  std::printf("== AMLA's compensation division against div.rn\n");
-  const char* what[3] = {"S16 / S32", "S32 / S16", "c / c'"};
-  DeviceBuffer<unsigned long long> counts(3);
-  DeviceBuffer<std::uint32_t> first(6);
-  AMLA_CUDA_CHECK(cudaMemsetAsync(counts.ptr, 0, 3 * sizeof(unsigned long long), stream));
+  std::printf("== AMLA's compensation divisions against div.rn, S16's rounding\n");
+  constexpr int sets = 5;
+  const char* what[sets] = {"div_rn_rounding S16 / S32", "div_rn_rounding S32 / S16",
+                            "div_rn_rounding S32 / S32", "div_rn_unit c / c'",
+                            "s16_of against round_bf16_finite"};
+  DeviceBuffer<unsigned long long> counts(sets);
+  DeviceBuffer<std::uint32_t> first(2 * sets);
+  AMLA_CUDA_CHECK(cudaMemsetAsync(counts.ptr, 0, sets * sizeof(unsigned long long), stream));
   div_rn_unit_kernel<<<4096, 256, 0, stream>>>(counts.ptr, first.ptr);
   AMLA_CUDA_CHECK_LAUNCH("div_rn_unit_kernel");
   sync_or_die(stream, 120, "div_rn_unit_kernel");
   const std::vector<unsigned long long> n = counts.download();
   const std::vector<std::uint32_t> f = first.download();
-  for (int c = 0; c < 3; ++c) {
+  for (int c = 0; c < sets; ++c) {
     const auto cu = static_cast<std::size_t>(c);
-    EXPECT(n[cu] == 0, "div_rn_unit: %llu quotients %s differ from div.rn (e.g. 0x%08x / 0x%08x)",
-           n[cu], what[c], f[2 * cu], f[2 * cu + 1]);
+    EXPECT(n[cu] == 0, "%s: %llu results differ (e.g. operands 0x%08x, 0x%08x)", what[c], n[cu],
+           f[2 * cu], f[2 * cu + 1]);
   }
 }
 

@@ -134,22 +134,50 @@ AMLA_HOST_DEVICE constexpr float div_rn(float a, float b) noexcept {
 #endif
 }
 
-/// a / b rounded to nearest for the compensation's operands: S16 over S32 of one frame or the
-/// reverse (both in [0.5, 2)), and one frame's c over another's (both within 2^-8 of 1); a NaN
+/// a / b rounded to nearest for one frame's c over another's (both within 2^-8 of 1); a NaN
 /// operand gives NaN. On the device without div.rn's slow path, whose subroutine call in a
 /// kernel's block loop costs the code around it more than the division: the reciprocal refined by
-/// one Newton step, then two corrections by the exact remainder (FMA). That equals div.rn on every
-/// such operand (cuda_decode's gpu test compares all of them); outside these ranges it may not.
+/// one Newton step, the quotient as 1 + (a - b) / b (a - b is exact: Sterbenz), then one
+/// correction by the exact remainder (FMA). That equals div.rn on every such pair (cuda_decode's
+/// gpu test compares all of them); outside this range it may not.
 AMLA_HOST_DEVICE constexpr float div_rn_unit(float a, float b) noexcept {
 #if defined(__CUDA_ARCH__)
   float r;
   asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(b));
   r = __fmaf_rn(r, __fmaf_rn(-b, r, 1.0f), r);
-  float q = __fmul_rn(a, r);
-  q = __fmaf_rn(r, __fmaf_rn(-b, q, a), q);
-  return __fmaf_rn(r, __fmaf_rn(-b, q, a), q);
+  const float q = __fmaf_rn(__fsub_rn(a, b), r, 1.0f);
+  return __fmaf_rn(__fmaf_rn(-b, q, a), r, q);
 #else
   return a / b;
+#endif
+}
+
+/// a / b rounded to nearest where one operand is the other's BF16 rounding (S16 / S32 or S32 /
+/// S16) and b lies in [0.5, 2); a NaN operand gives NaN. On the device the approximate reciprocal
+/// (no Newton step), the product and one correction by the exact remainder: div.rn's value on
+/// every such pair (cuda_decode's gpu test compares all of them), in four instructions.
+AMLA_HOST_DEVICE constexpr float div_rn_rounding(float a, float b) noexcept {
+#if defined(__CUDA_ARCH__)
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(b));
+  const float q = __fmul_rn(a, r);
+  return __fmaf_rn(__fmaf_rn(-b, q, a), r, q);
+#else
+  return a / b;
+#endif
+}
+
+/// S32 rounded to BF16, nearest even (round_bf16_finite's value for every finite S32). On the
+/// device the conversion instruction and a shift, where the integer form takes four instructions;
+/// for a NaN S32 (a NaN max) that gives a NaN where round_bf16_finite's add gives another pattern,
+/// and the row is NaN either way (amla_scalars_of).
+AMLA_HOST_DEVICE constexpr float s16_of(float s32) noexcept {
+#if defined(__CUDA_ARCH__)
+  unsigned short h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(s32));
+  return __uint_as_float(static_cast<unsigned>(h) << 16);
+#else
+  return round_bf16_finite(s32);
 #endif
 }
 
@@ -162,9 +190,9 @@ AMLA_HOST_DEVICE constexpr float amla_big_n(float dn, float eps,
 }  // namespace detail
 
 /// S16 and c from n and S32, whatever unit produced them (the file comment). S16 is S32 rounded
-/// to BF16 with numeric/bf16.hpp's nearest-even add (round_bf16_finite); c follows the
-/// compensation reading. On the device s32 must lie in [0.5, 2), as amla_scalars_ln and the CUDA
-/// backend's amla_scalars_log2 give it (div_rn_unit's operands).
+/// to BF16, nearest even (s16_of); c follows the compensation reading. On the device s32 must
+/// lie in [0.5, 2), as amla_scalars_ln and the CUDA backend's amla_scalars_log2 give it
+/// (div_rn_rounding's operands).
 /// Example: S32 = 1.35914087f (e / 2) gives S16 = 1.359375f (pattern 0x3FAE0000) and, with
 /// appendix_a, c = S16 / S32 = 1.00017226f (pattern 0x3F8005A5).
 AMLA_HOST_DEVICE constexpr amla_scalars amla_scalars_of(float n, float s32,
@@ -173,12 +201,12 @@ AMLA_HOST_DEVICE constexpr amla_scalars amla_scalars_of(float n, float s32,
   a.n = n;
   a.s32 = s32;
   // S32 is finite for a finite max, so the NaN select of round_bf16 is not needed. For a NaN or
-  // +inf max S32 is NaN and S16 not always: the finite-only add keeps x86's default NaN
-  // (0xFFC00000) a NaN but turns the device's (0x7FFFFFFF) into -0. Either way the row is NaN
+  // +inf max S32 is NaN and S16 not always: the host's finite-only add keeps x86's default NaN
+  // (0xFFC00000) a NaN (the device's conversion keeps every NaN a NaN). Either way the row is NaN
   // through its exponentials (problem/conventions.hpp), whatever S16 scales them by.
-  a.s16 = o.round_s16 ? round_bf16_finite(s32) : s32;
-  if (o.compensation == amla_compensation::appendix_a) a.c = detail::div_rn_unit(a.s16, a.s32);
-  if (o.compensation == amla_compensation::as_printed) a.c = detail::div_rn_unit(a.s32, a.s16);
+  a.s16 = o.round_s16 ? detail::s16_of(s32) : s32;
+  if (o.compensation == amla_compensation::appendix_a) a.c = detail::div_rn_rounding(a.s16, a.s32);
+  if (o.compensation == amla_compensation::as_printed) a.c = detail::div_rn_rounding(a.s32, a.s16);
   return a;
 }
 
