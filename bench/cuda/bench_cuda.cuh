@@ -1,7 +1,7 @@
 // bench/cuda/bench_cuda.cuh: what the two CUDA benchmark programs (bm_cuda_decode.cu,
 // bm_hopper_model.cu) share: a pair of CUDA events that times a launch, the median of a sample,
-// the "no device" exit, and a paged MLA decode problem in device memory (random BF16 inputs from
-// tests/cuda/device_random.cuh, pages handed out in shuffled order).
+// the "no device" exit, a mixed batch's lengths, and a paged MLA decode problem in device memory
+// (random BF16 inputs from tests/cuda/device_random.cuh, pages handed out in shuffled order).
 #pragma once
 
 #include "amla/backend/cuda/cuda.cuh"
@@ -50,6 +50,22 @@ inline double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/// A mixed batch's lengths: `batch` values in [1, 2 s_k - 1] (mean about s_k), the same for a given
+/// shape and pass (0 or 1) in every program that draws them: a 32-bit linear congruential
+/// generator seeded with 7 batch + 3 s_q + pass, each length 1 + (x >> 8) mod (2 s_k - 1).
+/// bench/cuda/flashmla.py --varlen computes the same sequence, so that both programs time the
+/// same batch.
+inline std::vector<int> varlen_lengths(int batch, int s_q, int s_k, int pass) {
+  std::uint32_t x = static_cast<std::uint32_t>(7 * batch + 3 * s_q + pass);
+  const auto span = static_cast<std::uint32_t>(2 * s_k - 1);
+  std::vector<int> lens(static_cast<std::size_t>(batch));
+  for (int& l : lens) {
+    x = x * 1664525u + 1013904223u;
+    l = 1 + static_cast<int>((x >> 8) % span);
+  }
+  return lens;
 }
 
 /// Whether a CUDA device is visible; prints "`program`: no CUDA device visible" when none is.

@@ -22,6 +22,10 @@
 //                             whole waves of CTAs (one CTA per row block and request at these
 //                             batches: 128 fills 256 and 512 of 264 and 528 slots, 132 all of
 //                             them, 133 starts one more wave)
+//   bm_cuda_decode --plan     what plan_decode costs: its median time at s_q 2, h_q 128 for mixed
+//                             batches (varlen_lengths, s_k 4096) of 16 to 65536 requests (the
+//                             plan kernel, and for a batch that fills a wave the order kernel
+//                             that lists its requests longest first)
 //   bm_cuda_decode --profile [b s_q s_k [splits]]   one configuration, three launches, for ncu
 //   bm_cuda_decode --phases [b s_q s_k [splits [mode [picture]]]]
 //                             where a Hopper CTA's time goes: medians of its phases
@@ -540,6 +544,39 @@ double time_ms(F&& launch, void* flush, std::size_t flush_bytes, int warmup, int
 
 }  // namespace
 
+/// bm_cuda_decode --plan: plan_decode's median time over 15 calls (CUDA events, the L2 flushed
+/// before each) for mixed batches at s_q 2, h_q 128. plan_decode reads only the lengths, so the
+/// inputs' other tensors are a placeholder that no kernel reads (check_tables off).
+void plan_report(void* flush, std::size_t flush_bytes) {
+  for (const int batch : {16, 128, 512, 4096, 16384, 65536}) {
+    const std::vector<int> lens = amla_bench::varlen_lengths(batch, 2, 4096, 0);
+    std::int32_t* d_lens = nullptr;
+    AMLA_CUDA_CHECK(cudaMalloc(&d_lens, lens.size() * sizeof(std::int32_t)));
+    AMLA_CUDA_CHECK(cudaMemcpy(d_lens, lens.data(), lens.size() * sizeof(std::int32_t),
+                               cudaMemcpyHostToDevice));
+    void* placeholder = nullptr;
+    AMLA_CUDA_CHECK(cudaMalloc(&placeholder, 256));
+    amla::DecodeShape shape;
+    shape.batch = batch;
+    shape.s_q = 2;
+    shape.max_pages_per_seq = 128;  // 8191 keys at most, pages of 64
+    ac::DeviceDecodeInputs in{.shape = shape,
+                              .q = static_cast<const amla::bf16*>(placeholder),
+                              .kv = static_cast<const amla::bf16*>(placeholder),
+                              .block_table = static_cast<const std::int32_t*>(placeholder),
+                              .seqlens = d_lens};
+    ac::CudaDecodeOptions opt{.kernel = ac::kernel_kind::hopper};
+    opt.check_tables = false;
+    opt.workspace_bytes = ac::decode_workspace_bytes(shape, opt);
+    AMLA_CUDA_CHECK(cudaMalloc(&opt.workspace, opt.workspace_bytes));
+    const double ms = time_ms([&] { ac::plan_decode(in, opt); }, flush, flush_bytes, 3, 15);
+    std::printf("plan_decode b %5d s_q 2 (lengths in [1, 8191]): %8.1f us\n", batch, ms * 1e3);
+    AMLA_CUDA_CHECK(cudaFree(opt.workspace));
+    AMLA_CUDA_CHECK(cudaFree(placeholder));
+    AMLA_CUDA_CHECK(cudaFree(d_lens));
+  }
+}
+
 /// One configuration named on the command line, as --profile and --phases take it:
 /// [b s_q s_k [splits [mode]]] after the flag, each missing part its default.
 struct one_config {
@@ -621,6 +658,11 @@ int main(int argc, char** argv) {
     const std::size_t flush_bytes = 256u << 20;
     void* flush = nullptr;
     AMLA_CUDA_CHECK(cudaMalloc(&flush, flush_bytes));
+    if (arg == "--plan") {
+      plan_report(flush, flush_bytes);
+      AMLA_CUDA_CHECK(cudaFree(flush));
+      return 0;
+    }
     if (phases) {
       ac::CudaDecodeOptions o{
           .mode = ph.mode == "standard" ? ac::rescale_mode::standard : ac::rescale_mode::amla,
@@ -710,8 +752,9 @@ int main(int argc, char** argv) {
       /// The sized schedule made once by plan_decode before the timed launches and reused by
       /// each (CudaDecodeOptions::plan), as FlashMLA's metadata is across a step's layers.
       bool reuse_plan = false;
-      /// Lengths drawn uniformly from [1, 2 s_k - 1] (mean s_k; the same for every variant of the
-      /// shape and pass) instead of s_k each: the balance of a mixed batch.
+      /// Lengths drawn uniformly from [1, 2 s_k - 1] (mean about s_k; amla_bench::varlen_lengths,
+      /// the same for every variant of the shape and pass, and for flashmla.py --varlen) instead
+      /// of s_k each: the balance of a mixed batch.
       bool varlen = false;
     };
     auto options = [](ac::kernel_kind kernel, ac::rescale_mode mode) {
@@ -751,11 +794,13 @@ int main(int argc, char** argv) {
         configs.push_back({128, s_q, s_k, o, 15, "/no-split"});
       }
     }
-    // Mixed lengths, about eight CTAs per SM: the balance of a launch of one CTA per piece.
+    // Mixed lengths, about eight CTAs per SM: the balance of a launch of one CTA per piece, in
+    // index order and, with a plan made once (plan_decode), longest first.
     if (!quick) {
       for (int s_q : {1, 2}) {
-        configs.push_back(
-            {s_q == 1 ? 512 : 256, s_q, 4096, hopper_std, 15, "/varlen", false, true});
+        const int b = s_q == 1 ? 512 : 256;
+        configs.push_back({b, s_q, 4096, hopper_std, 15, "/varlen", false, true});
+        configs.push_back({b, s_q, 4096, hopper_std, 15, "/varlen/plan reused", true, true});
       }
     }
     // Two pieces per request at s_k 1024, where each CTA's fixed costs (its Q and first KV loads,
@@ -864,12 +909,9 @@ int main(int argc, char** argv) {
         // page order alone can move a kernel's time by 10%).
         std::seed_seq pages_seed{c.batch, c.s_q, c.s_k, pass};
         std::mt19937 pages(pages_seed);
-        std::vector<int> lens(static_cast<std::size_t>(c.batch), c.s_k);
-        if (c.varlen) {
-          std::mt19937 draw(static_cast<unsigned>(c.batch * 7 + c.s_q * 3 + pass));
-          std::uniform_int_distribution<int> len(1, 2 * c.s_k - 1);
-          for (int& l : lens) l = len(draw);
-        }
+        const std::vector<int> lens =
+            c.varlen ? amla_bench::varlen_lengths(c.batch, c.s_q, c.s_k, pass)
+                     : std::vector<int>(static_cast<std::size_t>(c.batch), c.s_k);
         double keys = 0;
         for (const int l : lens) keys += l;
         const amla_bench::DeviceProblem problem(c.s_q, h_q, lens, page, 3 + pass, 4 + pass, pages);

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Times FlashMLA's Hopper dense decode kernel as bm_cuda_decode times amla's, on a GPU machine.
 
-    python3 bench/cuda/flashmla.py [--passes N] [--filter LIST] [--amla-log FILE]
+    python3 bench/cuda/flashmla.py [--passes N] [--filter LIST [--varlen]] [--amla-log FILE]
     python3 bench/cuda/flashmla.py --profile B S_Q S_K    five untimed launches of one shape, for
                                                           ncu (as bm_cuda_decode --profile)
 
@@ -11,17 +11,21 @@ exits 2). The method is bm_cuda_decode's: b requests of s_k keys each, h_q 128, 
 in a shuffled block table, random BF16 inputs, the split-KV metadata made by a first call and
 reused (as bm_cuda_decode's "plan reused"), 3 warm-up launches, then the median of 15 launches
 timed with CUDA events, a 256 MB memset flushing the L2 before each, and
-TFLOPS = 2 b s_q h_q s_k (576 + 512) / time; before each configuration the GPU idles
-AMLA_CUDA_SETTLE_MS milliseconds (default 300), so that the card's power management starts every
-configuration of both programs from the same state, and each line ends with the SM clock that
-NVML reports right after the timed launches (torch.cuda.clock_rate, where pynvml is importable; a
-coarser reading than bm_cuda_decode's, which counts cycles on the SMs). Each configuration is
-timed once per pass; the lines
+TFLOPS = 2 b s_q h_q s_k (576 + 512) / time. Besides its grid it times bm_cuda_decode's two mixed
+batches (`flashmla/varlen`: b 512, s_q 1 and b 256, s_q 2, lengths in [1, 8191] from the same
+sequence as bench_cuda.cuh's varlen_lengths, so that both programs time the same batch; TFLOPS
+from the keys drawn), which --filter leaves out unless --varlen is given. Before each
+configuration the GPU idles AMLA_CUDA_SETTLE_MS milliseconds (default 300), so that the card's
+power management starts every configuration of both programs from the same state, and each line
+ends with the SM clock that NVML reports right after the timed launches (torch.cuda.clock_rate,
+where pynvml is importable; a coarser reading than bm_cuda_decode's, which counts cycles on the
+SMs). Each configuration is timed once per pass; the lines
 have bm_cuda_decode's form (`pass P  flashmla  b B s_q S s_k K pieces 0: T us F TFLOPS`), so that
 bench/cuda/ab.sh's parser and a reader can set them beside amla's from the same call. With
 --amla-log FILE (bm_cuda_decode's output from the same machine and run, as scripts/cuda.sh passes
 it) the script ends with a table of each shape's fastest passes: FlashMLA's TFLOPS and amla's
-hopper/standard and hopper/amla (at b 16 and b 1 also with the plan reused) as fractions of it.
+hopper/standard and hopper/amla (at b 16 and b 1 also with the plan reused; for the mixed batches
+hopper/standard/varlen, also with the plan reused) as fractions of it.
 """
 
 import argparse
@@ -37,6 +41,7 @@ SHAPES = [  # (b, s_q, s_k): bm_cuda_decode's b 128 grid and its two split-KV sh
     (128, 2, 1024), (128, 2, 4096), (128, 2, 16384),
     (16, 2, 4096), (1, 2, 16384),
 ]
+VARLEN_SHAPES = [(512, 1, 4096), (256, 2, 4096)]  # bm_cuda_decode's /varlen batches
 H_Q, D_QK, D_V, PAGE = 128, 576, 512, 64
 
 
@@ -46,6 +51,8 @@ def main() -> int:
     ap.add_argument("--filter", default="",
                     help='shapes as b,s_q,s_k triples separated by semicolons, e.g. '
                          '"128,2,4096;132,2,4096" (the grid\'s or any other)')
+    ap.add_argument("--varlen", action="store_true",
+                    help="with --filter, also the mixed batches (run by default without --filter)")
     ap.add_argument("--amla-log", help="bm_cuda_decode's output to compare against")
     ap.add_argument("--profile", nargs=3, type=int, metavar=("B", "S_Q", "S_K"),
                     help="launch one shape five times, untimed (for ncu)")
@@ -62,10 +69,11 @@ def main() -> int:
     if not flash_mla.has_legacy():
         print("flashmla.py: this flash_mla has no SM90 kernels (use_legacy)", file=sys.stderr)
         return 2
-    shapes = SHAPES
+    # (b, s_q, s_k, varlen): varlen batches draw their lengths as bm_cuda_decode's /varlen does.
+    shapes = [s + (False,) for s in SHAPES] + [s + (True,) for s in VARLEN_SHAPES]
     if args.profile:
-        shapes = [tuple(args.profile)]
-        if min(shapes[0]) < 1:
+        shapes = [tuple(args.profile) + (False,)]
+        if min(shapes[0][:3]) < 1:
             raise ValueError(f"--profile {shapes[0]}: b, s_q and s_k must be positive")
     elif args.filter:
         try:
@@ -77,7 +85,10 @@ def main() -> int:
             raise ValueError(f"--filter {args.filter!r}: each shape must be three positive "
                              "integers b,s_q,s_k")
         # The grid's shapes in its order, then any other shape named.
-        shapes = [s for s in SHAPES if s in wanted] + sorted(wanted - set(SHAPES))
+        shapes = [s + (False,) for s in [s for s in SHAPES if s in wanted] +
+                  sorted(wanted - set(SHAPES))]
+        if args.varlen:
+            shapes += [s + (True,) for s in VARLEN_SHAPES]
     settle_text = os.environ.get("AMLA_CUDA_SETTLE_MS", "300")
     if not settle_text.isdigit() or int(settle_text) > 60000:
         raise ValueError(f"AMLA_CUDA_SETTLE_MS = {settle_text!r}: must be a whole number of "
@@ -90,15 +101,33 @@ def main() -> int:
     stop = [torch.cuda.Event(enable_timing=True) for _ in range(15)]
     best = {}
     for p in range(1, args.passes + 1):
-        for b, s_q, s_k in shapes:
+        for b, s_q, s_k, varlen in shapes:
             g = torch.Generator(device="cuda").manual_seed(1000 * p + 7 * b + 3 * s_q + s_k)
-            blocks = (s_k + PAGE - 1) // PAGE
-            pages = b * blocks
             q = torch.randn(b, s_q, H_Q, D_QK, generator=g, device="cuda").to(torch.bfloat16)
-            kv = torch.randn(pages, PAGE, 1, D_QK, generator=g, device="cuda").to(torch.bfloat16)
-            table = torch.randperm(pages, generator=g, device="cuda").to(torch.int32)
-            table = table.view(b, blocks)
-            lens = torch.full((b,), s_k, dtype=torch.int32, device="cuda")
+            if varlen:
+                lengths = varlen_lengths(b, s_q, s_k, p - 1)
+                counts = [(n + PAGE - 1) // PAGE for n in lengths]
+                pages = sum(counts)
+                kv = torch.randn(pages, PAGE, 1, D_QK, generator=g,
+                                 device="cuda").to(torch.bfloat16)
+                order = torch.randperm(pages, generator=g, device="cuda").to(torch.int32).cpu()
+                table = torch.zeros(b, max(counts), dtype=torch.int32)
+                at = 0
+                for r, n in enumerate(counts):
+                    table[r, :n] = order[at:at + n]
+                    at += n
+                table = table.cuda()
+                lens = torch.tensor(lengths, dtype=torch.int32, device="cuda")
+                keys = sum(lengths)
+            else:
+                blocks = (s_k + PAGE - 1) // PAGE
+                pages = b * blocks
+                kv = torch.randn(pages, PAGE, 1, D_QK, generator=g,
+                                 device="cuda").to(torch.bfloat16)
+                table = torch.randperm(pages, generator=g, device="cuda").to(torch.int32)
+                table = table.view(b, blocks)
+                lens = torch.full((b,), s_k, dtype=torch.int32, device="cuda")
+                keys = b * s_k
             meta, _ = flash_mla.get_mla_metadata()
 
             def launch():
@@ -123,15 +152,28 @@ def main() -> int:
                 stop[i].record()
             torch.cuda.synchronize()
             us = statistics.median(s.elapsed_time(e) for s, e in zip(start, stop)) * 1e3
-            tflops = 2 * b * s_q * H_Q * s_k * (D_QK + D_V) / (us * 1e-6) / 1e12
-            print(f"pass {p}  {'flashmla':<28s} b {b:3d} s_q {s_q} s_k {s_k:5d} pieces   0: "
+            tflops = 2 * keys * s_q * H_Q * (D_QK + D_V) / (us * 1e-6) / 1e12
+            name = "flashmla/varlen" if varlen else "flashmla"
+            print(f"pass {p}  {name:<28s} b {b:3d} s_q {s_q} s_k {s_k:5d} pieces   0: "
                   f"{us:9.1f} us {tflops:7.1f} TFLOPS  SM {sm_clock_mhz(torch)} MHz (NVML)",
                   flush=True)
-            best[(b, s_q, s_k)] = max(best.get((b, s_q, s_k), 0.0), tflops)
+            key = (b, s_q, s_k, varlen)
+            best[key] = max(best.get(key, 0.0), tflops)
             del q, kv, table
     if args.amla_log:
         compare(best, args.amla_log)
     return 0
+
+
+def varlen_lengths(b, s_q, s_k, p):
+    """bench/cuda/bench_cuda.cuh's varlen_lengths: b lengths in [1, 2 s_k - 1] for pass p (0, 1,
+    ...), from a 32-bit linear congruential generator seeded with 7 b + 3 s_q + p."""
+    x = (7 * b + 3 * s_q + p) & 0xFFFFFFFF
+    lengths = []
+    for _ in range(b):
+        x = (x * 1664525 + 1013904223) & 0xFFFFFFFF
+        lengths.append(1 + (x >> 8) % (2 * s_k - 1))
+    return lengths
 
 
 def sm_clock_mhz(torch):
@@ -162,15 +204,20 @@ def compare(flashmla, log):
     print("| b, s_q, s_k | FlashMLA TFLOPS | " + " | ".join(kernels) +
           " | hopper/amla / hopper/standard |")
     print("|---|---|" + "---|" * len(kernels) + "---|")
-    for shape, ref in flashmla.items():
+    for (b, s_q, s_k, varlen), ref in flashmla.items():
+        shape = (b, s_q, s_k)
+        # A mixed batch: bm_cuda_decode times hopper/standard/varlen, in index order and with a plan
+        # made once (longest first).
+        names = (["hopper/standard/varlen", None, "hopper/standard/varlen/plan reused", None]
+                 if varlen else kernels)
         cells = []
-        for k in kernels:
-            t = amla.get((k,) + shape)
+        for k in names:
+            t = amla.get((k,) + shape) if k else None
             cells.append(f"{t:.0f} ({t / ref:.2f}x)" if t else "-")
         std, aml = amla.get(("hopper/standard",) + shape), amla.get(("hopper/amla",) + shape)
-        ratio = f"{aml / std:.2f}" if std and aml else "-"
-        print(f"| {shape[0]}, {shape[1]}, {shape[2]} | {ref:.0f} | " + " | ".join(cells) +
-              f" | {ratio} |")
+        ratio = f"{aml / std:.2f}" if std and aml and not varlen else "-"
+        label = f"{b}, {s_q}, {s_k}" + (" (varlen)" if varlen else "")
+        print(f"| {label} | {ref:.0f} | " + " | ".join(cells) + f" | {ratio} |")
 
 
 if __name__ == "__main__":

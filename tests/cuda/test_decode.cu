@@ -1667,13 +1667,22 @@ void plan_reuse(cudaStream_t stream) {
   }
   struct Shape {
     int batch, s_k;
-    bool mixed;  ///< lengths s_k, s_k - 250, s_k - 500, ...: requests cut into different counts
+    /// Lengths s_k, s_k - 250, s_k - 500, ...: requests cut into different counts; with a batch
+    /// that fills a wave (33 requests at s_q 2, h_q 128 on 132 SMs) 1 + (997 i mod s_k), which the
+    /// plan lists longest first.
+    bool mixed;
   };
   std::optional<ac::DecodePlan> b16_plan;
-  for (const Shape sh : {Shape{16, 4096, false}, Shape{16, 4096, true}, Shape{1, 16384, false}}) {
+  int sms = 0;
+  AMLA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int wave = sms / 4;  // requests of one wave at s_q 2, h_q 128: four row blocks each
+  for (const Shape sh : {Shape{16, 4096, false}, Shape{16, 4096, true}, Shape{1, 16384, false},
+                         Shape{wave + 7, 4096, true}}) {
+    const bool fills_wave = sh.batch >= wave;
     std::vector<int> lens(static_cast<std::size_t>(sh.batch), sh.s_k);
     for (std::size_t i = 0; sh.mixed && i < lens.size(); ++i) {
-      lens[i] = sh.s_k - 250 * static_cast<int>(i);
+      const int ii = static_cast<int>(i);
+      lens[i] = fills_wave ? 1 + (997 * ii) % sh.s_k : sh.s_k - 250 * ii;
     }
     const ct::Problem hp(ct::ProblemSpec{2, 128, lens, 64, 1.0, 29});
     const amla::DecodeShape& shape = hp.shape();
@@ -1695,6 +1704,39 @@ void plan_reuse(cudaStream_t stream) {
       const std::vector<float> lse_sized = lse.download();
       const ac::DecodePlan plan = ac::plan_decode(dev.in, opt, stream);
       if (sh.batch == 16) b16_plan = plan;
+      if (fills_wave) {
+        // The plan lists the requests longest first (block counts not increasing, ties in index
+        // order): a permutation of the batch.
+        const ac::detail::plan_arrays a =
+            ac::detail::plan_arrays_in(const_cast<void*>(plan.memory), sh.batch);
+        std::vector<std::int32_t> order(static_cast<std::size_t>(sh.batch));
+        AMLA_CUDA_CHECK(cudaMemcpyAsync(order.data(), a.order, order.size() * sizeof(std::int32_t),
+                                        cudaMemcpyDeviceToHost, stream));
+        sync_or_die(stream, 60.0, "the plan's order");
+        const auto blocks = [&](std::int32_t b) {
+          return (lens[static_cast<std::size_t>(b)] + 63) / 64;
+        };
+        std::vector<bool> seen(order.size(), false);
+        bool ok = true;
+        for (std::size_t i = 0; i < order.size(); ++i) {
+          const std::int32_t b = order[i];
+          if (b < 0 || b >= sh.batch || seen[static_cast<std::size_t>(b)]) {
+            ok = false;
+            break;
+          }
+          seen[static_cast<std::size_t>(b)] = true;
+          if (i > 0) {
+            const std::int32_t a0 = order[i - 1];
+            ok = ok && (blocks(a0) > blocks(b) || (blocks(a0) == blocks(b) && a0 < b));
+          }
+        }
+        std::printf(
+            "  b %2d (mixed, a wave or more) %-8s: the plan lists the requests longest "
+            "first: %s\n",
+            sh.batch, mode_name, ok ? "yes" : "no");
+        EXPECT(ok, "b %d %s: the plan's order is not the requests longest first", sh.batch,
+               mode_name);
+      }
       opt.plan = &plan;
       for (int use = 1; use <= 2; ++use) {
         const std::vector<amla::bf16> poison(out.n, amla::bf16::from_bits(0x7FA5));
@@ -1720,7 +1762,7 @@ void plan_reuse(cudaStream_t stream) {
         EXPECT(differ == 0 && lse_same, "b %d %s, use %d: %zu outputs differ, lse %s", sh.batch,
                mode_name, use, differ, lse_same ? "identical" : "differs");
       }
-      if (sh.mixed) {
+      if (sh.mixed && !fills_wave) {
         // The lengths change under the plan: request 0 (the longest, cut into pieces) now holds one
         // key and needs one piece. Checking its tables, decode() refuses the plan on the host.
         std::vector<std::int32_t> shorter(lens.begin(), lens.end());

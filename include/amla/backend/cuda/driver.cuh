@@ -184,10 +184,12 @@ struct CudaDecodeOptions {
   std::uint64_t* phase_times = nullptr;
   /// A sized split-KV schedule made once by plan_decode() and reused (FlashMLA's metadata reused
   /// across layers): decode() then launches no plan kernel and sizes nothing, its CTAs read this
-  /// plan. It must be of this call's batch, s_q and h_q on this device, with num_splits 0, and
-  /// give each request the piece count its current length needs: with check_tables a plan that
-  /// does not is refused on the host (invalid_argument naming options.plan); without, the first
-  /// CTA that sees it traps. nullptr: the schedule is sized in this call.
+  /// plan; for a batch that fills a wave (not cut) they take its requests longest first, as the
+  /// plan lists them, where a call without a plan takes them in index order. It must be of this
+  /// call's batch, s_q and h_q on this device, with num_splits 0, and give each request the piece
+  /// count its current length needs: with check_tables a plan that does not is refused on the host
+  /// (invalid_argument naming options.plan); without, the first CTA that sees it traps. nullptr:
+  /// the schedule is sized in this call.
   const DecodePlan* plan = nullptr;
 };
 
@@ -458,7 +460,7 @@ inline workspace_layout workspace_layout_of(const DecodeShape& s, const CudaDeco
   workspace_layout w;
   if (opt.num_splits == 0) {
     const std::size_t batch1 = static_cast<std::size_t>(s.batch) + 1;
-    const std::size_t plan = 256 + 3 * batch1 * sizeof(std::int32_t);
+    const std::size_t plan = 256 + 4 * batch1 * sizeof(std::int32_t);
     w.plan_bytes = (plan + 255) / 256 * 256;
   }
   const std::size_t part_rows = static_cast<std::size_t>(bounds.partials) * rows;
@@ -467,12 +469,15 @@ inline workspace_layout workspace_layout_of(const DecodeShape& s, const CudaDeco
 }
 
 /// The sized plan's place at the start of the Hopper path's workspace: the header, then from byte
-/// 256 piece_prefix, slot_prefix and split_list, batch + 1 entries each.
+/// 256 piece_prefix, slot_prefix, split_list and order, batch + 1 entries each. order (written by
+/// plan_decode for a batch that fills a wave: split_plan::order_kernel) lists the requests
+/// longest first.
 struct plan_arrays {
   split_plan::header* header;
   std::int32_t* piece_prefix;
   std::int32_t* slot_prefix;
   std::int32_t* split_list;
+  std::int32_t* order;
 };
 
 inline plan_arrays plan_arrays_in(void* workspace, int batch) {
@@ -483,6 +488,7 @@ inline plan_arrays plan_arrays_in(void* workspace, int batch) {
   a.piece_prefix = reinterpret_cast<std::int32_t*>(base + 256);
   a.slot_prefix = a.piece_prefix + batch1;
   a.split_list = a.slot_prefix + batch1;
+  a.order = a.split_list + batch1;
   return a;
 }
 
@@ -630,6 +636,9 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
     v.slot_prefix = a.slot_prefix;
     if (reused) {
       p.plan_reused = 1;
+      // A batch that fills a wave: plan_decode listed its requests longest first, and the CTAs
+      // take them in that order.
+      if (bounds.partials == 0) p.order = a.order;
     } else if (bounds.partials > 0) {
       // A batch the schedule may cut (smaller than a wave): the decode kernel's CTAs size the
       // schedule themselves rather than wait for a plan kernel (every warp one search and one
@@ -797,7 +806,13 @@ inline DecodeLaunch decode(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
 
 /// Sizes the split-KV schedule of `in` (its batch and device seqlens) once, as decode() with
 /// num_splits 0 would in each call, and writes it on `stream` into the plan region at the start of
-/// options.workspace (required: at least decode_workspace_bytes(), 256-byte aligned). Returns the
+/// options.workspace (required: at least decode_workspace_bytes(), 256-byte aligned). For a batch
+/// that fills a wave of CTAs (which the schedule does not cut) the plan also lists the requests
+/// longest first (detail/split_plan.cuh, order_kernel; up to longest_first_max_batch requests), and
+/// a decode() with the plan gives them to its CTAs in that order, so that a mixed batch's last
+/// CTAs run its shortest requests: 9-10% off mixed batches of 512 and 256 requests on an H200
+/// (bench/CUDA_RESULTS.md); the ordering's batch^2 comparisons make plan_decode take 10 us at
+/// b 128, 20 at 512, 111 at 4096 and 2.2 ms at 65536 there (bm_cuda_decode --plan). Returns the
 /// handle to put in CudaDecodeOptions::plan for later decode() calls of this shape on this device
 /// (e.g. every layer of one decode step): they launch no plan kernel. The plan stays valid while
 /// the workspace's plan region is not overwritten (a decode() with this plan leaves it alone, as
@@ -834,7 +849,17 @@ inline DecodePlan plan_decode(const DeviceDecodeInputs& in, const CudaDecodeOpti
   if (options.check_tables) detail::validate_tables_on_host(fn, in, stream);
   const SplitScheduleBounds bounds = detail::split_bounds(s, options, dev.sms);
   const detail::plan_arrays a = detail::plan_arrays_in(options.workspace, s.batch);
-  detail::launch_plan_kernel(detail::schedule_view(in, 0), bounds.slots, a, stream);
+  const SplitScheduleView v = detail::schedule_view(in, 0);
+  detail::launch_plan_kernel(v, bounds.slots, a, stream);
+  if (bounds.partials == 0) {
+    // A batch that fills a wave is not cut: its requests are listed longest first instead, so
+    // that the decode kernel's last CTAs take short ones.
+    const unsigned ctas = static_cast<unsigned>((s.batch + detail::split_plan::order_threads - 1) /
+                                                detail::split_plan::order_threads);
+    detail::split_plan::order_kernel<>
+        <<<ctas, detail::split_plan::order_threads, 0, stream>>>(v, a.order);
+    AMLA_CUDA_CHECK_LAUNCH("amla::cuda::detail::split_plan::order_kernel");
+  }
   DecodePlan plan;
   plan.batch = s.batch;
   plan.s_q = s.s_q;

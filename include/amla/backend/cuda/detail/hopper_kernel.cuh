@@ -19,7 +19,8 @@
 // (params::plan_reused) is read instead, each CTA first checking its request's piece count
 // against the current length (plan_matches). When the plan cuts
 // no request, piece b is request b (piece_of_cta, no search); when the host's bounds already say so
-// (params::whole_requests: a batch that fills a wave), no plan is made or read at all.
+// (params::whole_requests: a batch that fills a wave), no plan is made or read, except a reused
+// plan's list of the requests longest first (params::order), which the CTAs take in that order.
 //
 // ---- Shared memory (220 KB) --------------------------------------------------------------
 //   Q         64 x 576 BF16 as 9 column chunks of 64 x 64 (8 KB each, 128-byte swizzle)  72 KB
@@ -328,6 +329,9 @@ struct params {
   /// sized schedule of a batch that fills a wave): piece b is request b, whole, found without
   /// reading the plan (piece_of_cta).
   int whole_requests;
+  /// With whole_requests, a reused plan's list of the requests longest first
+  /// (split_plan::order_kernel): piece i is request order[i]. nullptr: request i.
+  const std::int32_t* order;
   float scale_log2;
   const std::int32_t* block_table;
   const std::int32_t* seqlens;
@@ -446,7 +450,7 @@ __device__ __forceinline__ SplitPiece whole_request(const params& p, int b) {
 __device__ __forceinline__ bool piece_of_cta(const params& p, int index, SplitPiece& piece) {
   if (p.whole_requests) {
     if (index >= p.schedule.batch) return false;
-    piece = whole_request(p, index);
+    piece = whole_request(p, p.order != nullptr ? p.order[index] : index);
     return true;
   }
   const SplitScheduleView v = schedule_of(p);
@@ -1052,7 +1056,9 @@ __global__ void __launch_bounds__(threads, 1)
     // A whole request's block table row is known before its length: its first entries are
     // fetched while the length is read (load_kv reads them next; otherwise two dependent misses).
     if (p.whole_requests && threadIdx.x == 0 && static_cast<int>(blockIdx.y) < p.schedule.batch) {
-      ptx::prefetch_l1(p.block_table + p.shape.table_offset(static_cast<int>(blockIdx.y), 0));
+      const int b = static_cast<int>(blockIdx.y);
+      ptx::prefetch_l1(p.block_table +
+                       p.shape.table_offset(p.order != nullptr ? p.order[b] : b, 0));
     }
     if (!piece_of_cta(p, blockIdx.y, piece)) return;  // past the last piece
   }

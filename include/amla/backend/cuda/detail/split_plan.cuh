@@ -154,6 +154,43 @@ __global__ void __launch_bounds__(32)
   scan_plan(v, t, out, piece_prefix, slot_prefix, split_list, -1, unused);
 }
 
+/// The largest batch whose requests order_kernel sorts (each thread compares its request with
+/// every other: batch^2 comparisons; with them plan_decode took 10 us at b 128, 111 at 4096 and
+/// 2.2 ms at 65536 on an H200, `bm_cuda_decode --plan`); a larger one is left in index order.
+inline constexpr int longest_first_max_batch = 65536;
+
+/// order[i] = the request of rank i, rank(b) = #{j : n_j > n_b} + #{j < b : n_j == n_b} for the
+/// block counts n (blocks_at): the requests longest first, ties in index order (a permutation of
+/// 0..batch-1 whatever the lengths). Past longest_first_max_batch, order[b] = b. Grid: one thread
+/// per request, order_threads a CTA.
+/// A decode kernel that takes whole requests in this order hands the longest to the first CTAs,
+/// so that a mixed batch's last wave holds short requests (bench/CUDA_RESULTS.md measures it).
+inline constexpr int order_threads = 256;
+template <int Unused = 0>
+__global__ void __launch_bounds__(order_threads)
+    order_kernel(SplitScheduleView v, std::int32_t* order) {
+  __shared__ int tile[order_threads];
+  const int b = static_cast<int>(blockIdx.x) * order_threads + static_cast<int>(threadIdx.x);
+  if (v.batch > longest_first_max_batch) {
+    if (b < v.batch) order[b] = b;
+    return;
+  }
+  const int n = b < v.batch ? blocks_at(v, b) : 0;
+  int rank = 0;
+  for (int base = 0; base < v.batch; base += order_threads) {
+    const int j = base + static_cast<int>(threadIdx.x);
+    tile[threadIdx.x] = j < v.batch ? blocks_at(v, j) : 0;
+    __syncthreads();
+    const int m = min(order_threads, v.batch - base);
+    for (int t = 0; t < m; ++t) {
+      const int nj = tile[t];
+      rank += (nj > n || (nj == n && base + t < b)) ? 1 : 0;
+    }
+    __syncthreads();
+  }
+  if (b < v.batch) order[rank] = b;
+}
+
 /// The sized schedule of `batch` device seqlens as plan_kernel computes it, copied back into a
 /// host SplitSchedule (for tests and reports; decode() keeps its plan on the device).
 inline SplitSchedule plan_to_host(const std::int32_t* seqlens, int batch, int row_blocks,
