@@ -23,6 +23,8 @@ pass 1  hopper/amla                  b 128 s_q 2 s_k  4096 pieces 128:     560.0
 pass 1  hopper/standard              b  16 s_q 2 s_k  4096 pieces  33:      96.0 us   380.0 TFLOPS
 pass 1  hopper/standard/plan reused  b  16 s_q 2 s_k  4096 pieces  33:      91.0 us   400.0 TFLOPS
 pass 1  hopper/standard/no-split     b 128 s_q 2 s_k  4096 pieces 128:     400.0 us   999.0 TFLOPS
+pass 1  hopper/standard/varlen       b 256 s_q 2 s_k  4096 pieces 256:    1000.0 us   584.0 TFLOPS
+pass 1  hopper/standard/varlen/plan reused b 256 s_q 2 s_k  4096 pieces 256:     900.0 us   642.0 TFLOPS
 """
 
 
@@ -30,13 +32,25 @@ def test_compare_takes_each_kernels_fastest_pass_as_a_fraction_of_flashmla(flash
                                                                             capsys):
     log = tmp_path / "bench.log"
     log.write_text(BM_LOG)
-    flashmla.compare({(128, 2, 4096): 725.0, (16, 2, 4096): 500.0}, str(log))
+    flashmla.compare({(128, 2, 4096, False): 725.0, (16, 2, 4096, False): 500.0,
+                      (256, 2, 4096, True): 700.0}, str(log))
     rows = [r for r in capsys.readouterr().out.splitlines() if r.startswith("| 128") or
-            r.startswith("| 16")]
+            r.startswith("| 16") or r.startswith("| 256")]
     assert rows == [
         "| 128, 2, 4096 | 725 | 580 (0.80x) | 522 (0.72x) | - | - | 0.90 |",
         "| 16, 2, 4096 | 500 | 380 (0.76x) | - | 400 (0.80x) | - | - |",
+        # A mixed batch: hopper/standard/varlen in index order and with the plan reused.
+        "| 256, 2, 4096 (varlen) | 700 | 584 (0.83x) | - | 642 (0.92x) | - | - |",
     ]
+
+
+def test_varlen_lengths_are_bench_cuda_cuh_s(flashmla):
+    # The first lengths bench/cuda/bench_cuda.cuh's varlen_lengths(512, 1, 4096, 0) returns (the
+    # C++ function compiled and run), so that both programs time the same mixed batch.
+    lengths = flashmla.varlen_lengths(512, 1, 4096, 0)
+    assert lengths[:5] == [5342, 3982, 815, 5256, 2194]
+    assert len(lengths) == 512 and min(lengths) >= 1 and max(lengths) <= 8191
+    assert flashmla.varlen_lengths(512, 1, 4096, 1) != lengths
 
 
 def test_the_line_pattern_reads_names_with_spaces(flashmla):
