@@ -59,6 +59,12 @@ def main() -> int:
     args = ap.parse_args()
     if args.passes < 1:
         raise ValueError(f"--passes = {args.passes}: must be at least 1")
+    shapes = shapes_of(args.profile, args.filter, args.varlen)
+    settle_text = os.environ.get("AMLA_CUDA_SETTLE_MS", "300")
+    if not settle_text.isdigit() or int(settle_text) > 60000:
+        raise ValueError(f"AMLA_CUDA_SETTLE_MS = {settle_text!r}: must be a whole number of "
+                         "milliseconds in [0, 60000]")
+    settle_ms = int(settle_text)
     try:
         import torch
         import flash_mla
@@ -69,31 +75,6 @@ def main() -> int:
     if not flash_mla.has_legacy():
         print("flashmla.py: this flash_mla has no SM90 kernels (use_legacy)", file=sys.stderr)
         return 2
-    # (b, s_q, s_k, varlen): varlen batches draw their lengths as bm_cuda_decode's /varlen does.
-    shapes = [s + (False,) for s in SHAPES] + [s + (True,) for s in VARLEN_SHAPES]
-    if args.profile:
-        shapes = [tuple(args.profile) + (False,)]
-        if min(shapes[0][:3]) < 1:
-            raise ValueError(f"--profile {shapes[0]}: b, s_q and s_k must be positive")
-    elif args.filter:
-        try:
-            wanted = {tuple(int(x) for x in t.split(",")) for t in args.filter.split(";")}
-        except ValueError:
-            raise ValueError(f"--filter {args.filter!r}: must be b,s_q,s_k triples of integers "
-                             "separated by semicolons") from None
-        if any(len(t) != 3 or min(t) < 1 for t in wanted):
-            raise ValueError(f"--filter {args.filter!r}: each shape must be three positive "
-                             "integers b,s_q,s_k")
-        # The grid's shapes in its order, then any other shape named.
-        shapes = [s + (False,) for s in [s for s in SHAPES if s in wanted] +
-                  sorted(wanted - set(SHAPES))]
-        if args.varlen:
-            shapes += [s + (True,) for s in VARLEN_SHAPES]
-    settle_text = os.environ.get("AMLA_CUDA_SETTLE_MS", "300")
-    if not settle_text.isdigit() or int(settle_text) > 60000:
-        raise ValueError(f"AMLA_CUDA_SETTLE_MS = {settle_text!r}: must be a whole number of "
-                         "milliseconds in [0, 60000]")
-    settle_ms = int(settle_text)
     dev = torch.cuda.get_device_name()
     print(f"flashmla.py: {dev}, torch {torch.__version__}, flash_mla {flash_mla.__version__}")
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
@@ -163,6 +144,32 @@ def main() -> int:
     if args.amla_log:
         compare(best, args.amla_log)
     return 0
+
+
+def shapes_of(profile, filter_text, varlen):
+    """The configurations to time, as (b, s_q, s_k, varlen): with `profile` (b, s_q, s_k) that
+    shape; with `filter_text` ("b,s_q,s_k;...") the grid's shapes it names in the grid's order,
+    then any other it names, and the mixed batches only with `varlen`; else the grid and the mixed
+    batches. Raises ValueError naming the argument for a malformed or non-positive shape."""
+    if profile:
+        if min(profile) < 1:
+            raise ValueError(f"--profile {tuple(profile)}: b, s_q and s_k must be positive")
+        return [tuple(profile) + (False,)]
+    if not filter_text:
+        return [s + (False,) for s in SHAPES] + [s + (True,) for s in VARLEN_SHAPES]
+    try:
+        wanted = {tuple(int(x) for x in t.split(",")) for t in filter_text.split(";")}
+    except ValueError:
+        raise ValueError(f"--filter {filter_text!r}: must be b,s_q,s_k triples of integers "
+                         "separated by semicolons") from None
+    if any(len(t) != 3 or min(t) < 1 for t in wanted):
+        raise ValueError(f"--filter {filter_text!r}: each shape must be three positive "
+                         "integers b,s_q,s_k")
+    shapes = [s + (False,) for s in [s for s in SHAPES if s in wanted] +
+              sorted(wanted - set(SHAPES))]
+    if varlen:
+        shapes += [s + (True,) for s in VARLEN_SHAPES]
+    return shapes
 
 
 def varlen_lengths(b, s_q, s_k, p):

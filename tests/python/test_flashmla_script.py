@@ -58,3 +58,31 @@ def test_the_line_pattern_reads_names_with_spaces(flashmla):
     assert m is not None
     assert (m[1], m[2], m[3], m[4], m[5]) == ("hopper/standard/plan reused", "16", "2", "4096",
                                               "400.0")
+
+
+def test_shapes_default_to_the_grid_then_the_mixed_batches(flashmla):
+    shapes = flashmla.shapes_of(None, "", False)
+    assert shapes == ([s + (False,) for s in flashmla.SHAPES] +
+                      [s + (True,) for s in flashmla.VARLEN_SHAPES])
+
+
+def test_a_filter_keeps_the_grids_order_then_other_shapes_and_mixed_batches_on_request(flashmla):
+    text = "132,2,4096;128,2,4096;128,1,1024"
+    assert flashmla.shapes_of(None, text, False) == [
+        (128, 1, 1024, False), (128, 2, 4096, False), (132, 2, 4096, False)]
+    assert flashmla.shapes_of(None, text, True)[3:] == [
+        s + (True,) for s in flashmla.VARLEN_SHAPES]
+    assert flashmla.shapes_of([4, 2, 64], text, True) == [(4, 2, 64, False)]
+
+
+@pytest.mark.parametrize("text", ["128,2", "128,2,x", "0,2,4096", "128,2,4096;1,1,-5"])
+def test_a_bad_filter_is_a_value_error_naming_it(flashmla, text):
+    with pytest.raises(ValueError, match="--filter"):
+        flashmla.shapes_of(None, text, False)
+
+
+def test_a_bad_filter_is_refused_before_flashmla_is_imported(flashmla, monkeypatch):
+    # Without torch or flash_mla installed the script would otherwise report the missing package.
+    monkeypatch.setattr("sys.argv", ["flashmla.py", "--filter", "128,2"])
+    with pytest.raises(ValueError, match="--filter"):
+        flashmla.main()
