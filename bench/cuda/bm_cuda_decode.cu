@@ -544,6 +544,18 @@ double time_ms(F&& launch, void* flush, std::size_t flush_bytes, int warmup, int
 
 }  // namespace
 
+/// The comma-separated parts of `text`, empty ones included ("a,,b" gives "a", "", "b").
+std::vector<std::string> comma_list(const std::string& text) {
+  std::vector<std::string> parts;
+  for (std::size_t at = 0; at <= text.size();) {
+    std::size_t end = text.find(',', at);
+    if (end == std::string::npos) end = text.size();
+    parts.push_back(text.substr(at, end - at));
+    at = end + 1;
+  }
+  return parts;
+}
+
 /// bm_cuda_decode --plan: plan_decode's median time over 15 calls (CUDA events, the L2 flushed
 /// before each) for mixed batches at s_q 2, h_q 128. plan_decode reads only the lengths, so the
 /// inputs' other tensors are a placeholder that no kernel reads (check_tables off).
@@ -612,10 +624,7 @@ int main(int argc, char** argv) {
   std::vector<int> wave_batches;
   if (waves) {
     const std::string list = argc > 2 ? argv[2] : "128,132,133";
-    for (std::size_t at = 0; at <= list.size();) {
-      std::size_t end = list.find(',', at);
-      if (end == std::string::npos) end = list.size();
-      const std::string text = list.substr(at, end - at);
+    for (const std::string& text : comma_list(list)) {
       char* stop = nullptr;
       const long b = std::strtol(text.c_str(), &stop, 10);
       if (text.empty() || *stop != '\0' || b < 1 || b > 4096) {
@@ -626,7 +635,6 @@ int main(int argc, char** argv) {
         return 2;
       }
       wave_batches.push_back(static_cast<int>(b));
-      at = end + 1;
     }
   }
   const bool profile = arg == "--profile";
@@ -865,16 +873,12 @@ int main(int argc, char** argv) {
         const std::string name = std::string(ac::to_string(c.opt.kernel)) + "/" +
                                  (c.opt.mode == ac::rescale_mode::amla ? "amla" : "standard") +
                                  c.variant;
-        for (std::size_t at = 0; at <= filter.size();) {
-          std::size_t end = filter.find(',', at);
-          if (end == std::string::npos) end = filter.size();
-          const std::string text = filter.substr(at, end - at);
+        for (const std::string& text : comma_list(filter)) {
           const bool whole = !text.empty() && text.back() == '$';
           if (!text.empty() && (whole ? name == text.substr(0, text.size() - 1)
                                       : name.find(text) != std::string::npos)) {
             return false;
           }
-          at = end + 1;
         }
         return true;
       });

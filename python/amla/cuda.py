@@ -39,7 +39,7 @@ workspace and returns a DecodePlan, which later calls of the same batch, s_q and
 device take as ``plan=`` (as FlashMLA's metadata is computed once per decode step and reused by
 every layer): they size nothing and write their partial outputs into the plan's workspace, and for a
 batch that fills a wave of CTAs they take its requests longest first, as the plan lists them (a
-mixed batch's last CTAs then run its shortest requests: 9-10% faster on an H200). A plan
+mixed batch's last CTAs then run its shortest requests: 9-10% less time on an H200). A plan
 stays valid while each request's length needs the same number of pieces; a call whose lengths
 need others is a ValueError naming the plan when the call checks its tables (check_tables, the
 default), and otherwise stops the kernel with a device trap (the CUDA context is then lost). Errors in the arguments are ValueError naming the argument, its value and the

@@ -1401,12 +1401,13 @@ void safe_add_patterns(cudaStream_t stream) {
 /// differ; first[2c], first[2c + 1]: the operands' patterns of one.
 __global__ void div_rn_unit_kernel(unsigned long long* counts, std::uint32_t* first) {
   namespace ad = amla::detail;
+  const auto miss = [&](float x, float y, int c) {
+    atomicAdd(&counts[c], 1ull);
+    first[2 * c] = __float_as_uint(x);
+    first[2 * c + 1] = __float_as_uint(y);
+  };
   const auto differ = [&](float got, float want, float x, float y, int c) {
-    if (__float_as_uint(got) != __float_as_uint(want)) {
-      atomicAdd(&counts[c], 1ull);
-      first[2 * c] = __float_as_uint(x);
-      first[2 * c + 1] = __float_as_uint(y);
-    }
+    if (__float_as_uint(got) != __float_as_uint(want)) miss(x, y, c);
   };
   if (blockIdx.x == 0 && threadIdx.x == 0) {  // a NaN operand gives NaN
     const float nan = __uint_as_float(0x7FC00000u);
@@ -1435,9 +1436,7 @@ __global__ void div_rn_unit_kernel(unsigned long long* counts, std::uint32_t* fi
   for (std::uint64_t u = blockIdx.x * blockDim.x + threadIdx.x; u < (1ull << 32); u += stride) {
     const float x = __uint_as_float(static_cast<std::uint32_t>(u));
     const float got = ad::s16_of(x), want = amla::round_bf16_finite(x);
-    if (isnan(x) ? !isnan(got) : __float_as_uint(got) != __float_as_uint(want)) {
-      differ(0.0f, 1.0f, x, x, 4);
-    }
+    if (isnan(x) ? !isnan(got) : __float_as_uint(got) != __float_as_uint(want)) miss(x, x, 4);
   }
 }
 
@@ -1762,6 +1761,35 @@ void plan_reuse(cudaStream_t stream) {
         EXPECT(differ == 0 && lse_same, "b %d %s, use %d: %zu outputs differ, lse %s", sh.batch,
                mode_name, use, differ, lse_same ? "identical" : "differs");
       }
+      if (fills_wave) {
+        // That the CTAs take request order[i] as piece i, and not request i: an order naming the
+        // last request at every place (not a permutation: no plan_decode writes one) makes every
+        // CTA compute that request, so it alone is written and the others keep the poison.
+        const ac::detail::plan_arrays a =
+            ac::detail::plan_arrays_in(const_cast<void*>(plan.memory), sh.batch);
+        const std::vector<std::int32_t> last(static_cast<std::size_t>(sh.batch), sh.batch - 1);
+        AMLA_CUDA_CHECK(cudaMemcpyAsync(a.order, last.data(), last.size() * sizeof(std::int32_t),
+                                        cudaMemcpyHostToDevice, stream));
+        out.upload(std::vector<amla::bf16>(out.n, amla::bf16::from_bits(0x7FA5)));
+        ac::decode(dev.in, {out.ptr, lse.ptr}, opt, stream);
+        sync_or_die(stream, 60.0, "decode with an order naming one request");
+        const std::vector<amla::bf16> got = out.download();
+        const std::size_t per_request = got.size() / static_cast<std::size_t>(sh.batch);
+        std::size_t written = 0, last_same = 0;
+        for (std::size_t i = 0; i < got.size(); ++i) {
+          const bool is_last = i / per_request == static_cast<std::size_t>(sh.batch - 1);
+          if (!is_last) written += got[i].bits != 0x7FA5 ? 1 : 0;
+          if (is_last) last_same += got[i].bits == out_sized[i].bits ? 1 : 0;
+        }
+        std::printf(
+            "  b %2d (mixed) %-8s: an order naming request %d everywhere: %zu outputs of "
+            "the others written, %zu of %zu of its own as without a plan\n",
+            sh.batch, mode_name, sh.batch - 1, written, last_same, per_request);
+        EXPECT(written == 0 && last_same == per_request,
+               "b %d %s: the CTAs do not take the plan's order (%zu other outputs written, %zu of "
+               "%zu of request %d right)",
+               sh.batch, mode_name, written, last_same, per_request, sh.batch - 1);
+      }
       if (sh.mixed && !fills_wave) {
         // The lengths change under the plan: request 0 (the longest, cut into pieces) now holds one
         // key and needs one piece. Checking its tables, decode() refuses the plan on the host.
@@ -1789,6 +1817,32 @@ void plan_reuse(cudaStream_t stream) {
       });
     }
   }
+}
+
+/// split_plan::order_kernel past longest_first_max_batch: the requests stay in index order
+/// (lengths growing with the index, which longest first would reverse).
+void order_beyond_limit(cudaStream_t stream) {
+  std::printf("== the longest-first order past its batch limit\n");
+  namespace sp = ac::detail::split_plan;
+  const int batch = sp::longest_first_max_batch + 1;
+  std::vector<std::int32_t> lens(static_cast<std::size_t>(batch));
+  for (int b = 0; b < batch; ++b) lens[static_cast<std::size_t>(b)] = 1 + b;
+  DeviceBuffer<std::int32_t> d_lens(lens.size()), order(lens.size());
+  d_lens.upload(lens);
+  amla::SplitScheduleView v;
+  v.batch = batch;
+  v.block_keys = ac::detail::hopper::block_keys;
+  v.seqlens = d_lens.ptr;
+  sp::order_kernel<>
+      <<<(batch + sp::order_threads - 1) / sp::order_threads, sp::order_threads, 0, stream>>>(
+          v, order.ptr);
+  AMLA_CUDA_CHECK_LAUNCH("order_kernel");
+  sync_or_die(stream, 60.0, "order_kernel");
+  const std::vector<std::int32_t> got = order.download();
+  std::size_t moved = 0;
+  for (std::size_t b = 0; b < got.size(); ++b) moved += got[b] != static_cast<std::int32_t>(b);
+  std::printf("  b %d: %zu requests out of index order\n", batch, moved);
+  EXPECT(moved == 0, "order_kernel past its limit moved %zu of %d requests", moved, batch);
 }
 
 int run_gpu(bool quick) {
@@ -1823,6 +1877,7 @@ int run_gpu(bool quick) {
   table_validation(stream);
   output_alignment(stream);
   plan_reuse(stream);
+  order_beyond_limit(stream);
 
   std::printf("== seed %llu\n", static_cast<unsigned long long>(seed0));
   std::mt19937_64 rng(seed0);
