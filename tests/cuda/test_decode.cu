@@ -1650,6 +1650,51 @@ void schedule_checks(std::mt19937_64& rng, cudaStream_t stream) {
   }
 }
 
+/// The piece list plan_decode wrote for a batch the schedule cuts (s_q 2, h_q 128: four row blocks
+/// a request) against the CPU schedule of the same lengths: entry i gives piece i as
+/// split_schedule::piece_at finds it, and every entry past the last piece has request -1.
+void check_piece_list(int batch, const std::vector<int>& lens, const ac::DecodePlan& plan,
+                      const char* mode_name, cudaStream_t stream) {
+  amla::SplitScheduleOptions o;
+  o.sms = device_sms();
+  o.block_keys = ac::detail::hopper::block_keys;
+  const std::vector<std::int32_t> lens32(lens.begin(), lens.end());
+  const amla::SplitSchedule cpu = amla::make_split_schedule(lens32, 4, o);
+  const ac::detail::plan_arrays a =
+      ac::detail::plan_arrays_in(const_cast<void*>(plan.memory), batch);
+  std::vector<ac::detail::split_plan::piece_entry> list(static_cast<std::size_t>(plan.slots));
+  AMLA_CUDA_CHECK(cudaMemcpyAsync(list.data(), a.pieces, list.size() * sizeof(list[0]),
+                                  cudaMemcpyDeviceToHost, stream));
+  sync_or_die(stream, 60.0, "the plan's piece list");
+  const int pieces = amla::split_schedule::piece_count(cpu.view());
+  int wrong = 0;
+  for (int i = 0; i < plan.slots; ++i) {
+    const auto& e = list[static_cast<std::size_t>(i)];
+    amla::SplitPiece want;
+    if (!amla::split_schedule::piece_at(cpu.view(), i, want)) {
+      wrong += e.request != -1 ? 1 : 0;
+      continue;
+    }
+    if (e.request < 0 || e.request >= batch) {
+      ++wrong;
+      continue;
+    }
+    const amla::SplitPiece got = amla::split_schedule::piece_of(
+        e.request, amla::split_schedule::blocks_of(lens32[static_cast<std::size_t>(e.request)], 64),
+        e.pieces, e.index, e.first_slot);
+    wrong += got.request != want.request || got.block_begin != want.block_begin ||
+                     got.block_end != want.block_end || got.slot != want.slot
+                 ? 1
+                 : 0;
+  }
+  std::printf(
+      "  b %2d %-8s: the plan lists %d pieces in %d entries, %d unlike the CPU schedule's\n", batch,
+      mode_name, pieces, plan.slots, wrong);
+  EXPECT(wrong == 0 && pieces <= plan.slots,
+         "b %d %s: %d of the plan's %d piece entries differ from the CPU schedule (%d pieces)",
+         batch, mode_name, wrong, plan.slots, pieces);
+}
+
 /// Plan once, decode many: at the split-KV shapes (b 16, s_q 2, s_k 4096 and b 1, s_q 2,
 /// s_k 16384, as the benchmark's), decode() with a plan made by plan_decode equals decode()
 /// sizing the schedule itself bit for bit, in both modes and on a second reuse; a plan of another
@@ -1703,6 +1748,7 @@ void plan_reuse(cudaStream_t stream) {
       const std::vector<float> lse_sized = lse.download();
       const ac::DecodePlan plan = ac::plan_decode(dev.in, opt, stream);
       if (sh.batch == 16) b16_plan = plan;
+      if (!fills_wave) check_piece_list(sh.batch, lens, plan, mode_name, stream);
       if (fills_wave) {
         // The plan lists the requests longest first (block counts not increasing, ties in index
         // order): a permutation of the batch.
@@ -1789,6 +1835,41 @@ void plan_reuse(cudaStream_t stream) {
                "b %d %s: the CTAs do not take the plan's order (%zu other outputs written, %zu of "
                "%zu of request %d right)",
                sh.batch, mode_name, written, last_same, per_request, sh.batch - 1);
+      }
+      if (sh.batch == 16 && !sh.mixed) {
+        // That the CTAs take piece i from the piece list, and not by piece_at's search: with
+        // entry 0 a copy of entry 1, no CTA computes piece 0, so request 0's first slot keeps
+        // the NaN its partials were poisoned with and only request 0's outputs change.
+        const ac::detail::plan_arrays a =
+            ac::detail::plan_arrays_in(const_cast<void*>(plan.memory), sh.batch);
+        ac::detail::split_plan::piece_entry saved{};
+        AMLA_CUDA_CHECK(
+            cudaMemcpyAsync(&saved, a.pieces, sizeof(saved), cudaMemcpyDeviceToHost, stream));
+        AMLA_CUDA_CHECK(cudaMemcpyAsync(a.pieces, a.pieces + 1, sizeof(saved),
+                                        cudaMemcpyDeviceToDevice, stream));
+        const std::size_t plan_bytes = plan_region_bytes(shape, opt);
+        AMLA_CUDA_CHECK(
+            cudaMemsetAsync(workspace.ptr + plan_bytes, 0xFF, workspace.n - plan_bytes, stream));
+        ac::decode(dev.in, {out.ptr, lse.ptr}, opt, stream);
+        sync_or_die(stream, 60.0, "decode with piece 0 listed as piece 1");
+        const std::vector<amla::bf16> got = out.download();
+        AMLA_CUDA_CHECK(
+            cudaMemcpyAsync(a.pieces, &saved, sizeof(saved), cudaMemcpyHostToDevice, stream));
+        sync_or_die(stream, 60.0, "the piece list restored");
+        const std::size_t per_request = got.size() / static_cast<std::size_t>(sh.batch);
+        std::size_t first_differ = 0, others_differ = 0;
+        for (std::size_t i = 0; i < got.size(); ++i) {
+          const bool differ = got[i].bits != out_sized[i].bits;
+          (i < per_request ? first_differ : others_differ) += differ ? 1 : 0;
+        }
+        std::printf(
+            "  b %2d %-8s: piece 0 listed as piece 1: %zu of request 0's %zu outputs and %zu of "
+            "the others' differ from the sized call\n",
+            sh.batch, mode_name, first_differ, per_request, others_differ);
+        EXPECT(first_differ > 0 && others_differ == 0,
+               "b %d %s: the CTAs do not take their pieces from the piece list (%zu of request "
+               "0's outputs and %zu of the others' changed)",
+               sh.batch, mode_name, first_differ, others_differ);
       }
       if (sh.mixed && !fills_wave) {
         // The lengths change under the plan: request 0 (the longest, cut into pieces) now holds one

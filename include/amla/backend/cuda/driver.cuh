@@ -445,9 +445,17 @@ inline SplitScheduleBounds split_bounds(const DecodeShape& s, const CudaDecodeOp
   return split_schedule_bounds(s.batch, row_blocks, so);
 }
 
+/// Where the sized plan's piece list (split_plan::piece_entry, one wave's slots of them) starts in
+/// the plan region: after the header's 256 bytes and four arrays of batch + 1 entries
+/// (plan_arrays), 16-byte aligned.
+inline std::size_t plan_list_offset(int batch) {
+  const std::size_t batch1 = static_cast<std::size_t>(batch) + 1;
+  return (256 + 4 * batch1 * sizeof(std::int32_t) + 15) / 16 * 16;
+}
+
 /// The Hopper path's workspace: the sized plan (header, piece and slot prefixes, the list of
-/// split requests; plan_bytes, a multiple of 256), then the partial outputs and lse of every slot
-/// the schedule may write.
+/// split requests, the order, the piece list; plan_bytes, a multiple of 256), then the partial
+/// outputs and lse of every slot the schedule may write.
 struct workspace_layout {
   std::size_t plan_bytes = 0;
   std::size_t bytes = 0;
@@ -459,8 +467,8 @@ inline workspace_layout workspace_layout_of(const DecodeShape& s, const CudaDeco
   const SplitScheduleBounds bounds = split_bounds(s, opt, sms);
   workspace_layout w;
   if (opt.num_splits == 0) {
-    const std::size_t batch1 = static_cast<std::size_t>(s.batch) + 1;
-    const std::size_t plan = 256 + 4 * batch1 * sizeof(std::int32_t);
+    const std::size_t plan = plan_list_offset(s.batch) + static_cast<std::size_t>(bounds.slots) *
+                                                             sizeof(split_plan::piece_entry);
     w.plan_bytes = (plan + 255) / 256 * 256;
   }
   const std::size_t part_rows = static_cast<std::size_t>(bounds.partials) * rows;
@@ -469,15 +477,18 @@ inline workspace_layout workspace_layout_of(const DecodeShape& s, const CudaDeco
 }
 
 /// The sized plan's place at the start of the Hopper path's workspace: the header, then from byte
-/// 256 piece_prefix, slot_prefix, split_list and order, batch + 1 entries each. order (written by
-/// plan_decode for a batch that fills a wave: split_plan::order_kernel) lists the requests
-/// longest first.
+/// 256 piece_prefix, slot_prefix, split_list and order, batch + 1 entries each, then the piece
+/// list (plan_list_offset; one wave's slots of entries). order (written by plan_decode for a batch
+/// that fills a wave: split_plan::order_kernel) lists the requests longest first; the piece list
+/// (written by plan_decode) lists the pieces of a schedule that cuts a request, which the decode
+/// kernel's CTAs read where the plan is reused.
 struct plan_arrays {
   split_plan::header* header;
   std::int32_t* piece_prefix;
   std::int32_t* slot_prefix;
   std::int32_t* split_list;
   std::int32_t* order;
+  split_plan::piece_entry* pieces;
 };
 
 inline plan_arrays plan_arrays_in(void* workspace, int batch) {
@@ -489,6 +500,7 @@ inline plan_arrays plan_arrays_in(void* workspace, int batch) {
   a.slot_prefix = a.piece_prefix + batch1;
   a.split_list = a.slot_prefix + batch1;
   a.order = a.split_list + batch1;
+  a.pieces = reinterpret_cast<split_plan::piece_entry*>(base + plan_list_offset(batch));
   return a;
 }
 
@@ -552,11 +564,11 @@ void launch_ex(void (*kernel)(Params...), dim3 grid, int block, std::size_t smem
 }
 
 /// Launches the plan kernel (one warp) that writes v's sized schedule for one wave of `slots`
-/// pieces into the plan arrays `a`.
+/// pieces into the plan arrays `a`, its piece list included.
 inline void launch_plan_kernel(const SplitScheduleView& v, int slots, const plan_arrays& a,
                                cudaStream_t stream) {
   launch_ex(split_plan::plan_kernel<>, dim3(1), 32, 0, false, stream, v, slots, a.header,
-            a.piece_prefix, a.slot_prefix, a.split_list);
+            a.piece_prefix, a.slot_prefix, a.split_list, a.pieces);
 }
 
 template <rescale_mode Mode>
@@ -637,8 +649,10 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
     if (reused) {
       p.plan_reused = 1;
       // A batch that fills a wave: plan_decode listed its requests longest first, and the CTAs
-      // take them in that order.
+      // take them in that order. One the schedule may cut: each CTA reads its piece from the
+      // plan's piece list (one load, where piece_at searches piece_prefix).
       if (bounds.partials == 0) p.order = a.order;
+      if (bounds.partials > 0) p.piece_list = a.pieces;
     } else if (bounds.partials > 0) {
       // A batch the schedule may cut (smaller than a wave): the decode kernel's CTAs size the
       // schedule themselves rather than wait for a plan kernel (every warp one search and one

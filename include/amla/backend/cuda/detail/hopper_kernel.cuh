@@ -342,6 +342,9 @@ struct params {
   /// 1: `plan` was made by an earlier plan_decode for lengths that may have changed since; each
   /// CTA checks its request's piece count against the current length (plan_matches).
   int plan_reused;
+  /// A reused plan's piece list (split_plan::piece_entry, gridDim.y entries) where the schedule
+  /// may cut a request: CTA (m, i) reads piece i there. nullptr: piece_at's search.
+  const split_plan::piece_entry* piece_list;
   /// The kernel that sizes the schedule itself (decode_kernel's SizeHere; a sized schedule of a
   /// small batch): every warp of every CTA sizes it for this many slots
   /// (split_plan::search_piece_blocks, scan_plan) and the first warp of CTA (0, 0) writes the plan
@@ -441,7 +444,8 @@ __device__ __forceinline__ void plan_matches(const params& p, const SplitSchedul
 /// no request (the plan lists none: piece b is request b, whole) needs no binary search through
 /// piece_prefix, whose log2(batch) loads, each waiting for the last, would otherwise delay the
 /// start of every CTA; when the host knows that no request is cut (params::whole_requests) the
-/// plan is not read either.
+/// plan is not read either. A reused plan of a batch it may cut lists its pieces
+/// (params::piece_list): one load finds the piece.
 /// Request b whole: its one piece.
 __device__ __forceinline__ SplitPiece whole_request(const params& p, int b) {
   return split_schedule::piece_of(b, split_schedule::blocks_of(p.seqlens[b], block_keys), 1, 0, 0);
@@ -454,6 +458,15 @@ __device__ __forceinline__ bool piece_of_cta(const params& p, int index, SplitPi
     return true;
   }
   const SplitScheduleView v = schedule_of(p);
+  if (p.piece_list != nullptr) {
+    const split_plan::piece_entry e = p.piece_list[index];
+    if (e.request < 0) return false;
+    plan_matches(p, v, e.request, e.pieces);
+    piece = split_schedule::piece_of(e.request,
+                                     split_schedule::blocks_of(p.seqlens[e.request], block_keys),
+                                     e.pieces, e.index, e.first_slot);
+    return true;
+  }
   if (v.num_splits == 0 && p.plan->num_split_requests == 0) {
     if (index >= v.batch) return false;
     plan_matches(p, v, index, 1);

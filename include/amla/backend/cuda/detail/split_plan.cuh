@@ -25,6 +25,18 @@ struct header {
   int num_split_requests;  ///< entries of split_list
 };
 
+/// Piece i of a sized schedule as plan_kernel lists it (the plan's piece list), so that a decode
+/// CTA reading a reused plan finds its piece in one 16-byte load instead of split_schedule::
+/// piece_at's binary search through piece_prefix, whose log2(batch) loads each wait for the last:
+/// the piece is split_schedule::piece_of(request, the request's current blocks, pieces, index,
+/// first_slot). An entry past the schedule's last piece has request -1.
+struct alignas(16) piece_entry {
+  int request;     ///< the piece's request, or -1 past the last piece
+  int pieces;      ///< the pieces of that request (k)
+  int index;       ///< this piece's index among them
+  int first_slot;  ///< the request's first partial slot (slot_prefix[request])
+};
+
 /// Every function below is one warp's: the 32 lanes of the calling warp call it together and get
 /// the same result, with no shared memory and no CTA barrier, so that each warp of a decode CTA
 /// sizes the schedule on its own. Lane i handles requests i, i + 32, ...
@@ -91,12 +103,14 @@ __device__ __forceinline__ int search_piece_blocks(const SplitScheduleView& v, i
 
 /// The prefix sums of the schedule with piece length t. With `out` (the plan's arrays, written by
 /// this warp alone): piece_prefix[batch + 1], slot_prefix[batch + 1], the requests with slots in
-/// split_list and the header. With index >= 0: piece `index` of the schedule, as
+/// split_list and the header, and with `list` the entries [0, list_entries) of the piece list
+/// (pieces past list_entries are not listed). With index >= 0: piece `index` of the schedule, as
 /// split_schedule::piece_at reads it from those arrays, into `piece`; returns false past the last
 /// piece.
 __device__ __forceinline__ bool scan_plan(const SplitScheduleView& v, int t, header* out,
                                           std::int32_t* piece_prefix, std::int32_t* slot_prefix,
-                                          std::int32_t* split_list, int index, SplitPiece& piece) {
+                                          std::int32_t* split_list, int index, SplitPiece& piece,
+                                          piece_entry* list = nullptr, int list_entries = 0) {
   const int lane = static_cast<int>(threadIdx.x % 32);
   if (out != nullptr && lane == 0) {
     piece_prefix[0] = 0;
@@ -115,12 +129,18 @@ __device__ __forceinline__ bool scan_plan(const SplitScheduleView& v, int t, hea
     // Every request has a piece or more and only the cut ones have slots (one per piece), so the
     // slots so far are the pieces so far less one per uncut request.
     const int slot_incl = piece_incl - ((b + 1) - list_incl);
+    const int first_piece = piece_incl - k;
     if (out != nullptr && in) {
       piece_prefix[b + 1] = piece_incl;
       slot_prefix[b + 1] = slot_incl;
       if (cut) split_list[list_incl - 1] = b;
+      if (list != nullptr) {
+        const int first_slot = slot_incl - split_schedule::slots_for(k);
+        for (int j = 0; j < k && first_piece + j < list_entries; ++j) {
+          list[first_piece + j] = piece_entry{b, k, j, first_slot};
+        }
+      }
     }
-    const int first_piece = piece_incl - k;
     const unsigned hit = __ballot_sync(full_warp, in && index >= first_piece && index < piece_incl);
     if (hit != 0) {
       const int src = __ffs(hit) - 1;
@@ -137,21 +157,25 @@ __device__ __forceinline__ bool scan_plan(const SplitScheduleView& v, int t, hea
     if (found && out == nullptr) break;  // warp-uniform: the ballot is
   }
   if (out != nullptr && lane == 0) *out = header{t, list_carry};
+  if (out != nullptr && list != nullptr) {
+    for (int i = piece_carry + lane; i < list_entries; i += 32) list[i] = piece_entry{-1, 0, 0, 0};
+  }
   return found;
 }
 
 /// One warp. v: a sized schedule's batch, block keys and device seqlens; slots: the pieces of one
 /// wave (split_schedule_bounds). Writes piece_prefix[batch + 1], slot_prefix[batch + 1], the
-/// requests with slots in split_list, and the header.
+/// requests with slots in split_list, the header, and the first `slots` entries of the piece list
+/// (every piece of a schedule that cuts a request: such a schedule has at most `slots`).
 /// A template (its argument unused), as hopper::sm90a_probe says why.
 template <int Unused = 0>
 __global__ void __launch_bounds__(32)
     plan_kernel(SplitScheduleView v, int slots, header* out, std::int32_t* piece_prefix,
-                std::int32_t* slot_prefix, std::int32_t* split_list) {
+                std::int32_t* slot_prefix, std::int32_t* split_list, piece_entry* list) {
   ptx::griddep_wait();
   const int t = search_piece_blocks(v, slots);
   SplitPiece unused;
-  scan_plan(v, t, out, piece_prefix, slot_prefix, split_list, -1, unused);
+  scan_plan(v, t, out, piece_prefix, slot_prefix, split_list, -1, unused, list, slots);
 }
 
 /// The largest batch whose requests order_kernel sorts (each thread compares its request with
@@ -211,7 +235,7 @@ inline SplitSchedule plan_to_host(const std::int32_t* seqlens, int batch, int ro
   v.batch = batch;
   v.block_keys = o.block_keys;
   v.seqlens = seqlens;
-  plan_kernel<><<<1, 32, 0, stream>>>(v, bounds.slots, h, pieces, slots, list);
+  plan_kernel<><<<1, 32, 0, stream>>>(v, bounds.slots, h, pieces, slots, list, nullptr);
   AMLA_CUDA_CHECK_LAUNCH("amla::cuda::detail::split_plan::plan_kernel");
   SplitSchedule s;
   header hh{};
