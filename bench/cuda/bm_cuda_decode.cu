@@ -858,18 +858,6 @@ int main(int argc, char** argv) {
     }
     configs.push_back(
         {128, 1, 1024, options(ac::kernel_kind::simple, ac::rescale_mode::standard), 3, ""});
-    // FlashMLA's grid with a plan made once (its metadata made once): the requests fill more than
-    // a wave, so the CTAs of one wave walk them (walk_parts), loading each request's first blocks
-    // while they write the last one's rows. Last in the list, so that the configurations above
-    // keep their places (and page orders).
-    for (const ac::CudaDecodeOptions& o : {hopper_std, hopper_amla}) {
-      for (int s_q : {1, 2}) {
-        for (int s_k : sks) {
-          configs.push_back({128, s_q, s_k, o, 15, "/plan reused"});
-          configs.back().reuse_plan = true;
-        }
-      }
-    }
 
     if (profile) configs.resize(1);
     if (waves) {

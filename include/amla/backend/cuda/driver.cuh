@@ -209,9 +209,6 @@ struct DecodeLaunch {
   kernel_kind kernel = kernel_kind::simple;
   int num_splits = 1;  ///< the fixed split count, or 0 for the balanced schedule
   int pieces = 1;      ///< CTAs per row block (the grid's y: the schedule's bound of pieces)
-  /// Where a reused plan's CTAs walk the requests (a batch past a wave): the grid's y, CTAs per
-  /// row block, each running several whole requests in turn; 0 for a launch of one CTA a piece.
-  int walk_parts = 0;
   std::string fallback_reason;  ///< why automatic chose the simple kernel (empty otherwise)
 };
 
@@ -691,30 +688,17 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
   // The kernel that sizes the schedule itself is another instantiation too: its code at the start
   // of a CTA costs the others registers and time (measured in bench/CUDA_RESULTS.md).
   const bool size_here = p.fused_plan_slots > 0;
-  const bool safe = Mode == rescale_mode::amla && opt.rescale == pow2_mode::safe;
-  // A reused plan of a batch past a wave (its requests whole and longest first): one wave of
-  // CTAs, each walking its share of the requests (decode_kernel's Walk, walk_rank), loads a
-  // request's Q and first KV block while it writes the last one's rows, where a new CTA would
-  // first have to start (measured in bench/CUDA_RESULTS.md). Not for the safe add (one
-  // instantiation fewer; it takes one CTA per request).
-  const bool walk = p.order != nullptr && s.batch > bounds.slots && !safe;
-  int ctas_y = bounds.pieces;
   kernel_t kernel = size_here ? hopper::decode_kernel<Mode, false, true>
                               : hopper::decode_kernel<Mode, false, false>;
-  if (walk) {
-    kernel = hopper::decode_kernel<Mode, false, false, true>;
-    p.walk_parts = bounds.slots;
-    ctas_y = bounds.slots;
-  }
   if constexpr (Mode == rescale_mode::amla) {
-    if (safe) {
+    if (opt.rescale == pow2_mode::safe) {
       kernel = size_here ? hopper::decode_kernel<Mode, true, true>
                          : hopper::decode_kernel<Mode, true, false>;
     }
   }
   AMLA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(hopper::smem_bytes)));
-  launch_ex(kernel, dim3(static_cast<unsigned>(p.row_blocks), static_cast<unsigned>(ctas_y)),
+  launch_ex(kernel, dim3(static_cast<unsigned>(p.row_blocks), static_cast<unsigned>(bounds.pieces)),
             hopper::threads, hopper::smem_bytes, opt.pdl, stream, tm_q, tm_kv, p);
   if (bounds.partials > 0) {
     combine::params c{};
@@ -750,7 +734,6 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
   launch.kernel = kernel_kind::hopper;
   launch.num_splits = opt.num_splits;
   launch.pieces = bounds.pieces;
-  launch.walk_parts = p.walk_parts;
   return launch;
 }
 

@@ -332,9 +332,6 @@ struct params {
   /// With whole_requests, a reused plan's list of the requests longest first
   /// (split_plan::order_kernel): piece i is request order[i]. nullptr: request i.
   const std::int32_t* order;
-  /// The walking kernel's (decode_kernel's Walk) parts: gridDim.y, each CTA running requests
-  /// order[walk_rank(blockIdx.y, k, walk_parts)], k = 0, 1, ... (0 in every other kernel).
-  int walk_parts;
   float scale_log2;
   const std::int32_t* block_table;
   const std::int32_t* seqlens;
@@ -579,38 +576,23 @@ __device__ __forceinline__ void load_kv(shared_storage& sm, const CUtensorMap* m
   }
 }
 
-/// The loads a piece starts with (one thread), as flags: piece_q its Q row block, piece_a its
-/// first KV block (into KV[0]), piece_b its second (into KV[1]); a walking CTA issues them in two
-/// steps around its last piece's epilogue. A piece with no block for this row block loads nothing.
-enum piece_loads : int { piece_q = 1, piece_a = 2, piece_b = 4, piece_all = 7 };
-
+/// The loads a piece starts with (one thread): its Q row block and its first two KV blocks. A
+/// piece with no block for this row block loads nothing.
 __device__ __forceinline__ void load_piece(shared_storage& sm, const CUtensorMap* tm_q,
                                            const CUtensorMap* tm_kv, const params& p,
                                            const piece_rows& pr, int row_first,
-                                           std::uint64_t policy, int which = piece_all) {
+                                           std::uint64_t policy) {
   if (pr.kb_begin >= pr.kb_end) return;
-  if (which & piece_q) {
-    ptx::mbar_arrive_expect_tx(&sm.bar_q, tile_bytes);
-    const int q_row = pr.request * p.rows + row_first;
-    for (int c = 0; c < chunks; ++c) {
-      tma_load(sm.q + c * chunk_bytes, tm_q, c * 64, q_row, &sm.bar_q, policy);
-    }
+  ptx::mbar_arrive_expect_tx(&sm.bar_q, tile_bytes);
+  const int q_row = pr.request * p.rows + row_first;
+  for (int c = 0; c < chunks; ++c) {
+    tma_load(sm.q + c * chunk_bytes, tm_q, c * 64, q_row, &sm.bar_q, policy);
   }
-  if (which & piece_a) {
-    load_kv(sm, tm_kv, p, pr, policy, 0, pr.kb_begin, 0, chunks, block_row(p, pr, pr.kb_begin));
-  }
-  if ((which & piece_b) && pr.kb_begin + 1 < pr.kb_end) {
+  load_kv(sm, tm_kv, p, pr, policy, 0, pr.kb_begin, 0, chunks, block_row(p, pr, pr.kb_begin));
+  if (pr.kb_begin + 1 < pr.kb_end) {
     load_kv(sm, tm_kv, p, pr, policy, 1, pr.kb_begin + 1, 0, chunks,
             block_row(p, pr, pr.kb_begin + 1));
   }
-}
-
-/// The rank (in params::order) of the k-th request a walking CTA of part i of `parts` runs: the
-/// requests are dealt to the parts in rounds, each round in the other direction (part 0 takes
-/// ranks 0, 2 parts - 1, 2 parts, ...), so that with the requests longest first every part's sum
-/// stays close to the others' (bench/CUDA_RESULTS.md).
-__device__ __forceinline__ int walk_rank(int i, int k, int parts) {
-  return k * parts + ((k & 1) ? parts - 1 - i : i);
 }
 
 /// A shared memory matrix descriptor (ptx::smem_desc_sw128, 128-byte swizzle, 1024-byte 8-row
@@ -1022,7 +1004,7 @@ __global__ void sm90a_probe(int* flag) {
 /// a plan kernel wrote. Declared for
 /// every architecture; its body exists only in an sm_90a compilation (detail/ptx.cuh), elsewhere
 /// it traps with a message (the host never launches it there).
-template <rescale_mode Mode, bool SafeAdd, bool SizeHere, bool Walk = false>
+template <rescale_mode Mode, bool SafeAdd, bool SizeHere>
 __global__ void __launch_bounds__(threads, 1)
     decode_kernel(const __grid_constant__ CUtensorMap tm_q,
                   const __grid_constant__ CUtensorMap tm_kv, const params p) {
@@ -1094,7 +1076,7 @@ __global__ void __launch_bounds__(threads, 1)
     if (!piece_of_cta(p, blockIdx.y, piece)) return;  // past the last piece
   }
   if (cta_leader) mark_phase(p, phase_piece_found);
-  piece_rows pr = rows_of(p, piece, row_first, r0, r1);
+  const piece_rows pr = rows_of(p, piece, row_first, r0, r1);
   const std::uint64_t policy = ptx::make_l2_policy(p.kv_l2_hint);
   const amla_step_options step = amla_kernel_step(p.skip_unmoved != 0);
   const std::int32_t unmoved_k = amla_unmoved_k(step);
@@ -1108,31 +1090,15 @@ __global__ void __launch_bounds__(threads, 1)
       rec[phase_sm] = ptx::smid();
     }
   }
-  // A walking CTA (Walk: params::walk_parts) runs whole requests order[walk_rank(blockIdx.y, k)],
-  // k = 0, 1, ..., in turn; any other CTA runs its one piece (k = 0 only). The mbarriers' phases
-  // carry from piece to piece: bit 0 of `phases` is the parity of Q's next fill, bit 1 KV[0]'s,
-  // bit 2 KV[1]'s. A timing build records the phases and the trace of the CTA's first piece.
-  std::uint32_t phases = 0;
-  for (int k = 0;; ++k) {
-    const bool first = k == 0;
-    if constexpr (Walk) {
-      // The next request's length and block table row, fetched into L2 for its lookup at this
-      // piece's end.
-      const int after = walk_rank(static_cast<int>(blockIdx.y), k + 1, p.walk_parts);
-      if (threadIdx.x == 0 && after < p.schedule.batch) {
-        const int b = p.order[after];
-        ptx::prefetch_l2(p.seqlens + b);
-        ptx::prefetch_l2(p.block_table + p.shape.table_offset(b, 0));
-      }
-    }
+  {
     float o[128];
 #pragma unroll
     for (int i = 0; i < 128; ++i) o[i] = 0.0f;
     row_frame f0, f1;            // frames of rows r0, r1 (after the last block seen by this WG)
     float l0 = 0.0f, l1 = 0.0f;  // this thread's partial row sums of its own blocks
 
-    if (pr.kb_begin < pr.kb_end) ptx::mbar_wait(&sm.bar_q, phases & 1u);
-    if (cta_leader && first) mark_phase(p, phase_q_landed);
+    if (pr.kb_begin < pr.kb_end) ptx::mbar_wait(&sm.bar_q, 0);
+    if (cta_leader) mark_phase(p, phase_q_landed);
 
     const int tr_first = trace_first((pr.kb_end - pr.kb_begin + 1) / 2);
     for (int j = 0;; ++j) {
@@ -1140,17 +1106,16 @@ __global__ void __launch_bounds__(threads, 1)
       if (kb_a >= pr.kb_end) break;
       const int kb_b = kb_a + 1;
       const bool has_b = kb_b < pr.kb_end;
-      const std::uint32_t parity_a = (static_cast<std::uint32_t>(j) ^ (phases >> 1)) & 1u;
-      const std::uint32_t parity_b = (static_cast<std::uint32_t>(j) ^ (phases >> 2)) & 1u;
+      const std::uint32_t parity = static_cast<std::uint32_t>(j & 1);
       float s[32];
-      std::uint32_t* const tr = trace_of(p, j, tr_first, wg, leader && first);
+      std::uint32_t* const tr = trace_of(p, j, tr_first, wg, leader);
       trace(tr, 0);
 
       if (wg == 0) {
         // ---- WG0: S_A, frame A, P_A (into KV[0] chunk 8, for both warpgroups) ----
-        qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 0, parity_a, p.stagger_qk != 0, tr, tr0_chunk);
+        qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 0, parity, p.stagger_qk != 0, tr, tr0_chunk);
         trace(tr, tr0_s_done);
-        if (cta_leader && first && j == 0) mark_phase(p, phase_first_s);
+        if (cta_leader && j == 0) mark_phase(p, phase_first_s);
         if (hides_keys(pr, kb_a)) mask_scores(s, kb_a * block_keys, pr.vis0, pr.vis1, quad);
         float mx0, mx1;
         row_max(s, p.scale_log2, mx0, mx1);
@@ -1232,7 +1197,7 @@ __global__ void __launch_bounds__(threads, 1)
         if (p.stagger_qk) ptx::bar_sync(bar_qk, 256);
         trace_after_barrier(tr, tr1_stagger, &sm.l_part[0][0]);
         if (has_b) {
-          qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 1, parity_b, false, tr, tr1_chunk);
+          qk_product<0, 1, 2, 3, 4, 5, 6, 7, 8>(s, sm, 1, parity, false, tr, tr1_chunk);
           trace(tr, tr1_s_done);
           if (hides_keys(pr, kb_b)) mask_scores(s, kb_b * block_keys, pr.vis0, pr.vis1, quad);
         } else {
@@ -1320,8 +1285,8 @@ __global__ void __launch_bounds__(threads, 1)
       }
     }
 
-    if (cta_leader && first) mark_phase(p, phase_loop_end_wg0);
-    if (threadIdx.x == 128 && first) mark_phase(p, phase_loop_end_wg1);
+    if (cta_leader) mark_phase(p, phase_loop_end_wg0);
+    if (threadIdx.x == 128) mark_phase(p, phase_loop_end_wg1);
 
     // ---- epilogue: l = l_L + l_R (same frame), normalise, write ----
     l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
@@ -1333,7 +1298,7 @@ __global__ void __launch_bounds__(threads, 1)
       sm.l_part[wg][r1] = l1;
     }
     __syncthreads();
-    if (cta_leader && first) mark_phase(p, phase_epilogue_sync);
+    if (cta_leader) mark_phase(p, phase_epilogue_sync);
     const float lt0 = sm.l_part[0][r0] + sm.l_part[1][r0];
     const float lt1 = sm.l_part[0][r1] + sm.l_part[1][r1];
     // A row with no visible key in this piece gets (0, -inf): its O is exactly 0 (P = 0 and every
@@ -1348,25 +1313,8 @@ __global__ void __launch_bounds__(threads, 1)
     const int rr0 = row_first + r0, rr1 = row_first + r1;  // request rows r = t * h_q + h
     const int h_q = p.shape.h_q;
     // Every warpgroup is past its last wgmma (the CTA barrier above): Q's tile and KV[0] take
-    // the staged rows (staged_unit). A walking CTA stages its rows (BF16: whole requests only) in
-    // KV[1] and meanwhile loads its next request's Q and first KV block, so that the next first
-    // S_A need not wait for them.
+    // the staged rows (staged_unit).
     std::uint8_t* stage = sm.q;
-    bool more = false;
-    piece_rows next = pr;
-    if constexpr (Walk) {
-      SplitPiece after_piece;
-      more = piece_of_cta(p, walk_rank(static_cast<int>(blockIdx.y), k + 1, p.walk_parts),
-                          after_piece);
-      if (more) next = rows_of(p, after_piece, row_first, r0, r1);
-      if (more && threadIdx.x == 0) {
-        // Q and KV[0] were last written by this CTA's threads (P, prepared V rows) before the
-        // tensor cores read them: ordered before the copies that overwrite them.
-        ptx::fence_proxy_async_smem();
-        load_piece(sm, &tm_q, &tm_kv, p, next, row_first, policy, piece_q | piece_a);
-      }
-      stage = sm.kv[1];
-    }
     if (pr.slot < 0) {
 #pragma unroll
       for (int jj = 0; jj < 32; ++jj) {
@@ -1414,27 +1362,11 @@ __global__ void __launch_bounds__(threads, 1)
       }
     }
     if constexpr (phase_times_built) {
-      if (first) {
-        if (cta_leader) mark_phase(p, phase_stores_issued);
-        __threadfence();
-        __syncthreads();
-        if (cta_leader) mark_phase(p, phase_stores_done);
-      }
+      if (cta_leader) mark_phase(p, phase_stores_issued);
+      __threadfence();
+      __syncthreads();
+      if (cta_leader) mark_phase(p, phase_stores_done);
     }
-    if (!more) break;
-    // Every staged row has been read: the next piece's second KV block may land in KV[1].
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      ptx::fence_proxy_async_smem();
-      load_piece(sm, &tm_q, &tm_kv, p, next, row_first, policy, piece_b);
-    }
-    // This piece filled Q once, KV[0] once a pair and KV[1] once a whole pair.
-    const int n = pr.kb_end - pr.kb_begin;
-    if (n > 0) {
-      phases ^= 1u | static_cast<std::uint32_t>((n + 1) / 2 & 1) << 1 |
-                static_cast<std::uint32_t>(n / 2 & 1) << 2;
-    }
-    pr = next;
   }
   // Only now may the combine start launching: its CTAs must never take an SM that a CTA of this
   // grid still waits for.

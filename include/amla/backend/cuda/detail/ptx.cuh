@@ -194,12 +194,6 @@ __device__ __forceinline__ void prefetch_l1(const void* p) {
   asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
 }
 
-/// Starts fetching the line holding `p` into L2 only, where it stays longer than in an L1 that
-/// shares its SM's memory with a kernel's shared storage. Plain sm_70+ PTX.
-__device__ __forceinline__ void prefetch_l2(const void* p) {
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-}
-
 // ---- timers (any architecture) ------------------------------------------------------------------
 // %globaltimer: nanoseconds on a clock every SM shares (its updates may be coarser than a
 // nanosecond); %smid: the SM running the thread. A timing build of the Hopper kernel and the
