@@ -501,6 +501,35 @@ std::size_t plan_region_bytes(const amla::DecodeShape& shape, const ac::CudaDeco
   return ac::detail::workspace_layout_of(shape, opt, device_sms()).plan_bytes;
 }
 
+/// The split requests' first pieces of a plan in `a` (split_plan::plan_out's split_pieces, which
+/// the combine reads) against the CPU schedule `cpu` of `batch` requests: entry i names the i-th
+/// cut request, its piece count and first slot; the entries after the last, up to the smaller of
+/// batch + 1 and `slots`, name request -1. Returns the entries that differ.
+int split_pieces_wrong(const ac::detail::plan_arrays& a, int batch, int slots,
+                       const amla::SplitSchedule& cpu, cudaStream_t stream) {
+  const int n = std::min(batch + 1, slots);
+  std::vector<ac::detail::split_plan::piece_entry> got(static_cast<std::size_t>(n));
+  AMLA_CUDA_CHECK(cudaMemcpyAsync(got.data(), a.split_pieces, got.size() * sizeof(got[0]),
+                                  cudaMemcpyDeviceToHost, stream));
+  AMLA_CUDA_CHECK(cudaStreamSynchronize(stream));
+  int wrong = 0, i = 0;
+  for (int b = 0; b < batch; ++b) {
+    const auto bb = static_cast<std::size_t>(b);
+    const int k = cpu.piece_prefix[bb + 1] - cpu.piece_prefix[bb];
+    if (k < 2) continue;
+    if (i < n) {
+      const auto& e = got[static_cast<std::size_t>(i)];
+      wrong +=
+          e.request != b || e.pieces != k || e.index != 0 || e.first_slot != cpu.slot_prefix[bb]
+              ? 1
+              : 0;
+    }
+    ++i;
+  }
+  for (; i < n; ++i) wrong += got[static_cast<std::size_t>(i)].request != -1 ? 1 : 0;
+  return wrong;
+}
+
 /// The sized plan a Hopper run left in its workspace (poisoned before the run) against the CPU
 /// schedule of the same lengths. A batch the schedule may cut (fewer requests than a wave's
 /// pieces): the plan the decode kernel's CTA (0, 0) wrote, T, the piece and slot prefixes, the
@@ -548,12 +577,15 @@ void check_workspace_plan(const char* what, const DeviceBuffer<std::uint8_t>& wo
     if (cpu.piece_prefix[i + 1] - cpu.piece_prefix[i] > 1) cpu_list.push_back(b);
   }
   list.resize(static_cast<std::size_t>(std::max(0, std::min(h.num_split_requests, shape.batch))));
+  const int entries_wrong = split_pieces_wrong(
+      a, shape.batch, ac::detail::split_bounds(shape, opt, sms).slots, cpu, stream);
   const bool same = h.piece_blocks == cpu.scalars.piece_blocks && pieces == cpu.piece_prefix &&
-                    slots == cpu.slot_prefix && list == cpu_list;
+                    slots == cpu.slot_prefix && list == cpu_list && entries_wrong == 0;
   EXPECT(same,
-         "%s: the plan in the workspace (T %d, %d split requests) differs from the CPU "
-         "schedule (T %d, %zu split requests)",
-         what, h.piece_blocks, h.num_split_requests, cpu.scalars.piece_blocks, cpu_list.size());
+         "%s: the plan in the workspace (T %d, %d split requests, %d wrong first pieces) differs "
+         "from the CPU schedule (T %d, %zu split requests)",
+         what, h.piece_blocks, h.num_split_requests, entries_wrong, cpu.scalars.piece_blocks,
+         cpu_list.size());
 }
 
 void run_case(const Case& c, std::uint64_t seed, cudaStream_t stream) {
@@ -1687,12 +1719,15 @@ void check_piece_list(int batch, const std::vector<int>& lens, const ac::DecodeP
                  ? 1
                  : 0;
   }
+  const int split_wrong = split_pieces_wrong(a, batch, plan.slots, cpu, stream);
   std::printf(
-      "  b %2d %-8s: the plan lists %d pieces in %d entries, %d unlike the CPU schedule's\n", batch,
-      mode_name, pieces, plan.slots, wrong);
-  EXPECT(wrong == 0 && pieces <= plan.slots,
-         "b %d %s: %d of the plan's %d piece entries differ from the CPU schedule (%d pieces)",
-         batch, mode_name, wrong, plan.slots, pieces);
+      "  b %2d %-8s: the plan lists %d pieces in %d entries, %d unlike the CPU schedule's; "
+      "%d of its split requests' first pieces unlike\n",
+      batch, mode_name, pieces, plan.slots, wrong, split_wrong);
+  EXPECT(wrong == 0 && pieces <= plan.slots && split_wrong == 0,
+         "b %d %s: %d of the plan's %d piece entries and %d split requests' first pieces differ "
+         "from the CPU schedule (%d pieces)",
+         batch, mode_name, wrong, plan.slots, split_wrong, pieces);
 }
 
 /// Plan once, decode many: at the split-KV shapes (b 16, s_q 2, s_k 4096 and b 1, s_q 2,

@@ -445,17 +445,18 @@ inline SplitScheduleBounds split_bounds(const DecodeShape& s, const CudaDecodeOp
   return split_schedule_bounds(s.batch, row_blocks, so);
 }
 
-/// Where the sized plan's piece list (split_plan::piece_entry, one wave's slots of them) starts in
-/// the plan region: after the header's 256 bytes and four arrays of batch + 1 entries
-/// (plan_arrays), 16-byte aligned.
-inline std::size_t plan_list_offset(int batch) {
+/// Where the sized plan's lists of split_plan::piece_entry start in the plan region: after the
+/// header's 256 bytes and four arrays of batch + 1 entries (plan_arrays), 16-byte aligned. The
+/// split requests' first pieces (batch + 1 entries) come first, then the piece list (one wave's
+/// slots of entries).
+inline std::size_t plan_entries_offset(int batch) {
   const std::size_t batch1 = static_cast<std::size_t>(batch) + 1;
   return (256 + 4 * batch1 * sizeof(std::int32_t) + 15) / 16 * 16;
 }
 
 /// The Hopper path's workspace: the sized plan (header, piece and slot prefixes, the list of
-/// split requests, the order, the piece list; plan_bytes, a multiple of 256), then the partial
-/// outputs and lse of every slot the schedule may write.
+/// split requests, the order, the split requests' first pieces, the piece list; plan_bytes, a
+/// multiple of 256), then the partial outputs and lse of every slot the schedule may write.
 struct workspace_layout {
   std::size_t plan_bytes = 0;
   std::size_t bytes = 0;
@@ -467,8 +468,9 @@ inline workspace_layout workspace_layout_of(const DecodeShape& s, const CudaDeco
   const SplitScheduleBounds bounds = split_bounds(s, opt, sms);
   workspace_layout w;
   if (opt.num_splits == 0) {
-    const std::size_t plan = plan_list_offset(s.batch) + static_cast<std::size_t>(bounds.slots) *
-                                                             sizeof(split_plan::piece_entry);
+    const std::size_t entries = static_cast<std::size_t>(s.batch) + 1 + bounds.slots;
+    const std::size_t plan =
+        plan_entries_offset(s.batch) + entries * sizeof(split_plan::piece_entry);
     w.plan_bytes = (plan + 255) / 256 * 256;
   }
   const std::size_t part_rows = static_cast<std::size_t>(bounds.partials) * rows;
@@ -477,17 +479,19 @@ inline workspace_layout workspace_layout_of(const DecodeShape& s, const CudaDeco
 }
 
 /// The sized plan's place at the start of the Hopper path's workspace: the header, then from byte
-/// 256 piece_prefix, slot_prefix, split_list and order, batch + 1 entries each, then the piece
-/// list (plan_list_offset; one wave's slots of entries). order (written by plan_decode for a batch
-/// that fills a wave: split_plan::order_kernel) lists the requests longest first; the piece list
-/// (written by plan_decode) lists the pieces of a schedule that cuts a request, which the decode
-/// kernel's CTAs read where the plan is reused.
+/// 256 piece_prefix, slot_prefix, split_list and order, batch + 1 entries each, then
+/// (plan_entries_offset) split_pieces, batch + 1 entries, and the piece list, one wave's slots of
+/// entries. order (written by plan_decode for a batch that fills a wave: split_plan::order_kernel)
+/// lists the requests longest first; split_pieces the split requests' first pieces, which the
+/// combine reads; the piece list (written by plan_decode) the pieces of a schedule that cuts a
+/// request, which the decode kernel's CTAs read where the plan is reused.
 struct plan_arrays {
   split_plan::header* header;
   std::int32_t* piece_prefix;
   std::int32_t* slot_prefix;
   std::int32_t* split_list;
   std::int32_t* order;
+  split_plan::piece_entry* split_pieces;
   split_plan::piece_entry* pieces;
 };
 
@@ -500,8 +504,23 @@ inline plan_arrays plan_arrays_in(void* workspace, int batch) {
   a.slot_prefix = a.piece_prefix + batch1;
   a.split_list = a.slot_prefix + batch1;
   a.order = a.split_list + batch1;
-  a.pieces = reinterpret_cast<split_plan::piece_entry*>(base + plan_list_offset(batch));
+  a.split_pieces = reinterpret_cast<split_plan::piece_entry*>(base + plan_entries_offset(batch));
+  a.pieces = a.split_pieces + batch1;
   return a;
+}
+
+/// The plan_out that writes a plan into the arrays `a` for one wave of `slots` pieces, with the
+/// piece list or (pieces false) without.
+inline split_plan::plan_out plan_out_of(const plan_arrays& a, int slots, bool pieces) {
+  split_plan::plan_out o;
+  o.head = a.header;
+  o.piece_prefix = a.piece_prefix;
+  o.slot_prefix = a.slot_prefix;
+  o.split_list = a.split_list;
+  o.split_pieces = a.split_pieces;
+  o.pieces = pieces ? a.pieces : nullptr;
+  o.entries = slots;
+  return o;
 }
 
 /// A reused plan against the current lengths (host copies, `lens`): each request must need the
@@ -567,8 +586,8 @@ void launch_ex(void (*kernel)(Params...), dim3 grid, int block, std::size_t smem
 /// pieces into the plan arrays `a`, its piece list included.
 inline void launch_plan_kernel(const SplitScheduleView& v, int slots, const plan_arrays& a,
                                cudaStream_t stream) {
-  launch_ex(split_plan::plan_kernel<>, dim3(1), 32, 0, false, stream, v, slots, a.header,
-            a.piece_prefix, a.slot_prefix, a.split_list, a.pieces);
+  launch_ex(split_plan::plan_kernel<>, dim3(1), 32, 0, false, stream, v, slots,
+            plan_out_of(a, slots, true));
 }
 
 template <rescale_mode Mode>
@@ -635,14 +654,14 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
   }
   const bool own_workspace = workspace == nullptr && w.bytes > 0;
   if (own_workspace) AMLA_CUDA_CHECK(cudaMallocAsync(&workspace, w.bytes, stream));
-  std::int32_t* split_list = nullptr;
+  const split_plan::piece_entry* split_pieces = nullptr;
   if (sized) {
     // A plan made once by plan_decode is read, not computed (the CTAs check its piece counts
     // against the current lengths); otherwise this call writes one into its workspace.
     const bool reused = opt.plan != nullptr;
     const plan_arrays a =
         plan_arrays_in(reused ? const_cast<void*>(opt.plan->memory) : workspace, s.batch);
-    split_list = a.split_list;
+    split_pieces = a.split_pieces;
     p.plan = a.header;
     v.piece_prefix = a.piece_prefix;
     v.slot_prefix = a.slot_prefix;
@@ -658,10 +677,7 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
       // schedule themselves rather than wait for a plan kernel (every warp one search and one
       // scan of the batch), and CTA (0, 0) writes the plan the combine reads.
       p.fused_plan_slots = bounds.slots;
-      p.plan_out = a.header;
-      p.piece_prefix_out = a.piece_prefix;
-      p.slot_prefix_out = a.slot_prefix;
-      p.split_list_out = a.split_list;
+      p.plan_written = plan_out_of(a, bounds.slots, false);
     }
     // A batch that fills a wave is not cut (whole_requests below): its CTAs read no plan and no
     // combine runs, so none is made and the launch is one fixed split's, which ran 1.9% (H100)
@@ -705,8 +721,7 @@ DecodeLaunch launch_hopper(const DeviceDecodeInputs& in, const DeviceDecodeOutpu
     c.shape = s;
     c.rows = p.rows;
     c.schedule = v;
-    c.plan = p.plan;
-    c.split_list = split_list;
+    c.split_pieces = split_pieces;
     c.out_part = p.out_part;
     c.lse_part = p.lse_part;
     c.out = p.out;

@@ -72,8 +72,9 @@ struct params {
   /// The schedule: fixed (num_splits k > 1: request b owns slots [b k, b k + k)) or balanced
   /// (slot_prefix, and the split requests listed by the plan).
   SplitScheduleView schedule;
-  const split_plan::header* plan;
-  const std::int32_t* split_list;
+  /// A balanced schedule's split requests, the i-th's first piece at i (split_plan::plan_out):
+  /// the request, its slot count and first slot in one load; request -1 past the last.
+  const split_plan::piece_entry* split_pieces;
   const float* out_part;       ///< [slots, rows, d_v], 16-byte aligned
   const float* lse_part;       ///< [slots, rows]
   __nv_bfloat16* out;          ///< [batch, s_q, h_q, d_v]
@@ -151,12 +152,11 @@ __global__ void __launch_bounds__(threads) combine_kernel(const params p) {
     count = p.schedule.num_splits;
     first = b * count;
   } else {
-    // split_list has batch + 1 entries and i < batch: its entry is read with the header's count.
-    const int listed = p.plan->num_split_requests;
-    b = p.split_list[i];
-    if (i >= listed) return;
-    first = p.schedule.slot_prefix[b];
-    count = p.schedule.slot_prefix[b + 1] - first;
+    const split_plan::piece_entry e = p.split_pieces[i];
+    if (e.request < 0) return;
+    b = e.request;
+    first = e.first_slot;
+    count = e.pieces;
   }
   const std::int64_t slot_stride = static_cast<std::int64_t>(p.rows) * d_v;
   const int col = q * L::columns_per_warp + L::width * lane;

@@ -348,12 +348,9 @@ struct params {
   /// The kernel that sizes the schedule itself (decode_kernel's SizeHere; a sized schedule of a
   /// small batch): every warp of every CTA sizes it for this many slots
   /// (split_plan::search_piece_blocks, scan_plan) and the first warp of CTA (0, 0) writes the plan
-  /// for the combine to plan_out and the three arrays below.
+  /// for the combine to plan_written (without the piece list, which only a reused plan has).
   int fused_plan_slots;
-  split_plan::header* plan_out;
-  std::int32_t* piece_prefix_out;
-  std::int32_t* slot_prefix_out;
-  std::int32_t* split_list_out;
+  split_plan::plan_out plan_written;
   __nv_bfloat16* out;  ///< final outputs (pieces with slot -1)
   float* lse;
   float* out_part;  ///< [slots, rows, 512]
@@ -1060,9 +1057,8 @@ __global__ void __launch_bounds__(threads, 1)
     const SplitScheduleView v = p.schedule;
     const int t = split_plan::search_piece_blocks(v, p.fused_plan_slots);
     const bool writer = blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x < 32;
-    if (!split_plan::scan_plan(v, t, writer ? p.plan_out : nullptr, p.piece_prefix_out,
-                               p.slot_prefix_out, p.split_list_out, static_cast<int>(blockIdx.y),
-                               piece)) {
+    if (!split_plan::scan_plan(v, t, writer ? p.plan_written : split_plan::plan_out{},
+                               static_cast<int>(blockIdx.y), piece)) {
       return;  // past the last piece
     }
   } else {

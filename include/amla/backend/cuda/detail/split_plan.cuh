@@ -37,6 +37,22 @@ struct alignas(16) piece_entry {
   int first_slot;  ///< the request's first partial slot (slot_prefix[request])
 };
 
+/// Where a plan is written (by plan_kernel, or by the first warp of the decode kernel's CTA (0, 0)
+/// where its CTAs size the schedule themselves): head nullptr writes nothing. The prefixes, the
+/// split requests and the order have batch + 1 entries; split_pieces holds, for the i-th split
+/// request, its first piece (so that the combine finds the request and its slots in one load),
+/// request -1 past the last; pieces (nullptr: not written) is the piece list. Both lists hold at
+/// most `entries` entries (the split requests' also at most batch + 1).
+struct plan_out {
+  header* head = nullptr;
+  std::int32_t* piece_prefix = nullptr;
+  std::int32_t* slot_prefix = nullptr;
+  std::int32_t* split_list = nullptr;
+  piece_entry* split_pieces = nullptr;
+  piece_entry* pieces = nullptr;
+  int entries = 0;
+};
+
 /// Every function below is one warp's: the 32 lanes of the calling warp call it together and get
 /// the same result, with no shared memory and no CTA barrier, so that each warp of a decode CTA
 /// sizes the schedule on its own. Lane i handles requests i, i + 32, ...
@@ -101,20 +117,19 @@ __device__ __forceinline__ int search_piece_blocks(const SplitScheduleView& v, i
   return split_schedule::candidate_blocks(n_max, lo);
 }
 
-/// The prefix sums of the schedule with piece length t. With `out` (the plan's arrays, written by
-/// this warp alone): piece_prefix[batch + 1], slot_prefix[batch + 1], the requests with slots in
-/// split_list and the header, and with `list` the entries [0, list_entries) of the piece list
-/// (pieces past list_entries are not listed). With index >= 0: piece `index` of the schedule, as
-/// split_schedule::piece_at reads it from those arrays, into `piece`; returns false past the last
-/// piece.
-__device__ __forceinline__ bool scan_plan(const SplitScheduleView& v, int t, header* out,
-                                          std::int32_t* piece_prefix, std::int32_t* slot_prefix,
-                                          std::int32_t* split_list, int index, SplitPiece& piece,
-                                          piece_entry* list = nullptr, int list_entries = 0) {
+/// The prefix sums of the schedule with piece length t. With out.head (the plan's arrays, written
+/// by this warp alone, plan_out): piece_prefix[batch + 1], slot_prefix[batch + 1], the requests
+/// with slots in split_list with their first pieces in split_pieces, the header, and with
+/// out.pieces the entries [0, out.entries) of the piece list (pieces past them are not listed).
+/// With index >= 0: piece `index` of the schedule, as split_schedule::piece_at reads it from those
+/// arrays, into `piece`; returns false past the last piece.
+__device__ __forceinline__ bool scan_plan(const SplitScheduleView& v, int t, const plan_out& out,
+                                          int index, SplitPiece& piece) {
   const int lane = static_cast<int>(threadIdx.x % 32);
-  if (out != nullptr && lane == 0) {
-    piece_prefix[0] = 0;
-    slot_prefix[0] = 0;
+  const bool write = out.head != nullptr;
+  if (write && lane == 0) {
+    out.piece_prefix[0] = 0;
+    out.slot_prefix[0] = 0;
   }
   int piece_carry = 0, list_carry = 0;
   bool found = false;
@@ -130,14 +145,19 @@ __device__ __forceinline__ bool scan_plan(const SplitScheduleView& v, int t, hea
     // slots so far are the pieces so far less one per uncut request.
     const int slot_incl = piece_incl - ((b + 1) - list_incl);
     const int first_piece = piece_incl - k;
-    if (out != nullptr && in) {
-      piece_prefix[b + 1] = piece_incl;
-      slot_prefix[b + 1] = slot_incl;
-      if (cut) split_list[list_incl - 1] = b;
-      if (list != nullptr) {
-        const int first_slot = slot_incl - split_schedule::slots_for(k);
-        for (int j = 0; j < k && first_piece + j < list_entries; ++j) {
-          list[first_piece + j] = piece_entry{b, k, j, first_slot};
+    if (write && in) {
+      out.piece_prefix[b + 1] = piece_incl;
+      out.slot_prefix[b + 1] = slot_incl;
+      const int first_slot = slot_incl - split_schedule::slots_for(k);
+      if (cut) {
+        out.split_list[list_incl - 1] = b;
+        if (list_incl - 1 < out.entries) {
+          out.split_pieces[list_incl - 1] = piece_entry{b, k, 0, first_slot};
+        }
+      }
+      if (out.pieces != nullptr) {
+        for (int j = 0; j < k && first_piece + j < out.entries; ++j) {
+          out.pieces[first_piece + j] = piece_entry{b, k, j, first_slot};
         }
       }
     }
@@ -154,28 +174,31 @@ __device__ __forceinline__ bool scan_plan(const SplitScheduleView& v, int t, hea
     }
     piece_carry = __shfl_sync(full_warp, piece_incl, 31);
     list_carry = __shfl_sync(full_warp, list_incl, 31);
-    if (found && out == nullptr) break;  // warp-uniform: the ballot is
+    if (found && !write) break;  // warp-uniform: the ballot is
   }
-  if (out != nullptr && lane == 0) *out = header{t, list_carry};
-  if (out != nullptr && list != nullptr) {
-    for (int i = piece_carry + lane; i < list_entries; i += 32) list[i] = piece_entry{-1, 0, 0, 0};
+  if (write) {
+    if (lane == 0) *out.head = header{t, list_carry};
+    const int split_entries = min(v.batch + 1, out.entries);
+    for (int i = list_carry + lane; i < split_entries; i += 32) {
+      out.split_pieces[i] = piece_entry{-1, 0, 0, 0};
+    }
+    for (int i = piece_carry + lane; out.pieces != nullptr && i < out.entries; i += 32) {
+      out.pieces[i] = piece_entry{-1, 0, 0, 0};
+    }
   }
   return found;
 }
 
 /// One warp. v: a sized schedule's batch, block keys and device seqlens; slots: the pieces of one
-/// wave (split_schedule_bounds). Writes piece_prefix[batch + 1], slot_prefix[batch + 1], the
-/// requests with slots in split_list, the header, and the first `slots` entries of the piece list
-/// (every piece of a schedule that cuts a request: such a schedule has at most `slots`).
+/// wave (split_schedule_bounds). Writes the plan to `out` (plan_out; out.entries = slots holds
+/// every piece of a schedule that cuts a request, and its split requests).
 /// A template (its argument unused), as hopper::sm90a_probe says why.
 template <int Unused = 0>
-__global__ void __launch_bounds__(32)
-    plan_kernel(SplitScheduleView v, int slots, header* out, std::int32_t* piece_prefix,
-                std::int32_t* slot_prefix, std::int32_t* split_list, piece_entry* list) {
+__global__ void __launch_bounds__(32) plan_kernel(SplitScheduleView v, int slots, plan_out out) {
   ptx::griddep_wait();
   const int t = search_piece_blocks(v, slots);
   SplitPiece unused;
-  scan_plan(v, t, out, piece_prefix, slot_prefix, split_list, -1, unused, list, slots);
+  scan_plan(v, t, out, -1, unused);
 }
 
 /// The largest batch whose requests order_kernel sorts (each thread compares its request with
@@ -227,15 +250,24 @@ inline SplitSchedule plan_to_host(const std::int32_t* seqlens, int batch, int ro
   std::int32_t* pieces = nullptr;
   std::int32_t* slots = nullptr;
   std::int32_t* list = nullptr;
+  piece_entry* split_pieces = nullptr;
   AMLA_CUDA_CHECK(cudaMallocAsync(&h, sizeof(header), stream));
   AMLA_CUDA_CHECK(cudaMallocAsync(&pieces, n1 * sizeof(std::int32_t), stream));
   AMLA_CUDA_CHECK(cudaMallocAsync(&slots, n1 * sizeof(std::int32_t), stream));
   AMLA_CUDA_CHECK(cudaMallocAsync(&list, n1 * sizeof(std::int32_t), stream));
+  AMLA_CUDA_CHECK(cudaMallocAsync(&split_pieces, n1 * sizeof(piece_entry), stream));
   SplitScheduleView v;
   v.batch = batch;
   v.block_keys = o.block_keys;
   v.seqlens = seqlens;
-  plan_kernel<><<<1, 32, 0, stream>>>(v, bounds.slots, h, pieces, slots, list, nullptr);
+  plan_out out;
+  out.head = h;
+  out.piece_prefix = pieces;
+  out.slot_prefix = slots;
+  out.split_list = list;
+  out.split_pieces = split_pieces;
+  out.entries = batch + 1;
+  plan_kernel<><<<1, 32, 0, stream>>>(v, bounds.slots, out);
   AMLA_CUDA_CHECK_LAUNCH("amla::cuda::detail::split_plan::plan_kernel");
   SplitSchedule s;
   header hh{};
@@ -252,7 +284,7 @@ inline SplitSchedule plan_to_host(const std::int32_t* seqlens, int batch, int ro
                                   cudaMemcpyDeviceToHost, stream));
   AMLA_CUDA_CHECK(cudaStreamSynchronize(stream));
   for (void* ptr : {static_cast<void*>(h), static_cast<void*>(pieces), static_cast<void*>(slots),
-                    static_cast<void*>(list)}) {
+                    static_cast<void*>(list), static_cast<void*>(split_pieces)}) {
     AMLA_CUDA_CHECK(cudaFreeAsync(ptr, stream));
   }
   s.scalars.batch = batch;
