@@ -458,14 +458,6 @@ __device__ __forceinline__ bool piece_of_cta(const params& p, int index, SplitPi
   if (p.piece_list != nullptr) {
     const split_plan::piece_entry e = p.piece_list[index];
     if (e.request < 0) return false;
-    // The piece's first block table entry as the plan's lengths placed it (block e.index T), in
-    // the request's row, fetched while its current length is read (load_kv reads it next).
-    if (threadIdx.x == 0) {
-      const std::int64_t page =
-          static_cast<std::int64_t>(e.index) * v.piece_blocks * block_keys / p.shape.page_size;
-      ptx::prefetch_l1(p.block_table + p.shape.table_offset(e.request, 0) +
-                       min(page, static_cast<std::int64_t>(p.shape.max_pages_per_seq - 1)));
-    }
     plan_matches(p, v, e.request, e.pieces);
     piece = split_schedule::piece_of(e.request,
                                      split_schedule::blocks_of(p.seqlens[e.request], block_keys),
