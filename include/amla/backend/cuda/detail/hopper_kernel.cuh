@@ -16,8 +16,9 @@
 // (fewer requests than a wave's pieces) the CTAs size it themselves (the SizeHere instantiation:
 // every warp runs split_plan.cuh's warp functions) and CTA (0, 0) writes the plan for the
 // combine. A plan made once by plan_decode (split_plan's plan kernel) and reused
-// (params::plan_reused) is read instead, each CTA first checking its request's piece count
-// against the current length (plan_matches). When the plan cuts
+// (params::plan_reused) is read instead, each CTA taking its piece from the plan's piece list
+// (params::piece_list) and checking its request's piece count against the current length
+// (plan_matches). When the plan cuts
 // no request, piece b is request b (piece_of_cta, no search); when the host's bounds already say so
 // (params::whole_requests: a batch that fills a wave), no plan is made or read, except a reused
 // plan's list of the requests longest first (params::order), which the CTAs take in that order.
