@@ -446,17 +446,17 @@ inline SplitScheduleBounds split_bounds(const DecodeShape& s, const CudaDecodeOp
 }
 
 /// Where the sized plan's lists of split_plan::piece_entry start in the plan region: after the
-/// header's 256 bytes and four arrays of batch + 1 entries (plan_arrays), 16-byte aligned. The
+/// header's 256 bytes and three arrays of batch + 1 entries (plan_arrays), 16-byte aligned. The
 /// split requests' first pieces (batch + 1 entries) come first, then the piece list (one wave's
 /// slots of entries).
 inline std::size_t plan_entries_offset(int batch) {
   const std::size_t batch1 = static_cast<std::size_t>(batch) + 1;
-  return (256 + 4 * batch1 * sizeof(std::int32_t) + 15) / 16 * 16;
+  return (256 + 3 * batch1 * sizeof(std::int32_t) + 15) / 16 * 16;
 }
 
-/// The Hopper path's workspace: the sized plan (header, piece and slot prefixes, the list of
-/// split requests, the order, the split requests' first pieces, the piece list; plan_bytes, a
-/// multiple of 256), then the partial outputs and lse of every slot the schedule may write.
+/// The Hopper path's workspace: the sized plan (header, piece and slot prefixes, the order, the
+/// split requests' first pieces, the piece list; plan_bytes, a multiple of 256), then the partial
+/// outputs and lse of every slot the schedule may write.
 struct workspace_layout {
   std::size_t plan_bytes = 0;
   std::size_t bytes = 0;
@@ -479,7 +479,7 @@ inline workspace_layout workspace_layout_of(const DecodeShape& s, const CudaDeco
 }
 
 /// The sized plan's place at the start of the Hopper path's workspace: the header, then from byte
-/// 256 piece_prefix, slot_prefix, split_list and order, batch + 1 entries each, then
+/// 256 piece_prefix, slot_prefix and order, batch + 1 entries each, then
 /// (plan_entries_offset) split_pieces, batch + 1 entries, and the piece list, one wave's slots of
 /// entries. order (written by plan_decode for a batch that fills a wave: split_plan::order_kernel)
 /// lists the requests longest first; split_pieces the split requests' first pieces, which the
@@ -489,7 +489,6 @@ struct plan_arrays {
   split_plan::header* header;
   std::int32_t* piece_prefix;
   std::int32_t* slot_prefix;
-  std::int32_t* split_list;
   std::int32_t* order;
   split_plan::piece_entry* split_pieces;
   split_plan::piece_entry* pieces;
@@ -502,8 +501,7 @@ inline plan_arrays plan_arrays_in(void* workspace, int batch) {
   a.header = reinterpret_cast<split_plan::header*>(base);
   a.piece_prefix = reinterpret_cast<std::int32_t*>(base + 256);
   a.slot_prefix = a.piece_prefix + batch1;
-  a.split_list = a.slot_prefix + batch1;
-  a.order = a.split_list + batch1;
+  a.order = a.slot_prefix + batch1;
   a.split_pieces = reinterpret_cast<split_plan::piece_entry*>(base + plan_entries_offset(batch));
   a.pieces = a.split_pieces + batch1;
   return a;
@@ -512,15 +510,12 @@ inline plan_arrays plan_arrays_in(void* workspace, int batch) {
 /// The plan_out that writes a plan into the arrays `a` for one wave of `slots` pieces, with the
 /// piece list or (pieces false) without.
 inline split_plan::plan_out plan_out_of(const plan_arrays& a, int slots, bool pieces) {
-  split_plan::plan_out o;
-  o.head = a.header;
-  o.piece_prefix = a.piece_prefix;
-  o.slot_prefix = a.slot_prefix;
-  o.split_list = a.split_list;
-  o.split_pieces = a.split_pieces;
-  o.pieces = pieces ? a.pieces : nullptr;
-  o.entries = slots;
-  return o;
+  return {.head = a.header,
+          .piece_prefix = a.piece_prefix,
+          .slot_prefix = a.slot_prefix,
+          .split_pieces = a.split_pieces,
+          .pieces = pieces ? a.pieces : nullptr,
+          .entries = slots};
 }
 
 /// A reused plan against the current lengths (host copies, `lens`): each request must need the

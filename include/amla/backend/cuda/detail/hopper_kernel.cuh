@@ -18,9 +18,8 @@
 // combine. A plan made once by plan_decode (split_plan's plan kernel) and reused
 // (params::plan_reused) is read instead, each CTA taking its piece from the plan's piece list
 // (params::piece_list) and checking its request's piece count against the current length
-// (plan_matches). When the plan cuts
-// no request, piece b is request b (piece_of_cta, no search); when the host's bounds already say so
-// (params::whole_requests: a batch that fills a wave), no plan is made or read, except a reused
+// (plan_matches). When the host's bounds say that no request is cut (params::whole_requests: a
+// batch that fills a wave), piece b is request b and no plan is made or read, except a reused
 // plan's list of the requests longest first (params::order), which the CTAs take in that order.
 //
 // ---- Shared memory (220 KB) --------------------------------------------------------------
@@ -438,45 +437,32 @@ __device__ __forceinline__ void plan_matches(const params& p, const SplitSchedul
   if (now != planned) __trap();
 }
 
-/// Piece `index` of the schedule, as split_schedule::piece_at finds it. A sized schedule that cuts
-/// no request (the plan lists none: piece b is request b, whole) needs no binary search through
-/// piece_prefix, whose log2(batch) loads, each waiting for the last, would otherwise delay the
-/// start of every CTA; when the host knows that no request is cut (params::whole_requests) the
-/// plan is not read either. A reused plan of a batch it may cut lists its pieces
-/// (params::piece_list): one load finds the piece.
 /// Request b whole: its one piece.
 __device__ __forceinline__ SplitPiece whole_request(const params& p, int b) {
   return split_schedule::piece_of(b, split_schedule::blocks_of(p.seqlens[b], block_keys), 1, 0, 0);
 }
 
+/// Piece `index` of the schedule (split_schedule::piece_at's piece) for a kernel that does not
+/// size the schedule itself: whole requests (params::whole_requests: a batch that fills a wave,
+/// in a reused plan's order), a reused plan's piece list (params::piece_list: one load, where
+/// piece_at would search piece_prefix with log2(batch) loads, each waiting for the last), or else
+/// fixed splits (arithmetic). Returns false past the last piece.
 __device__ __forceinline__ bool piece_of_cta(const params& p, int index, SplitPiece& piece) {
   if (p.whole_requests) {
     if (index >= p.schedule.batch) return false;
     piece = whole_request(p, p.order != nullptr ? p.order[index] : index);
     return true;
   }
-  const SplitScheduleView v = schedule_of(p);
   if (p.piece_list != nullptr) {
     const split_plan::piece_entry e = p.piece_list[index];
     if (e.request < 0) return false;
-    plan_matches(p, v, e.request, e.pieces);
+    plan_matches(p, schedule_of(p), e.request, e.pieces);
     piece = split_schedule::piece_of(e.request,
                                      split_schedule::blocks_of(p.seqlens[e.request], block_keys),
                                      e.pieces, e.index, e.first_slot);
     return true;
   }
-  if (v.num_splits == 0 && p.plan->num_split_requests == 0) {
-    if (index >= v.batch) return false;
-    plan_matches(p, v, index, 1);
-    piece = whole_request(p, index);
-    return true;
-  }
-  if (!split_schedule::piece_at(v, index, piece)) return false;
-  if (v.num_splits == 0) {
-    const int b = piece.request;
-    plan_matches(p, v, b, v.piece_prefix[b + 1] - v.piece_prefix[b]);
-  }
-  return true;
+  return split_schedule::piece_at(p.schedule, index, piece);
 }
 
 /// Visible keys of request row r (token t = r / h_q).

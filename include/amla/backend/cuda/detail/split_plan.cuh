@@ -22,7 +22,7 @@ namespace amla::cuda::detail::split_plan {
 /// The scalars of a sized schedule, written by plan_kernel.
 struct header {
   int piece_blocks;        ///< T
-  int num_split_requests;  ///< entries of split_list
+  int num_split_requests;  ///< the cut requests, listed in plan_out::split_pieces
 };
 
 /// Piece i of a sized schedule as plan_kernel lists it (the plan's piece list), so that a decode
@@ -38,16 +38,15 @@ struct alignas(16) piece_entry {
 };
 
 /// Where a plan is written (by plan_kernel, or by the first warp of the decode kernel's CTA (0, 0)
-/// where its CTAs size the schedule themselves): head nullptr writes nothing. The prefixes, the
-/// split requests and the order have batch + 1 entries; split_pieces holds, for the i-th split
-/// request, its first piece (so that the combine finds the request and its slots in one load),
-/// request -1 past the last; pieces (nullptr: not written) is the piece list. Both lists hold at
-/// most `entries` entries (the split requests' also at most batch + 1).
+/// where its CTAs size the schedule themselves): head nullptr writes nothing. The prefixes have
+/// batch + 1 entries; split_pieces holds, for the i-th split request, its first piece (so that
+/// the combine finds the request and its slots in one load), request -1 past the last; pieces
+/// (nullptr: not written) is the piece list. Both lists hold at most `entries` entries (the split
+/// requests' also at most batch + 1).
 struct plan_out {
   header* head = nullptr;
   std::int32_t* piece_prefix = nullptr;
   std::int32_t* slot_prefix = nullptr;
-  std::int32_t* split_list = nullptr;
   piece_entry* split_pieces = nullptr;
   piece_entry* pieces = nullptr;
   int entries = 0;
@@ -118,8 +117,8 @@ __device__ __forceinline__ int search_piece_blocks(const SplitScheduleView& v, i
 }
 
 /// The prefix sums of the schedule with piece length t. With out.head (the plan's arrays, written
-/// by this warp alone, plan_out): piece_prefix[batch + 1], slot_prefix[batch + 1], the requests
-/// with slots in split_list with their first pieces in split_pieces, the header, and with
+/// by this warp alone, plan_out): piece_prefix[batch + 1], slot_prefix[batch + 1], the first
+/// pieces of the requests with slots in split_pieces, the header, and with
 /// out.pieces the entries [0, out.entries) of the piece list (pieces past them are not listed).
 /// With index >= 0: piece `index` of the schedule, as split_schedule::piece_at reads it from those
 /// arrays, into `piece`; returns false past the last piece.
@@ -149,11 +148,8 @@ __device__ __forceinline__ bool scan_plan(const SplitScheduleView& v, int t, con
       out.piece_prefix[b + 1] = piece_incl;
       out.slot_prefix[b + 1] = slot_incl;
       const int first_slot = slot_incl - split_schedule::slots_for(k);
-      if (cut) {
-        out.split_list[list_incl - 1] = b;
-        if (list_incl - 1 < out.entries) {
-          out.split_pieces[list_incl - 1] = piece_entry{b, k, 0, first_slot};
-        }
+      if (cut && list_incl - 1 < out.entries) {
+        out.split_pieces[list_incl - 1] = piece_entry{b, k, 0, first_slot};
       }
       if (out.pieces != nullptr) {
         for (int j = 0; j < k && first_piece + j < out.entries; ++j) {
@@ -249,24 +245,20 @@ inline SplitSchedule plan_to_host(const std::int32_t* seqlens, int batch, int ro
   header* h = nullptr;
   std::int32_t* pieces = nullptr;
   std::int32_t* slots = nullptr;
-  std::int32_t* list = nullptr;
   piece_entry* split_pieces = nullptr;
   AMLA_CUDA_CHECK(cudaMallocAsync(&h, sizeof(header), stream));
   AMLA_CUDA_CHECK(cudaMallocAsync(&pieces, n1 * sizeof(std::int32_t), stream));
   AMLA_CUDA_CHECK(cudaMallocAsync(&slots, n1 * sizeof(std::int32_t), stream));
-  AMLA_CUDA_CHECK(cudaMallocAsync(&list, n1 * sizeof(std::int32_t), stream));
   AMLA_CUDA_CHECK(cudaMallocAsync(&split_pieces, n1 * sizeof(piece_entry), stream));
   SplitScheduleView v;
   v.batch = batch;
   v.block_keys = o.block_keys;
   v.seqlens = seqlens;
-  plan_out out;
-  out.head = h;
-  out.piece_prefix = pieces;
-  out.slot_prefix = slots;
-  out.split_list = list;
-  out.split_pieces = split_pieces;
-  out.entries = batch + 1;
+  const plan_out out{.head = h,
+                     .piece_prefix = pieces,
+                     .slot_prefix = slots,
+                     .split_pieces = split_pieces,
+                     .entries = batch + 1};
   plan_kernel<><<<1, 32, 0, stream>>>(v, bounds.slots, out);
   AMLA_CUDA_CHECK_LAUNCH("amla::cuda::detail::split_plan::plan_kernel");
   SplitSchedule s;
@@ -284,7 +276,7 @@ inline SplitSchedule plan_to_host(const std::int32_t* seqlens, int batch, int ro
                                   cudaMemcpyDeviceToHost, stream));
   AMLA_CUDA_CHECK(cudaStreamSynchronize(stream));
   for (void* ptr : {static_cast<void*>(h), static_cast<void*>(pieces), static_cast<void*>(slots),
-                    static_cast<void*>(list), static_cast<void*>(split_pieces)}) {
+                    static_cast<void*>(split_pieces)}) {
     AMLA_CUDA_CHECK(cudaFreeAsync(ptr, stream));
   }
   s.scalars.batch = batch;
