@@ -1310,25 +1310,18 @@ __global__ void __launch_bounds__(threads, 1)
                        [&](int rr) { return p.shape.out_offset(pr.request, rr / h_q, rr % h_q); });
     } else {
       float* part_out = p.out_part + static_cast<std::int64_t>(pr.slot) * p.rows * d_v;
-      // Where the CTA sized the schedule itself (small batches, every piece a partial) the rows
-      // leave by bulk copies from one warp, 2-3% faster at b 16 and b 1 (bench/CUDA_RESULTS.md);
-      // elsewhere by every thread's 16-byte stores.
-      constexpr bool bulk = SizeHere;
+      // The partial rows leave by bulk copies from one warp: 2-8% less time than every thread's
+      // 16-byte stores wherever requests are cut, sized, fixed or with a reused plan
+      // (bench/CUDA_RESULTS.md).
 #pragma unroll
       for (int jj = 0; jj < 32; ++jj) {
         const int col = col0 + 8 * jj;
-        stage_pair<float, bulk>(stage, r0, col, o[4 * jj + 0] * inv0, o[4 * jj + 1] * inv0);
-        stage_pair<float, bulk>(stage, r1, col, o[4 * jj + 2] * inv1, o[4 * jj + 3] * inv1);
+        stage_pair<float, true>(stage, r0, col, o[4 * jj + 0] * inv0, o[4 * jj + 1] * inv0);
+        stage_pair<float, true>(stage, r1, col, o[4 * jj + 2] * inv1, o[4 * jj + 3] * inv1);
       }
-      if constexpr (bulk) {
-        ptx::fence_proxy_async_smem();  // the staged rows visible to the copies
-        __syncthreads();
-        if (threadIdx.x / 32 == 4) bulk_store_rows(stage, part_out, row_first, p.rows, lane);
-      } else {
-        __syncthreads();
-        copy_staged_rows(stage, part_out, row_first, p.rows,
-                         [](int rr) { return static_cast<std::int64_t>(rr) * d_v; });
-      }
+      ptx::fence_proxy_async_smem();  // the staged rows visible to the copies
+      __syncthreads();
+      if (threadIdx.x / 32 == 4) bulk_store_rows(stage, part_out, row_first, p.rows, lane);
     }
     if (wg == 0 && quad == 0) {
       constexpr float ln2 = 0.693147180559945309f;
