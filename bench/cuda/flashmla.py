@@ -208,8 +208,8 @@ def compare(flashmla, log):
                 amla[key] = max(amla[key], float(m[5]))
     kernels = ["hopper/standard", "hopper/amla", "hopper/amla/skip", "hopper/standard/plan reused",
                "hopper/amla/plan reused"]
-    # The AMLA kernels' speeds as fractions of hopper/standard's, to three places: the issue's
-    # target for the integer add is 0.95.
+    # The AMLA kernels' speeds as fractions of hopper/standard's, to three places: the integer
+    # add's target is 0.95 of it (bench/CUDA_RESULTS.md).
     ratios = ["hopper/amla", "hopper/amla/skip"]
     print()
     print("| b, s_q, s_k | FlashMLA TFLOPS | " + " | ".join(kernels) + " | " +
