@@ -1310,7 +1310,7 @@ __global__ void __launch_bounds__(threads, 1)
                        [&](int rr) { return p.shape.out_offset(pr.request, rr / h_q, rr % h_q); });
     } else {
       float* part_out = p.out_part + static_cast<std::int64_t>(pr.slot) * p.rows * d_v;
-      // The partial rows leave by bulk copies from one warp: 2.5-7% less time than every
+      // The partial rows leave by bulk copies from one warp: 2-7% less time than every
       // thread's 16-byte stores at b 16, b 1 and b 128 with 2 splits, whether the schedule is
       // sized, fixed or a reused plan (bench/CUDA_RESULTS.md).
 #pragma unroll
