@@ -28,6 +28,9 @@ inline constexpr int d_v = 512;
 /// Warps per CTA; each merges one part of a row (Parts parts per row, below).
 inline constexpr int warps = 4;
 inline constexpr int threads = 32 * warps;
+/// CTAs an SM must hold at once (the launch bound): 8, so that b 16's 1024 CTAs (64 rows' CTAs
+/// for each of 16 split requests) fit in one wave of 132 SMs, within 64 registers a thread.
+inline constexpr int min_ctas_per_sm = 8;
 /// Partial values a lane holds in flight (the loads of slots_in_flight slots): the warp's loads
 /// of all those slots are issued together, before any of them is used.
 inline constexpr int values_in_flight = 32;
@@ -128,7 +131,7 @@ __device__ __forceinline__ void store_unit(__nv_bfloat16* at, const float (&v)[W
 /// shuffles. The plan's entries a CTA needs are read together where they do not depend on each
 /// other.
 template <int Parts>
-__global__ void __launch_bounds__(threads) combine_kernel(const params p) {
+__global__ void __launch_bounds__(threads, min_ctas_per_sm) combine_kernel(const params p) {
   using L = layout<Parts>;
   std::uint64_t entry_ns = 0;
   if constexpr (phase_times_built) entry_ns = ptx::globaltimer_ns();
