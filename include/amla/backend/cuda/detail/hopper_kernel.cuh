@@ -956,7 +956,9 @@ __device__ __forceinline__ void copy_staged_rows(std::uint8_t* stage, T* dst, in
 /// Issues the bulk copies (ptx::bulk_store) of the rows [0, 64) staged in the padded layout that
 /// are real (row_first + r < rows) to global memory, row r to dst + (row_first + r) * d_v, dst
 /// 16-byte aligned: one warp, lane l copying rows l and l + 32 as its own bulk group, then waiting
-/// until its copies are complete.
+/// only until its copies have read the staged rows: the grid's end, which the combine's
+/// griddep_wait waits for, makes their writes visible (0-1% less time at b 16 and b 1 than
+/// waiting for the writes; bench/CUDA_RESULTS.md).
 template <class T>
 __device__ __forceinline__ void bulk_store_rows(std::uint8_t* stage, T* dst, int row_first,
                                                 int rows, int lane) {
@@ -967,7 +969,7 @@ __device__ __forceinline__ void bulk_store_rows(std::uint8_t* stage, T* dst, int
     }
   }
   ptx::bulk_commit();
-  ptx::bulk_wait_all();
+  ptx::bulk_wait_read_all();
 }
 
 /// Writes 1 to *flag when the code running it was compiled for sm_90a (the Hopper kernel's real

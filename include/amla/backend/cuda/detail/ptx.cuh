@@ -140,12 +140,13 @@ __device__ __forceinline__ void bulk_commit() {
   AMLA_CUDA_ARCH_UNSUPPORTED("cp.async.bulk.commit_group");
 #endif
 }
-/// Waits until this thread's committed bulk groups are complete, their writes done.
-__device__ __forceinline__ void bulk_wait_all() {
+/// Waits until this thread's committed bulk groups have read their shared-memory sources (their
+/// writes may still be in flight: the grid's end makes them visible to the next kernel).
+__device__ __forceinline__ void bulk_wait_read_all() {
 #if defined(AMLA_CUDA_SM90A_ENABLED)
-  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+  asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
 #else
-  AMLA_CUDA_ARCH_UNSUPPORTED("cp.async.bulk.wait_group");
+  AMLA_CUDA_ARCH_UNSUPPORTED("cp.async.bulk.wait_group.read");
 #endif
 }
 /// An L2 cache policy: 1 = evict first, 2 = evict last (anything else: evict normal).
