@@ -2,8 +2,11 @@
 """Times FlashMLA's Hopper dense decode kernel as bm_cuda_decode times amla's, on a GPU machine.
 
     python3 bench/cuda/flashmla.py [--passes N] [--filter LIST [--varlen]] [--amla-log FILE]
-    python3 bench/cuda/flashmla.py --profile B S_Q S_K    five untimed launches of one shape, for
-                                                          ncu (as bm_cuda_decode --profile)
+    python3 bench/cuda/flashmla.py --profile B S_Q S_K    five untimed launches of one shape, the
+                                                          L2 flushed before the last four, for ncu
+                                                          (as bm_cuda_decode --profile)
+    python3 bench/cuda/flashmla.py --kernels B S_Q S_K    where one shape's time goes: each of
+                                                          FlashMLA's kernels, traced
 
 FlashMLA comes from the `flash_mla` package (the `sgl-flash-mla` wheel carries FlashMLA's SM90
 kernels as `use_legacy=True`; it is not a dependency of amla: without it the script says so and
@@ -26,7 +29,12 @@ bench/cuda/ab.sh's parser and a reader can set them beside amla's from the same 
 it) the script ends with a table of each shape's fastest passes: FlashMLA's TFLOPS and amla's
 hopper/standard, hopper/amla and hopper/amla/skip (at b 16 and b 1 also with the plan reused; for
 the mixed batches hopper/standard/varlen, also with the plan reused) as fractions of it, and the two
-AMLA kernels' speeds as fractions of hopper/standard's, to three places.
+AMLA kernels' speeds as fractions of hopper/standard's, to three places. With --kernels the 15
+launches of one shape (after the same warm-up, each after the same flush) run under torch.profiler,
+whose CUDA activity records (CUPTI) give each of FlashMLA's kernels (the split-KV decode kernel,
+then the combine, which programmatic dependent launch may start before the decode kernel ends) its
+start, end and duration, in microseconds after the end of the flush before it; the medians over the
+launches are printed (kernel_spans).
 """
 
 import argparse
@@ -57,10 +65,18 @@ def main() -> int:
     ap.add_argument("--amla-log", help="bm_cuda_decode's output to compare against")
     ap.add_argument("--profile", nargs=3, type=int, metavar=("B", "S_Q", "S_K"),
                     help="launch one shape five times, untimed (for ncu)")
+    ap.add_argument("--kernels", nargs=3, type=int, metavar=("B", "S_Q", "S_K"),
+                    help="trace one shape's launches: each kernel's start, end and duration")
     args = ap.parse_args()
     if args.passes < 1:
         raise ValueError(f"--passes = {args.passes}: must be at least 1")
-    shapes = shapes_of(args.profile, args.filter, args.varlen)
+    if args.profile and args.kernels:
+        raise ValueError("--profile and --kernels: give one of them")
+    if args.kernels:
+        if min(args.kernels) < 1:
+            raise ValueError(f"--kernels {tuple(args.kernels)}: b, s_q and s_k must be positive")
+        args.passes = 1
+    shapes = shapes_of(args.profile or args.kernels, args.filter, args.varlen)
     settle_text = os.environ.get("AMLA_CUDA_SETTLE_MS", "300")
     if not settle_text.isdigit() or int(settle_text) > 60000:
         raise ValueError(f"AMLA_CUDA_SETTLE_MS = {settle_text!r}: must be a whole number of "
@@ -119,6 +135,7 @@ def main() -> int:
             launch()  # makes the metadata, reused below
             if args.profile:
                 for _ in range(4):
+                    flush.zero_()
                     launch()
                 torch.cuda.synchronize()
                 return 0
@@ -127,6 +144,9 @@ def main() -> int:
             for _ in range(3):
                 flush.zero_()
                 launch()
+            if args.kernels:
+                trace_kernels(torch, flush, launch, (b, s_q, s_k))
+                return 0
             for i in range(15):
                 flush.zero_()
                 start[i].record()
@@ -145,6 +165,56 @@ def main() -> int:
     if args.amla_log:
         compare(best, args.amla_log)
     return 0
+
+
+def trace_kernels(torch, flush, launch, shape):
+    """Runs 15 launches, each after a flush, under torch.profiler and prints kernel_spans of its
+    CUDA kernel records."""
+    import json
+    import tempfile
+    from torch.profiler import ProfilerActivity, profile
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(15):
+            flush.zero_()
+            launch()
+        torch.cuda.synchronize()
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            events = [e for e in json.load(f)["traceEvents"] if e.get("cat") == "kernel"]
+    b, s_q, s_k = shape
+    print(f"flashmla kernels, b {b} s_q {s_q} s_k {s_k}: medians over the launches, us after the "
+          "end of the flush before each")
+    for name, start, end, dur in kernel_spans(events, "flash"):
+        print(f"  {name[:72]:<72s} start {start:7.1f}  end {end:7.1f}  duration {dur:7.1f}")
+
+
+def kernel_spans(events, marker):
+    """The kernels of repeated launches, from trace events (dicts with name, ts and dur in us): an
+    event whose name does not hold `marker` is a flush, and the events after it up to the next
+    flush are one launch's kernels, in order of their start. Returns, for the i-th kernel of a
+    launch (over the launches that have one), (name, median start, median end, median duration),
+    start and end in us after the end of the launch's flush. Raises ValueError where no event
+    follows a flush."""
+    launches = []
+    for e in sorted(events, key=lambda e: e["ts"]):
+        if marker not in e["name"]:
+            launches.append((e["ts"] + e["dur"], []))
+        elif launches:
+            launches[-1][1].append(e)
+    launches = [(t, ks) for t, ks in launches if ks]
+    if not launches:
+        raise ValueError(f"kernel_spans: no kernel named with {marker!r} follows a flush")
+    spans = []
+    for i in range(max(len(ks) for _, ks in launches)):
+        rows = [(t, ks[i]) for t, ks in launches if len(ks) > i]
+        spans.append((rows[0][1]["name"],
+                      statistics.median(k["ts"] - t for t, k in rows),
+                      statistics.median(k["ts"] + k["dur"] - t for t, k in rows),
+                      statistics.median(k["dur"] for _, k in rows)))
+    return spans
 
 
 def shapes_of(profile, filter_text, varlen):

@@ -90,3 +90,30 @@ def test_a_bad_filter_is_refused_before_flashmla_is_imported(flashmla, monkeypat
     monkeypatch.setattr("sys.argv", ["flashmla.py", "--filter", "128,2"])
     with pytest.raises(ValueError, match="--filter"):
         flashmla.main()
+
+
+def test_kernel_spans_times_each_kernel_of_a_launch_from_its_flush(flashmla):
+    # Three launches, each a flush (a fill kernel) then the decode kernel and the combine, which
+    # starts before the decode kernel ends; the third launch's combine is missing.
+    events = []
+    for at, decode_end, combine_end in [(0.0, 70.0, 75.0), (1000.0, 1072.0, 1079.0),
+                                        (2000.0, 2068.0, None)]:
+        events.append({"name": "vectorized_elementwise_kernel<FillFunctor>", "ts": at, "dur": 10.0})
+        events.append({"name": "flash_fwd_splitkv_mla_kernel", "ts": at + 10.5,
+                       "dur": decode_end - at - 10.5})
+        if combine_end is not None:
+            events.append({"name": "flash_fwd_mla_combine_kernel", "ts": decode_end - 3.0,
+                           "dur": combine_end - decode_end + 3.0})
+    spans = flashmla.kernel_spans(list(reversed(events)), "flash")
+    assert [s[0] for s in spans] == ["flash_fwd_splitkv_mla_kernel", "flash_fwd_mla_combine_kernel"]
+    name, start, end, dur = spans[0]
+    assert (start, end) == (0.5, 60.0)  # the median of 60, 62 and 58 us after each flush's end
+    assert dur == pytest.approx(59.5)
+    name, start, end, dur = spans[1]
+    assert (start, end) == (58.0, 67.0)  # the two launches that have one: (57, 65) and (59, 69)
+    assert dur == pytest.approx(9.0)
+
+
+def test_kernel_spans_refuses_a_trace_without_the_kernels(flashmla):
+    with pytest.raises(ValueError, match="no kernel named with 'flash'"):
+        flashmla.kernel_spans([{"name": "fill", "ts": 0.0, "dur": 1.0}], "flash")
