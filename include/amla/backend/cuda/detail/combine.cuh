@@ -29,7 +29,9 @@ inline constexpr int d_v = 512;
 inline constexpr int warps = 4;
 inline constexpr int threads = 32 * warps;
 /// CTAs an SM must hold at once (the launch bound): 8, so that b 16's 1024 CTAs (64 rows' CTAs
-/// for each of 16 split requests) fit in one wave of 132 SMs, within 64 registers a thread.
+/// for each of 16 split requests) fit in one wave of 132 SMs, within 64 registers a thread (at
+/// 72, 7 CTAs an SM left 100 CTAs for a second round: 1.0-1.2 us more at b 16,
+/// bench/CUDA_RESULTS.md).
 inline constexpr int min_ctas_per_sm = 8;
 /// Partial values a lane holds in flight (the loads of slots_in_flight slots): the warp's loads
 /// of all those slots are issued together, before any of them is used.
