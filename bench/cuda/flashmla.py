@@ -39,10 +39,12 @@ launches are printed (kernel_spans).
 
 import argparse
 import collections
+import json
 import os
 import re
 import statistics
 import sys
+import tempfile
 import time
 
 SHAPES = [  # (b, s_q, s_k): bm_cuda_decode's b 128 grid and its two split-KV shapes
@@ -73,10 +75,9 @@ def main() -> int:
     if args.profile and args.kernels:
         raise ValueError("--profile and --kernels: give one of them")
     if args.kernels:
-        if min(args.kernels) < 1:
-            raise ValueError(f"--kernels {tuple(args.kernels)}: b, s_q and s_k must be positive")
         args.passes = 1
-    shapes = shapes_of(args.profile or args.kernels, args.filter, args.varlen)
+    shapes = shapes_of(args.profile or args.kernels, args.filter, args.varlen,
+                       "--kernels" if args.kernels else "--profile")
     settle_text = os.environ.get("AMLA_CUDA_SETTLE_MS", "300")
     if not settle_text.isdigit() or int(settle_text) > 60000:
         raise ValueError(f"AMLA_CUDA_SETTLE_MS = {settle_text!r}: must be a whole number of "
@@ -170,8 +171,6 @@ def main() -> int:
 def trace_kernels(torch, flush, launch, shape):
     """Runs 15 launches, each after a flush, under torch.profiler and prints kernel_spans of its
     CUDA kernel records."""
-    import json
-    import tempfile
     from torch.profiler import ProfilerActivity, profile
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
@@ -217,14 +216,15 @@ def kernel_spans(events, marker):
     return spans
 
 
-def shapes_of(profile, filter_text, varlen):
-    """The configurations to time, as (b, s_q, s_k, varlen): with `profile` (b, s_q, s_k) that
-    shape; with `filter_text` ("b,s_q,s_k;...") the grid's shapes it names in the grid's order,
-    then any other it names, and the mixed batches only with `varlen`; else the grid and the mixed
-    batches. Raises ValueError naming the argument for a malformed or non-positive shape."""
+def shapes_of(profile, filter_text, varlen, flag="--profile"):
+    """The configurations to time, as (b, s_q, s_k, varlen): with `profile` (b, s_q, s_k, given
+    as `flag`) that shape; with `filter_text` ("b,s_q,s_k;...") the grid's shapes it names in the
+    grid's order, then any other it names, and the mixed batches only with `varlen`; else the grid
+    and the mixed batches. Raises ValueError naming the argument for a malformed or non-positive
+    shape."""
     if profile:
         if min(profile) < 1:
-            raise ValueError(f"--profile {tuple(profile)}: b, s_q and s_k must be positive")
+            raise ValueError(f"{flag} {tuple(profile)}: b, s_q and s_k must be positive")
         return [tuple(profile) + (False,)]
     if not filter_text:
         return [s + (False,) for s in SHAPES] + [s + (True,) for s in VARLEN_SHAPES]

@@ -117,3 +117,16 @@ def test_kernel_spans_times_each_kernel_of_a_launch_from_its_flush(flashmla):
 def test_kernel_spans_refuses_a_trace_without_the_kernels(flashmla):
     with pytest.raises(ValueError, match="no kernel named with 'flash'"):
         flashmla.kernel_spans([{"name": "fill", "ts": 0.0, "dur": 1.0}], "flash")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--kernels", "16", "0", "4096"],
+     r"--kernels \(16, 0, 4096\): b, s_q and s_k must be positive"),
+    (["--profile", "16", "2", "4096", "--kernels", "16", "2", "4096"],
+     "--profile and --kernels: give one of them"),
+])
+def test_bad_kernels_arguments_are_refused_before_flashmla_is_imported(flashmla, monkeypatch,
+                                                                         argv, message):
+    monkeypatch.setattr("sys.argv", ["flashmla.py"] + argv)
+    with pytest.raises(ValueError, match=message):
+        flashmla.main()

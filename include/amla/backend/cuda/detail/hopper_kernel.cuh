@@ -161,7 +161,9 @@ enum phase : int {
   phase_loop_end_wg1,   ///< WG1 out of the block loop (thread 128)
   phase_epilogue_sync,  ///< l exchanged between the warpgroups (the epilogue's CTA barrier)
   phase_stores_issued,  ///< thread 0 has issued its out and lse stores
-  phase_stores_done,    ///< every thread's stores issued and fenced (a fence and a CTA barrier)
+  phase_stores_done,    ///< every thread's stores issued and fenced (a fence and a CTA barrier;
+                        ///< a cut piece's bulk copies have read their rows, their writes may
+                        ///< still drain)
   phase_count
 };
 inline constexpr int phase_clock = 16;
@@ -956,9 +958,9 @@ __device__ __forceinline__ void copy_staged_rows(std::uint8_t* stage, T* dst, in
 /// Issues the bulk copies (ptx::bulk_store) of the rows [0, 64) staged in the padded layout that
 /// are real (row_first + r < rows) to global memory, row r to dst + (row_first + r) * d_v, dst
 /// 16-byte aligned: one warp, lane l copying rows l and l + 32 as its own bulk group, then waiting
-/// only until its copies have read the staged rows: the grid's end, which the combine's
-/// griddep_wait waits for, makes their writes visible (0-1% less time at b 16 and b 1 than
-/// waiting for the writes; bench/CUDA_RESULTS.md).
+/// only until its copies have read the staged rows: the grid's end, which the combine waits for
+/// (griddep_wait, or stream order without programmatic launch), makes their writes visible (0-1%
+/// less time at b 16 and b 1 than waiting for the writes; bench/CUDA_RESULTS.md).
 template <class T>
 __device__ __forceinline__ void bulk_store_rows(std::uint8_t* stage, T* dst, int row_first,
                                                 int rows, int lane) {
