@@ -60,9 +60,12 @@
 // data. (The seesaw itself, with the next Q K^T issued behind the last P V and P from registers,
 // measured slower on an H100: bench/CUDA_RESULTS.md.) Refills: KV[b] chunks 0-3 by WG0 after its
 // step 4 (b = 0) or 5 (b = 1); KV[b] chunks 4-8 by WG1 after its own P V and after WG0 has
-// signalled (named barriers 6, 7) that it is done with chunk 8, the P tile both read. The
-// refilling thread is the first of its warpgroup, after a warpgroup barrier (every warp's wgmma
-// is complete); it reads the block's table entry while that P V still runs (block_row).
+// signalled (named barriers 6, 7) that it is done with chunk 8, the P tile both read. A refill
+// is issued by the first thread of each of the warpgroup's four warps (load_kv_warps: chunk
+// c_lo + w by warp w, WG1's warp 0 also chunk 8), after a warpgroup barrier (every warp's wgmma is
+// complete), so that its copies leave together rather than one after another from one thread
+// (bench/CUDA_RESULTS.md: faster at s_q 2 and in the split shapes, slightly slower at s_q 1);
+// each of those threads reads the block's table entry while that P V still runs (block_row).
 // WG0 moves O_L to frame B as soon as WG1 has published frame B (named barrier 9), before P_B
 // arrives, so that only the P V's issue lies between P_B and its product.
 //
@@ -557,6 +560,25 @@ __device__ __forceinline__ void load_kv(shared_storage& sm, const CUtensorMap* m
     return;
   }
   for (int c = c_lo; c < c_hi; ++c) {
+    ptx::mbar_arrive_expect_tx(&sm.bar_kv[buf][c], chunk_bytes);
+    tma_load(sm.kv[buf] + c * chunk_bytes, map, c * 64, row, &sm.bar_kv[buf][c], policy);
+  }
+}
+
+/// A refill in the block loop: load_kv's copies spread over the four warps of a warpgroup, called
+/// by the first lane of each warp w, which issues chunks c_lo + w, c_lo + w + 4, ... (`row` read
+/// by each of them); pages smaller than a block are loaded by warp 0 alone (load_kv_pages).
+__device__ __forceinline__ void load_kv_warps(shared_storage& sm, const CUtensorMap* map,
+                                              const params& p, const piece_rows& pr,
+                                              std::uint64_t policy, int buf, int kb, int c_lo,
+                                              int c_hi, int row, int warp) {
+  if (p.shape.page_size < block_keys) {
+    if (warp == 0) {
+      load_kv_pages(sm, map, pr.table, pr.seqlen, p.shape.page_size, policy, buf, kb, c_lo, c_hi);
+    }
+    return;
+  }
+  for (int c = c_lo + warp; c < c_hi; c += 4) {
     ptx::mbar_arrive_expect_tx(&sm.bar_kv[buf][c], chunk_bytes);
     tma_load(sm.kv[buf] + c * chunk_bytes, map, c * 64, row, &sm.bar_kv[buf][c], policy);
   }
@@ -1136,14 +1158,14 @@ __global__ void __launch_bounds__(threads, 1)
         pv_step<Mode, SafeAdd>(o, sa0, sa1, sm.kv[0], 0, kb_a, pr, bar_wg0, tid_wg, true, tr,
                                tr0_pv_a_rescaled);
         trace(tr, tr0_pv_a_issued);
-        const bool refill_a = leader && kb_a + 2 < pr.kb_end;
+        const bool refill_a = lane == 0 && kb_a + 2 < pr.kb_end;
         const int row_a = refill_a ? block_row(p, pr, kb_a + 2) : 0;
         ptx::wgmma_wait<0>();
         ptx::fence_regs(o);
         ptx::bar_sync(bar_wg0, 128);  // every warp of WG0 is done reading KV[0] chunks 0-3 and 8
         trace_after_barrier(tr, tr0_pv_a_done, &sm.l_part[0][0]);
         ptx::bar_arrive(bar_a_done, 256);
-        if (refill_a) load_kv(sm, &tm_kv, p, pr, policy, 0, kb_a + 2, 0, 4, row_a);
+        if (refill_a) load_kv_warps(sm, &tm_kv, p, pr, policy, 0, kb_a + 2, 0, 4, row_a, warp);
         trace(tr, tr0_refill_a);
 
         // ---- WG0: O_L = step_B(O_L) + P_B V_B[:, L] (P_B from WG1 through KV[1] chunk 8), O_L
@@ -1160,7 +1182,7 @@ __global__ void __launch_bounds__(threads, 1)
           pv_step<Mode, SafeAdd>(o, sb0, sb1, sm.kv[1], 0, kb_b, pr, bar_wg0, tid_wg, false,
                                  nullptr, 0, false);
           trace(tr, tr0_pv_b_issued);
-          const bool refill_b = leader && kb_b + 2 < pr.kb_end;
+          const bool refill_b = lane == 0 && kb_b + 2 < pr.kb_end;
           const int row_b = refill_b ? block_row(p, pr, kb_b + 2) : 0;
           // l_L (blocks A so far) moves from frame A to frame B.
           if (sa0.next.m != neg_inf_f) l0 *= fast_exp2(sa0.next.m - mb0.frame.m);
@@ -1172,7 +1194,7 @@ __global__ void __launch_bounds__(threads, 1)
           ptx::bar_sync(bar_wg0, 128);
           trace_after_barrier(tr, tr0_pv_b_done, &sm.l_part[0][0]);
           ptx::bar_arrive(bar_b_done, 256);
-          if (refill_b) load_kv(sm, &tm_kv, p, pr, policy, 1, kb_b + 2, 0, 4, row_b);
+          if (refill_b) load_kv_warps(sm, &tm_kv, p, pr, policy, 1, kb_b + 2, 0, 4, row_b, warp);
           trace(tr, tr0_refill_b);
         } else {
           f0 = sa0.next;
@@ -1226,7 +1248,7 @@ __global__ void __launch_bounds__(threads, 1)
                                  tr1_pv_a_rescaled);
         }
         trace(tr, tr1_pv_a_issued);
-        const bool refill_a = leader && kb_a + 2 < pr.kb_end;
+        const bool refill_a = lane == 0 && kb_a + 2 < pr.kb_end;
         const int row_a = refill_a ? block_row(p, pr, kb_a + 2) : 0;
 
         // ---- WG1: P_B published while P_A V_A runs ----
@@ -1249,7 +1271,7 @@ __global__ void __launch_bounds__(threads, 1)
         trace_after_barrier(tr, tr1_pv_a_done, &sm.l_part[0][0]);
         ptx::bar_sync(bar_a_done, 256);  // and WG0 with chunk 8 (P_A)
         trace_after_barrier(tr, tr1_a_done, &sm.l_part[0][0]);
-        if (refill_a) load_kv(sm, &tm_kv, p, pr, policy, 0, kb_a + 2, 4, 9, row_a);
+        if (refill_a) load_kv_warps(sm, &tm_kv, p, pr, policy, 0, kb_a + 2, 4, 9, row_a, warp);
         trace(tr, tr1_refill_a);
 
         // ---- WG1: O_R = step_B(O_R) + P_B V_B[:, R] (P_B from shared memory; the barrier
@@ -1258,7 +1280,7 @@ __global__ void __launch_bounds__(threads, 1)
           pv_step<Mode, SafeAdd>(o, sb0, sb1, sm.kv[1], 4, kb_b, pr, bar_wg1, tid_wg, false, tr,
                                  tr1_pv_b_rescaled);
           trace(tr, tr1_pv_b_issued);
-          const bool refill_b = leader && kb_b + 2 < pr.kb_end;
+          const bool refill_b = lane == 0 && kb_b + 2 < pr.kb_end;
           const int row_b = refill_b ? block_row(p, pr, kb_b + 2) : 0;
           ptx::wgmma_wait<0>();
           ptx::fence_regs(o);
@@ -1266,7 +1288,7 @@ __global__ void __launch_bounds__(threads, 1)
           trace_after_barrier(tr, tr1_pv_b_done, &sm.l_part[0][0]);
           ptx::bar_sync(bar_b_done, 256);  // WG0 is done with KV[1] chunk 8 (P_B)
           trace_after_barrier(tr, tr1_b_done, &sm.l_part[0][0]);
-          if (refill_b) load_kv(sm, &tm_kv, p, pr, policy, 1, kb_b + 2, 4, 9, row_b);
+          if (refill_b) load_kv_warps(sm, &tm_kv, p, pr, policy, 1, kb_b + 2, 4, 9, row_b, warp);
           trace(tr, tr1_refill_b);
         }
       }
