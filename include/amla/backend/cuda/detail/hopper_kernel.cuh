@@ -61,7 +61,7 @@
 // measured slower on an H100: bench/CUDA_RESULTS.md.) Refills: KV[b] chunks 0-3 by WG0 after its
 // step 4 (b = 0) or 5 (b = 1); KV[b] chunks 4-8 by WG1 after its own P V and after WG0 has
 // signalled (named barriers 6, 7) that it is done with chunk 8, the P tile both read. A refill
-// is issued by the first thread of each of the warpgroup's four warps (load_kv_warps: chunk
+// is issued by the first thread of each of the warpgroup's four warps (load_kv<4>: chunk
 // c_lo + w by warp w, WG1's warp 0 also chunk 8), after a warpgroup barrier (every warp's wgmma is
 // complete), so that its copies leave together rather than one after another from one thread
 // (bench/CUDA_RESULTS.md: faster at s_q 2 and in the split shapes, slightly slower at s_q 1);
@@ -550,35 +550,22 @@ __device__ AMLA_CUDA_COLD void load_kv_pages(shared_storage& sm, const CUtensorM
   }
 }
 
-/// Issues the TMA loads of chunks [c_lo, c_hi) of KV block kb into buffer `buf` (one thread);
-/// `row` is block_row(p, pr, kb), used when pages hold whole blocks.
+/// Issues the TMA loads of chunks [c_lo, c_hi) of KV block kb into buffer `buf`; `row` is
+/// block_row(p, pr, kb), used when pages hold whole blocks. Called by one thread with Warps = 1
+/// (`warp` 0), or, for a refill in the block loop, by the first lane of each of a warpgroup's
+/// Warps = 4 warps, warp w issuing chunks c_lo + w, c_lo + w + 4, ... (each of them with `row`);
+/// pages smaller than a block are then loaded by warp 0 alone (load_kv_pages).
+template <int Warps = 1>
 __device__ __forceinline__ void load_kv(shared_storage& sm, const CUtensorMap* map, const params& p,
                                         const piece_rows& pr, std::uint64_t policy, int buf, int kb,
-                                        int c_lo, int c_hi, int row) {
-  if (p.shape.page_size < block_keys) {
-    load_kv_pages(sm, map, pr.table, pr.seqlen, p.shape.page_size, policy, buf, kb, c_lo, c_hi);
-    return;
-  }
-  for (int c = c_lo; c < c_hi; ++c) {
-    ptx::mbar_arrive_expect_tx(&sm.bar_kv[buf][c], chunk_bytes);
-    tma_load(sm.kv[buf] + c * chunk_bytes, map, c * 64, row, &sm.bar_kv[buf][c], policy);
-  }
-}
-
-/// A refill in the block loop: load_kv's copies spread over the four warps of a warpgroup, called
-/// by the first lane of each warp w, which issues chunks c_lo + w, c_lo + w + 4, ... (`row` read
-/// by each of them); pages smaller than a block are loaded by warp 0 alone (load_kv_pages).
-__device__ __forceinline__ void load_kv_warps(shared_storage& sm, const CUtensorMap* map,
-                                              const params& p, const piece_rows& pr,
-                                              std::uint64_t policy, int buf, int kb, int c_lo,
-                                              int c_hi, int row, int warp) {
+                                        int c_lo, int c_hi, int row, int warp = 0) {
   if (p.shape.page_size < block_keys) {
     if (warp == 0) {
       load_kv_pages(sm, map, pr.table, pr.seqlen, p.shape.page_size, policy, buf, kb, c_lo, c_hi);
     }
     return;
   }
-  for (int c = c_lo + warp; c < c_hi; c += 4) {
+  for (int c = c_lo + warp; c < c_hi; c += Warps) {
     ptx::mbar_arrive_expect_tx(&sm.bar_kv[buf][c], chunk_bytes);
     tma_load(sm.kv[buf] + c * chunk_bytes, map, c * 64, row, &sm.bar_kv[buf][c], policy);
   }
@@ -1165,7 +1152,7 @@ __global__ void __launch_bounds__(threads, 1)
         ptx::bar_sync(bar_wg0, 128);  // every warp of WG0 is done reading KV[0] chunks 0-3 and 8
         trace_after_barrier(tr, tr0_pv_a_done, &sm.l_part[0][0]);
         ptx::bar_arrive(bar_a_done, 256);
-        if (refill_a) load_kv_warps(sm, &tm_kv, p, pr, policy, 0, kb_a + 2, 0, 4, row_a, warp);
+        if (refill_a) load_kv<4>(sm, &tm_kv, p, pr, policy, 0, kb_a + 2, 0, 4, row_a, warp);
         trace(tr, tr0_refill_a);
 
         // ---- WG0: O_L = step_B(O_L) + P_B V_B[:, L] (P_B from WG1 through KV[1] chunk 8), O_L
@@ -1194,7 +1181,7 @@ __global__ void __launch_bounds__(threads, 1)
           ptx::bar_sync(bar_wg0, 128);
           trace_after_barrier(tr, tr0_pv_b_done, &sm.l_part[0][0]);
           ptx::bar_arrive(bar_b_done, 256);
-          if (refill_b) load_kv_warps(sm, &tm_kv, p, pr, policy, 1, kb_b + 2, 0, 4, row_b, warp);
+          if (refill_b) load_kv<4>(sm, &tm_kv, p, pr, policy, 1, kb_b + 2, 0, 4, row_b, warp);
           trace(tr, tr0_refill_b);
         } else {
           f0 = sa0.next;
@@ -1271,7 +1258,7 @@ __global__ void __launch_bounds__(threads, 1)
         trace_after_barrier(tr, tr1_pv_a_done, &sm.l_part[0][0]);
         ptx::bar_sync(bar_a_done, 256);  // and WG0 with chunk 8 (P_A)
         trace_after_barrier(tr, tr1_a_done, &sm.l_part[0][0]);
-        if (refill_a) load_kv_warps(sm, &tm_kv, p, pr, policy, 0, kb_a + 2, 4, 9, row_a, warp);
+        if (refill_a) load_kv<4>(sm, &tm_kv, p, pr, policy, 0, kb_a + 2, 4, 9, row_a, warp);
         trace(tr, tr1_refill_a);
 
         // ---- WG1: O_R = step_B(O_R) + P_B V_B[:, R] (P_B from shared memory; the barrier
@@ -1288,7 +1275,7 @@ __global__ void __launch_bounds__(threads, 1)
           trace_after_barrier(tr, tr1_pv_b_done, &sm.l_part[0][0]);
           ptx::bar_sync(bar_b_done, 256);  // WG0 is done with KV[1] chunk 8 (P_B)
           trace_after_barrier(tr, tr1_b_done, &sm.l_part[0][0]);
-          if (refill_b) load_kv_warps(sm, &tm_kv, p, pr, policy, 1, kb_b + 2, 4, 9, row_b, warp);
+          if (refill_b) load_kv<4>(sm, &tm_kv, p, pr, policy, 1, kb_b + 2, 4, 9, row_b, warp);
           trace(tr, tr1_refill_b);
         }
       }
