@@ -64,8 +64,8 @@
 // is issued by the first thread of each of the warpgroup's four warps (load_kv<4>: chunk
 // c_lo + w by warp w, WG1's warp 0 also chunk 8), after a warpgroup barrier (every warp's wgmma is
 // complete), so that its copies leave together rather than one after another from one thread
-// (bench/CUDA_RESULTS.md: faster at s_q 2 and in the split shapes; at s_q 1 up to 1% slower in
-// one comparison and level in another); each of those threads reads the block's table entry
+// (bench/CUDA_RESULTS.md: faster at s_q 2 and in the split shapes; at s_q 1 up to 1.2% slower
+// in one comparison and level in another); each of those threads reads the block's table entry
 // while that P V still runs (block_row).
 // WG0 moves O_L to frame B as soon as WG1 has published frame B (named barrier 9), before P_B
 // arrives, so that only the P V's issue lies between P_B and its product.
