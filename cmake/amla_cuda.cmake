@@ -68,13 +68,27 @@ target_link_libraries(amla_cuda_dev_options INTERFACE amla_cuda_warnings)
 target_compile_options(amla_cuda_dev_options INTERFACE
   $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${AMLA_CUDA_VERBOSE}>>:-Xptxas=-v>)
 
+# Code generation for amla's own programs that build the kernels (decode_kernels.cu below and the
+# Python extension): ptxas's --register-usage-level=10, as FlashMLA's build passes, schedules the
+# Hopper kernel's loop with more freedom for the same registers (bench/CUDA_RESULTS.md, row 144).
+# A program that includes the headers chooses its own flags; older ptxas without the option builds
+# without it.
+include(CheckCompilerFlag)
+check_compiler_flag(CUDA "-Xptxas=--register-usage-level=10" AMLA_PTXAS_HAS_REGISTER_USAGE_LEVEL)
+add_library(amla_cuda_codegen INTERFACE)
+if(AMLA_PTXAS_HAS_REGISTER_USAGE_LEVEL)
+  target_compile_options(amla_cuda_codegen INTERFACE
+    $<$<COMPILE_LANGUAGE:CUDA>:-Xptxas=--register-usage-level=10>)
+endif()
+
 # decode()'s kernels (detail::dispatch of both modes: the Hopper kernel's instantiations, the
 # combine, the fallback kernel) in one object for the three programs below that launch them, each
 # of which declares them extern (tests/cuda/decode_kernels.cuh): compiled and put through ptxas
 # once instead of three times.
 if(AMLA_BUILD_CUDA_TESTS OR AMLA_BUILD_CUDA_BENCH)
   add_library(amla_cuda_decode_kernels OBJECT tests/cuda/decode_kernels.cu)
-  target_link_libraries(amla_cuda_decode_kernels PUBLIC amla::cuda PRIVATE amla_cuda_dev_options)
+  target_link_libraries(amla_cuda_decode_kernels PUBLIC amla::cuda PRIVATE amla_cuda_dev_options
+                                                                       amla_cuda_codegen)
   target_include_directories(amla_cuda_decode_kernels PUBLIC
                              ${CMAKE_CURRENT_SOURCE_DIR}/tests/cuda)
   set_target_properties(amla_cuda_decode_kernels PROPERTIES
