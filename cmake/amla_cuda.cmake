@@ -71,14 +71,17 @@ target_compile_options(amla_cuda_dev_options INTERFACE
 # Code generation for amla's own programs that build the kernels (decode_kernels.cu below and the
 # Python extension): ptxas's --register-usage-level=10, as FlashMLA's build passes, schedules the
 # Hopper kernel's loop with more freedom for the same registers (bench/CUDA_RESULTS.md, row 144).
-# A program that includes the headers chooses its own flags; older ptxas without the option builds
-# without it.
-include(CheckCompilerFlag)
-check_compiler_flag(CUDA "-Xptxas=--register-usage-level=10" AMLA_PTXAS_HAS_REGISTER_USAGE_LEVEL)
-add_library(amla_cuda_codegen INTERFACE)
-if(AMLA_PTXAS_HAS_REGISTER_USAGE_LEVEL)
-  target_compile_options(amla_cuda_codegen INTERFACE
-    $<$<COMPILE_LANGUAGE:CUDA>:-Xptxas=--register-usage-level=10>)
+# A program that includes the headers chooses its own flags (and a project that only consumes
+# amla::cuda runs no check for it); older ptxas without the option builds without it.
+if(AMLA_BUILD_CUDA_TESTS OR AMLA_BUILD_CUDA_BENCH OR AMLA_BUILD_PYTHON)
+  include(CheckCompilerFlag)
+  check_compiler_flag(CUDA "-Xptxas=--register-usage-level=10"
+                      AMLA_PTXAS_HAS_REGISTER_USAGE_LEVEL)
+  add_library(amla_cuda_codegen INTERFACE)
+  if(AMLA_PTXAS_HAS_REGISTER_USAGE_LEVEL)
+    target_compile_options(amla_cuda_codegen INTERFACE
+      $<$<COMPILE_LANGUAGE:CUDA>:-Xptxas=--register-usage-level=10>)
+  endif()
 endif()
 
 # decode()'s kernels (detail::dispatch of both modes: the Hopper kernel's instantiations, the
